@@ -1,0 +1,43 @@
+package main
+
+import (
+	"time"
+
+	"github.com/cairn-io/cairn/agents"
+	"github.com/cairn-io/cairn/events"
+	"github.com/spf13/cobra"
+)
+
+func agentCmd() *cobra.Command {
+	var (
+		opts    agents.Options
+		natsURL string
+		creds   string
+	)
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent of one node: consume its desired state, send heartbeats",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Names = events.NewNames(prefix)
+			opts.Log = newLogger()
+			nc, err := connect(natsURL, creds, "cairn-agent-"+opts.Node)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			a, err := agents.New(nc, opts)
+			if err != nil {
+				return err
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&opts.Node, "node", "", "name of the node this agent runs (required)")
+	f.StringVar(&natsURL, "nats", defaultNATS, "NATS server URL")
+	f.StringVar(&creds, "creds", "", "NATS credentials file of this node's user")
+	f.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "heartbeat period")
+	_ = c.MarkFlagRequired("node")
+	return c
+}

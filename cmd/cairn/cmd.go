@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/events"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+const defaultNATS = "nats://127.0.0.1:4222"
+
+func connect(url, creds, name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1)}
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+func defaultActor() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return "cli:" + name + "@" + host
+}
+
+func cmdCmd() *cobra.Command {
+	var (
+		natsURL, creds, commandID, actor string
+		timeout                          time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "cmd VERB [JSON | @FILE | -]",
+		Short: "Send a command and print the reply (exit 0 accepted, 1 refused)",
+		Long: `Send a command to admission on <prefix>.cmd.VERB and print the JSON reply.
+The body is the JSON argument, @FILE to read it from a file, or - for stdin; none means {}.
+Exit status: 0 accepted, 1 refused (the reply says why), 2 no answer.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := []byte("{}")
+			if len(args) == 2 {
+				var err error
+				switch a := args[1]; {
+				case a == "-":
+					body, err = io.ReadAll(os.Stdin)
+				case strings.HasPrefix(a, "@"):
+					body, err = os.ReadFile(a[1:])
+				default:
+					body = []byte(a)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			nc, err := connect(natsURL, creds, "cairn-cmd")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			m := nats.NewMsg(events.NewNames(prefix).Command(args[0]))
+			m.Data = body
+			if commandID != "" {
+				m.Header.Set(commands.HeaderCommandID, commandID)
+			}
+			m.Header.Set(commands.HeaderActor, actor)
+			resp, err := nc.RequestMsg(m, timeout)
+			if err != nil {
+				return fmt.Errorf("no answer on %s: %w", m.Subject, err)
+			}
+			var reply commands.Reply
+			if err := json.Unmarshal(resp.Data, &reply); err != nil {
+				return fmt.Errorf("unreadable reply: %s", resp.Data)
+			}
+			out, _ := json.MarshalIndent(reply, "", "  ")
+			fmt.Println(string(out))
+			if !reply.OK {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&natsURL, "nats", defaultNATS, "NATS server URL")
+	f.StringVar(&creds, "creds", "", "NATS credentials file")
+	f.StringVar(&commandID, "command-id", "", "idempotency key (Cairn-Command-Id); the same id returns the first reply")
+	f.StringVar(&actor, "actor", defaultActor(), "who sends the command (recorded in every event)")
+	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the reply")
+	return c
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+func printJSON(v any) {
+	out, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Println(string(out))
+}
+
+func viewsCmd() *cobra.Command {
+	c := &cobra.Command{Use: "views", Short: "Rebuild, digest or time-travel the views (offline, on --data)"}
+	var dataDir string
+	c.PersistentFlags().StringVar(&dataDir, "data", "data", "data directory of a stopped `cairn serve`")
+
+	rebuild := &cobra.Command{
+		Use:   "rebuild",
+		Short: "Replay the events stream from sequence 1 into fresh views (serve must be stopped); prints the digest",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			off, err := server.OpenData(dataDir, prefix)
+			if err != nil {
+				return err
+			}
+			defer off.Close()
+			d, err := off.Rebuild(cmd.Context(), newLogger())
+			if err != nil {
+				return err
+			}
+			printJSON(d)
+			return nil
+		},
+	}
+	digest := &cobra.Command{
+		Use:   "digest",
+		Short: "Print the digest of the views as they are stored (serve must be stopped; running: GET /v1/views/digest)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, err := projections.Open(dataDir + "/views")
+			if err != nil {
+				return fmt.Errorf("%w (is cairn serve running on %s?)", err, dataDir)
+			}
+			defer db.Close()
+			d, err := db.Digest()
+			if err != nil {
+				return err
+			}
+			printJSON(d)
+			return nil
+		},
+	}
+	var (
+		seq     uint64
+		dump    bool
+		natsURL string
+	)
+	at := &cobra.Command{
+		Use:   "at",
+		Short: "Build the views as of sequence N into a temporary store and print their digest (--dump: and content)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if seq == 0 {
+				return fmt.Errorf("--seq is required and must be at least 1")
+			}
+			var js jetstream.JetStream
+			if natsURL != "" {
+				nc, err := connect(natsURL, "", "cairn-views-at")
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				if js, err = jetstream.New(nc); err != nil {
+					return err
+				}
+			} else {
+				off, err := server.OpenData(dataDir, prefix)
+				if err != nil {
+					return err
+				}
+				defer off.Close()
+				js = off.JS
+			}
+			tmp, err := projections.OpenInMem()
+			if err != nil {
+				return err
+			}
+			defer tmp.Close()
+			d, err := server.ProjectInto(cmd.Context(), tmp, js, events.NewNames(prefix), seq, newLogger())
+			if err != nil {
+				return err
+			}
+			if !dump {
+				printJSON(d)
+				return nil
+			}
+			views, err := tmp.Dump()
+			if err != nil {
+				return err
+			}
+			printJSON(map[string]any{"digest": d, "views": views})
+			return nil
+		},
+	}
+	at.Flags().Uint64Var(&seq, "seq", 0, "stream sequence to stop at (inclusive)")
+	at.Flags().BoolVar(&dump, "dump", false, "print every view key and value too")
+	at.Flags().StringVar(&natsURL, "nats", "", "read a running deployment's stream instead of --data")
+	c.AddCommand(rebuild, digest, at)
+	_ = os.Stderr
+	return c
+}

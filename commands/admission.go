@@ -1,0 +1,332 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/schemas"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/rs/zerolog"
+)
+
+var (
+	metricCommands = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_commands_total", Help: "Commands answered, by verb and outcome (ok or the error code)."},
+		[]string{"verb", "outcome"})
+	metricLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "cairn_command_duration_seconds", Help: "Time to answer a command.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"verb"})
+	metricConflicts = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_command_append_conflicts_total", Help: "Appends refused because the boundary moved; the command was decided again."},
+		[]string{"verb"})
+)
+
+// Request is one command as it reaches admission.
+type Request struct {
+	Verb          string
+	Body          []byte
+	CommandID     string // idempotency key; "" = take the body's command_id or make one up
+	Actor         string
+	CorrelationID string
+	CausationID   string
+}
+
+// Options tune admission. Zero values take the defaults in parentheses.
+type Options struct {
+	MaxBody       int           // largest accepted body in bytes (64 KiB)
+	MaxAttempts   int           // decisions per command before giving up on contention (10)
+	CatchUpWait   time.Duration // how long to wait for the views to move after a conflict (5 s)
+	ReplyWait     time.Duration // how long an accepted command waits for its events in the views (5 s)
+	RecentReplies int           // refusals remembered for retried command ids (10000, for 15 min)
+	Now           func() time.Time
+}
+
+// Admission validates commands, decides them against the views and appends their events.
+type Admission struct {
+	store    *events.Store
+	db       *projections.DB
+	proj     *projections.Projector
+	names    events.Names
+	log      zerolog.Logger
+	opts     Options
+	handlers map[string]Handler
+	recent   *recentReplies
+}
+
+// New returns admission over the store, the views and the projector that feeds them.
+func New(store *events.Store, db *projections.DB, proj *projections.Projector, log zerolog.Logger, opts Options) *Admission {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = 64 << 10
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 10
+	}
+	if opts.CatchUpWait <= 0 {
+		opts.CatchUpWait = 5 * time.Second
+	}
+	if opts.ReplyWait <= 0 {
+		opts.ReplyWait = 5 * time.Second
+	}
+	if opts.RecentReplies <= 0 {
+		opts.RecentReplies = 10000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts,
+		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
+	for _, h := range nodeHandlers() {
+		a.Register(h)
+	}
+	return a
+}
+
+// Register adds a handler; its verb must have a schema commands/<verb>.json.
+func (a *Admission) Register(h Handler) {
+	if _, err := schemas.Get(schemas.CommandSchemaID(h.Verb)); err != nil {
+		panic("commands: " + err.Error())
+	}
+	a.handlers[h.Verb] = h
+}
+
+// Verbs lists the verbs admission answers, sorted.
+func (a *Admission) Verbs() []string {
+	out := make([]string, 0, len(a.handlers))
+	for v := range a.handlers {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Submit answers one command. It never returns an error: every failure is a refused
+// Reply with a stable code. A refused command appends nothing; an accepted one has its
+// events in the views when Submit returns (unless the views lag by more than ReplyWait,
+// which the reply's warnings then say).
+func (a *Admission) Submit(ctx context.Context, req Request) Reply {
+	began := time.Now()
+	reply := a.submit(ctx, req)
+	outcome := "ok"
+	if !reply.OK {
+		outcome = reply.Error.Code
+	}
+	verb := req.Verb
+	if _, known := a.handlers[verb]; !known {
+		verb = "unknown"
+	}
+	metricCommands.WithLabelValues(verb, outcome).Inc()
+	metricLatency.WithLabelValues(verb).Observe(time.Since(began).Seconds())
+	ev := a.log.Debug()
+	if !reply.OK {
+		ev = a.log.Info().Str("code", reply.Error.Code).Str("error", reply.Error.Message)
+	}
+	ev.Str("verb", req.Verb).Str("command_id", reply.CommandID).Str("actor", req.Actor).
+		Int("events", len(reply.Events)).Dur("took", time.Since(began)).Msg("command")
+	return reply
+}
+
+func (a *Admission) submit(ctx context.Context, req Request) Reply {
+	if len(req.Body) > a.opts.MaxBody {
+		return refused(req.CommandID, cairn.Errorf(cairn.CodePayloadTooLarge,
+			"command body is %d bytes, over the limit of %d", len(req.Body), a.opts.MaxBody).
+			WithDetails(map[string]any{"size": len(req.Body), "limit": a.opts.MaxBody}))
+	}
+	h, ok := a.handlers[req.Verb]
+	if !ok {
+		return refused(req.CommandID, cairn.Errorf(cairn.CodeUnknownCommand, "unknown command %q", req.Verb).
+			WithDetails(map[string]any{"verbs": a.Verbs()}))
+	}
+	// The command id first, so that even a refusal of a malformed body names it.
+	var idField struct {
+		CommandID any `json:"command_id"`
+	}
+	_ = json.Unmarshal(req.Body, &idField)
+	bodyID, _ := idField.CommandID.(string)
+	if req.CommandID == "" {
+		req.CommandID = bodyID
+	}
+	if req.CommandID == "" {
+		req.CommandID = uuid.Must(uuid.NewV7()).String()
+	}
+	if len(req.CommandID) > 100 || !validCommandID(req.CommandID) {
+		return refused("", cairn.InvalidField("command_id",
+			"command_id must be 1-100 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"))
+	}
+	if err := schemas.Validate(schemas.CommandSchemaID(req.Verb), req.Body); err != nil {
+		return refused(req.CommandID, err)
+	}
+	if bodyID != "" && bodyID != req.CommandID {
+		return refused(req.CommandID, cairn.InvalidField("command_id",
+			"command_id %q differs from the Cairn-Command-Id header %q", bodyID, req.CommandID))
+	}
+	if req.Actor == "" {
+		req.Actor = "anonymous"
+	}
+	if req.CorrelationID == "" {
+		req.CorrelationID = req.CommandID
+	}
+	if req.CausationID == "" {
+		req.CausationID = req.CommandID
+	}
+	if r, ok := a.recent.get(req.CommandID, a.opts.Now()); ok {
+		return r
+	}
+
+	for attempt := 1; ; attempt++ {
+		view, err := a.db.Read()
+		if err != nil {
+			return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		}
+		reply, seen, retry := a.attempt(ctx, h, req, view)
+		view.Close()
+		if !retry {
+			return reply
+		}
+		metricConflicts.WithLabelValues(req.Verb).Inc()
+		if attempt >= a.opts.MaxAttempts {
+			return refused(req.CommandID, cairn.Errorf(cairn.CodeConflict,
+				"%s gave up after %d attempts: other commands kept changing the same state; retry", req.Verb, attempt))
+		}
+		// The boundary moved after the state we decided on: wait until the views hold
+		// that change, back off a little (jitter spreads out competing retries), decide again.
+		wctx, cancel := context.WithTimeout(ctx, a.opts.CatchUpWait)
+		err = a.proj.WaitBeyond(wctx, seen)
+		cancel()
+		if err != nil {
+			return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
+				"the views did not catch up within %s after a concurrent change; retry", a.opts.CatchUpWait))
+		}
+		time.Sleep(time.Duration(rand.Int64N(int64(attempt) * int64(500*time.Microsecond))))
+	}
+}
+
+// attempt decides the command on one view and tries to append. retry is true when the
+// boundary moved; seen is the view's sequence.
+func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *projections.View) (reply Reply, seen uint64, retry bool) {
+	seen = view.Seq()
+	if rec, ok, err := view.Command(req.CommandID); err != nil {
+		return refused(req.CommandID, err), seen, false
+	} else if ok {
+		return acceptedReply(rec, nil), seen, false
+	}
+	d, err := h.Decide(view, a.names, req.Body)
+	if err != nil || len(d.Events) == 0 {
+		// A refusal or a no-op appends nothing, so no expectation guards it: confirm
+		// that the view it was decided on is current for the boundary, else decide again.
+		if d.Expect.Kind != 0 {
+			cur, berr := a.store.BoundarySeq(ctx, d.Expect)
+			if berr != nil {
+				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "could not read %s: %v", a.names.EventsStream(), berr)), seen, false
+			}
+			if cur != d.Expect.Seq {
+				return Reply{}, seen, true
+			}
+		}
+		r := Reply{OK: true, CommandID: req.CommandID, Warnings: d.Warnings}
+		if err != nil {
+			r = refused(req.CommandID, err)
+		}
+		if r.OK || r.Error.Code != cairn.CodeInternal {
+			a.recent.put(req.CommandID, r, a.opts.Now())
+		}
+		return r, seen, false
+	}
+	envs, err := events.Seal(events.Meta{CommandID: req.CommandID, CorrelationID: req.CorrelationID,
+		CausationID: req.CausationID, Actor: req.Actor, OccurredAt: a.opts.Now()}, d.Events)
+	if err != nil {
+		return refused(req.CommandID, err), seen, false
+	}
+	seqs, err := a.store.Append(ctx, d.Expect, envs)
+	var dup *events.DuplicateError
+	switch {
+	case errors.Is(err, events.ErrWrongLastSequence):
+		return Reply{}, seen, true
+	case errors.As(err, &dup):
+		// Another delivery of the same command id got there first: answer with its result.
+		return a.replyFromViews(ctx, req.CommandID, dup.Seq), seen, false
+	case err != nil:
+		a.log.Error().Err(err).Str("verb", req.Verb).Str("command_id", req.CommandID).Msg("append failed")
+		return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
+			"could not append to %s: %v; retry with the same command id", a.names.EventsStream(), err)), seen, false
+	}
+	r := Reply{OK: true, CommandID: req.CommandID, Warnings: d.Warnings}
+	for i, env := range envs {
+		r.Events = append(r.Events, EventRef{Seq: seqs[i], Type: env.Type, Subject: env.Subject})
+	}
+	wctx, cancel := context.WithTimeout(ctx, a.opts.ReplyWait)
+	defer cancel()
+	if err := a.proj.WaitFor(wctx, seqs[len(seqs)-1]); err != nil {
+		r.Warnings = append(r.Warnings, "events are stored but the views have not applied them yet")
+	}
+	return r, seen, false
+}
+
+// replyFromViews answers a duplicate delivery from the command's record in the views.
+func (a *Admission) replyFromViews(ctx context.Context, commandID string, seq uint64) Reply {
+	wctx, cancel := context.WithTimeout(ctx, a.opts.ReplyWait)
+	defer cancel()
+	for {
+		target := seq
+		if target == 0 {
+			last, err := a.store.LastSeq(wctx)
+			if err != nil {
+				return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "stream unreadable: %v", err))
+			}
+			target = last
+		}
+		if err := a.proj.WaitFor(wctx, target); err != nil {
+			return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "command %s was appended but the views lag; retry", commandID))
+		}
+		view, err := a.db.Read()
+		if err != nil {
+			return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		}
+		rec, ok, err := view.Command(commandID)
+		view.Close()
+		if err != nil {
+			return refused(commandID, err)
+		}
+		if ok {
+			return acceptedReply(rec, nil)
+		}
+		if seq != 0 {
+			seq = 0 // the record is on a later sequence than the one reported
+		}
+		select {
+		case <-wctx.Done():
+			return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "command %s was appended but the views lag; retry", commandID))
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func acceptedReply(rec projections.CommandRecord, warnings []string) Reply {
+	r := Reply{OK: true, CommandID: rec.CommandID, Warnings: warnings}
+	for _, e := range rec.Events {
+		r.Events = append(r.Events, EventRef{Seq: e.Seq, Type: e.Type, Subject: e.Subject})
+	}
+	return r
+}
+
+// validCommandID mirrors the command_id definition in schemas/defs.json, for ids that
+// arrive in the Cairn-Command-Id header.
+func validCommandID(id string) bool {
+	for i, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '.' || r == '_' || r == ':' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return id != ""
+}

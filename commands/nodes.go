@@ -1,0 +1,168 @@
+package commands
+
+import (
+	"fmt"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// ClusterCreate is the body of cluster.create.
+type ClusterCreate struct {
+	Name           string `json:"name"`
+	FailureDomains bool   `json:"failure_domains"`
+	DataChunks     int    `json:"data_chunks"`
+	ParityChunks   int    `json:"parity_chunks"`
+}
+
+// NodeAdd is the body of node.add.
+type NodeAdd struct {
+	Name          string `json:"name"`
+	Host          string `json:"host"`
+	Address       string `json:"address"`
+	FailureDomain string `json:"failure_domain"`
+	Role          string `json:"role"`
+}
+
+// NodeRemove is the body of node.remove.
+type NodeRemove struct {
+	Name string `json:"name"`
+}
+
+// NodeSetState is the body of node.set-state.
+type NodeSetState struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+}
+
+// DecideClusterCreate creates the deployment's one cluster. Refuses with already_exists
+// when a cluster exists: its name, failure-domain mode and erasure-coding scheme are
+// settable once.
+func DecideClusterCreate(existing *projections.Cluster, c ClusterCreate) (*events.ClusterCreated, error) {
+	if existing != nil {
+		return nil, cairn.Errorf(cairn.CodeAlreadyExists,
+			"cluster %s already exists (failure_domains=%t, scheme %d+%d); a deployment has one cluster and these settings are fixed at creation",
+			existing.Name, existing.FailureDomains, existing.DataChunks, existing.ParityChunks).
+			WithDetails(map[string]any{"cluster": existing.Name, "failure_domains": existing.FailureDomains,
+				"data_chunks": existing.DataChunks, "parity_chunks": existing.ParityChunks})
+	}
+	return &events.ClusterCreated{Name: c.Name, FailureDomains: c.FailureDomains, DataChunks: c.DataChunks, ParityChunks: c.ParityChunks}, nil
+}
+
+// DecideNodeAdd admits a node into the cluster. Refuses with precondition_failed when
+// there is no cluster, already_exists when the name is taken, and invalid_argument
+// (field failure_domain) when the cluster has failure domains and the node no label.
+func DecideNodeAdd(cluster *projections.Cluster, existing *projections.NodeSpec, c NodeAdd) (*events.NodeAdded, []string, error) {
+	if cluster == nil {
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "no cluster yet: send cluster.create before node.add")
+	}
+	if existing != nil {
+		return nil, nil, cairn.Errorf(cairn.CodeAlreadyExists, "node %s already exists (host %s, address %s)",
+			existing.Name, existing.Host, existing.Address).
+			WithDetails(map[string]any{"node": existing.Name, "host": existing.Host, "address": existing.Address})
+	}
+	var warnings []string
+	if cluster.FailureDomains && c.FailureDomain == "" {
+		return nil, nil, cairn.InvalidField("failure_domain", "failure_domain is required: cluster %s has failure domains on", cluster.Name)
+	}
+	if !cluster.FailureDomains && c.FailureDomain != "" {
+		warnings = append(warnings, fmt.Sprintf("cluster %s has failure domains off; label %s is recorded but not used for placement", cluster.Name, c.FailureDomain))
+	}
+	role := c.Role
+	if role == "" {
+		role = events.RoleStorage
+	}
+	return &events.NodeAdded{Name: c.Name, Host: c.Host, Address: c.Address, FailureDomain: c.FailureDomain, Role: role}, warnings, nil
+}
+
+// DecideNodeRemove removes a node. Refuses with not_found for a node not in the cluster.
+func DecideNodeRemove(existing *projections.Node, c NodeRemove) (*events.NodeRemoved, error) {
+	if existing == nil {
+		return nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name)
+	}
+	return &events.NodeRemoved{Name: c.Name}, nil
+}
+
+// DecideNodeSetState records a change of a node's liveness. Refuses with not_found for a
+// node not in the cluster; setting the state it already has is a no-op with a warning.
+func DecideNodeSetState(existing *projections.Node, c NodeSetState) (*events.NodeStateChanged, []string, error) {
+	if existing == nil {
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name)
+	}
+	if existing.Status.State == c.State {
+		return nil, []string{fmt.Sprintf("node %s is already %s; nothing changed", c.Name, c.State)}, nil
+	}
+	return &events.NodeStateChanged{Name: c.Name, State: c.State, Previous: existing.Status.State, Reason: c.Reason}, nil, nil
+}
+
+// nodeHandlers returns the handlers of the cluster and node verbs. Each computes its
+// consistency boundary first, so that a refusal can be checked against the stream too.
+func nodeHandlers() []Handler {
+	return []Handler{
+		{Verb: "cluster.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c ClusterCreate
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return aggregateBoundary(v, names, "cluster") })
+			if err != nil {
+				return d, err
+			}
+			cl, ok, err := v.Cluster()
+			if err != nil {
+				return d, err
+			}
+			ev, err := DecideClusterCreate(ptrIf(cl, ok), c)
+			return d.with(names.Event("cluster", c.Name), ev, nil), err
+		}},
+		{Verb: "node.add", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c NodeAdd
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Name)) })
+			if err != nil {
+				return d, err
+			}
+			cl, ok, err := v.Cluster()
+			if err != nil {
+				return d, err
+			}
+			n, found, err := v.Node(c.Name)
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := DecideNodeAdd(ptrIf(cl, ok), ptrIf(n.Spec, found), c)
+			return d.with(names.Event("node", c.Name), ev, warnings), err
+		}},
+		{Verb: "node.remove", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c NodeRemove
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Name)) })
+			if err != nil {
+				return d, err
+			}
+			n, found, err := v.Node(c.Name)
+			if err != nil {
+				return d, err
+			}
+			ev, err := DecideNodeRemove(ptrIf(n, found), c)
+			return d.with(names.Event("node", c.Name), ev, nil), err
+		}},
+		{Verb: "node.set-state", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c NodeSetState
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Name)) })
+			if err != nil {
+				return d, err
+			}
+			n, found, err := v.Node(c.Name)
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := DecideNodeSetState(ptrIf(n, found), c)
+			return d.with(names.Event("node", c.Name), ev, warnings), err
+		}},
+	}
+}
+
+func ptrIf[T any](v T, ok bool) *T {
+	if !ok {
+		return nil
+	}
+	return &v
+}

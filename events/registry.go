@@ -1,0 +1,161 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/cairn-io/cairn/schemas"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Upcaster turns a payload of schema version v into version v+1. It receives the
+// decoded JSON object and returns the new one; it must be pure and deterministic.
+type Upcaster func(map[string]any) (map[string]any, error)
+
+// Type describes one event type: its name, its current schema version, the Go type of
+// its payload at that version, and one upcaster per older version. Every version
+// 1..Version has a schema events/<name>.v<version>.json.
+type Type struct {
+	Name    string
+	Version int
+	New     func() Payload
+	// Upcasters[v] upcasts version v to v+1, for v in 1..Version-1.
+	Upcasters map[int]Upcaster
+
+	schemas []*jsonschema.Schema // index v-1
+}
+
+var (
+	regMu    sync.RWMutex
+	registry = map[string]*Type{}
+)
+
+// Register adds an event type. It panics on a duplicate name, a missing schema or a
+// missing upcaster: all are programming errors found at start-up.
+func Register(t Type) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registry[t.Name]; dup {
+		panic("events: duplicate event type " + t.Name)
+	}
+	if t.Version < 1 || t.New == nil {
+		panic("events: type " + t.Name + " needs a version and a constructor")
+	}
+	if got := t.New().EventType(); got != t.Name {
+		panic(fmt.Sprintf("events: type %s constructs payload of type %s", t.Name, got))
+	}
+	for v := 1; v <= t.Version; v++ {
+		s, err := schemas.Get(schemas.EventSchemaID(t.Name, v))
+		if err != nil {
+			panic("events: " + err.Error())
+		}
+		t.schemas = append(t.schemas, s)
+		if v < t.Version && t.Upcasters[v] == nil {
+			panic(fmt.Sprintf("events: type %s has no upcaster from v%d", t.Name, v))
+		}
+	}
+	registry[t.Name] = &t
+}
+
+// Lookup returns the registered type with the given name.
+func Lookup(name string) (*Type, bool) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	t, ok := registry[name]
+	return t, ok
+}
+
+// Types lists the registered types sorted by name.
+func Types() []*Type {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	out := make([]*Type, 0, len(registry))
+	for _, t := range registry {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// DecodeError says why a stored message is not a valid event.
+type DecodeError struct {
+	Seq    uint64
+	Reason string
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("event at seq %d: %s", e.Seq, e.Reason)
+}
+
+// Decode parses, validates and upcasts the message body stored at seq. The envelope
+// must carry every field; the payload must satisfy the schema of its stated version and
+// is upcast to the current version before it is decoded into the Go type. It returns a
+// *DecodeError for a body that is not a valid event (unknown type, version newer than
+// this binary, schema violation).
+func Decode(seq uint64, body []byte) (Event, error) {
+	ev := Event{Seq: seq}
+	if err := json.Unmarshal(body, &ev.Envelope); err != nil {
+		return ev, &DecodeError{seq, "envelope is not valid JSON: " + err.Error()}
+	}
+	env := &ev.Envelope
+	switch {
+	case env.ID == "":
+		return ev, &DecodeError{seq, "envelope has no id"}
+	case env.Type == "":
+		return ev, &DecodeError{seq, "envelope has no type"}
+	case env.SchemaVersion < 1:
+		return ev, &DecodeError{seq, "envelope has no schema_version"}
+	case env.Subject == "":
+		return ev, &DecodeError{seq, "envelope has no subject"}
+	case env.OccurredAt.IsZero():
+		return ev, &DecodeError{seq, "envelope has no occurred_at"}
+	case env.CommandID == "" || env.Actor == "":
+		return ev, &DecodeError{seq, "envelope has no command_id or actor"}
+	case len(env.Payload) == 0:
+		return ev, &DecodeError{seq, "envelope has no payload"}
+	}
+	t, ok := Lookup(env.Type)
+	if !ok {
+		return ev, &DecodeError{seq, fmt.Sprintf("unknown event type %q", env.Type)}
+	}
+	if env.SchemaVersion > t.Version {
+		return ev, &DecodeError{seq, fmt.Sprintf("%s v%d is newer than this binary knows (v%d)", t.Name, env.SchemaVersion, t.Version)}
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(env.Payload))
+	if err != nil {
+		return ev, &DecodeError{seq, "payload is not valid JSON: " + err.Error()}
+	}
+	if err := schemas.ValidateValue(t.schemas[env.SchemaVersion-1], doc); err != nil {
+		return ev, &DecodeError{seq, fmt.Sprintf("%s v%d payload: %v", t.Name, env.SchemaVersion, err)}
+	}
+	payload := env.Payload
+	if env.SchemaVersion < t.Version {
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return ev, &DecodeError{seq, "payload is not an object"}
+		}
+		for v := env.SchemaVersion; v < t.Version; v++ {
+			if obj, err = t.Upcasters[v](obj); err != nil {
+				return ev, &DecodeError{seq, fmt.Sprintf("upcast %s v%d: %v", t.Name, v, err)}
+			}
+		}
+		if payload, err = json.Marshal(obj); err != nil {
+			return ev, &DecodeError{seq, "re-encode upcast payload: " + err.Error()}
+		}
+		if err := schemas.Validate(schemas.EventSchemaID(t.Name, t.Version), payload); err != nil {
+			return ev, &DecodeError{seq, fmt.Sprintf("upcast %s payload: %v", t.Name, err)}
+		}
+	}
+	data := t.New()
+	if err := json.Unmarshal(payload, data); err != nil {
+		return ev, &DecodeError{seq, fmt.Sprintf("%s payload: %v", t.Name, err)}
+	}
+	ev.Data = data
+	return ev, nil
+}
+
+// Encode returns the wire form of an envelope.
+func Encode(env Envelope) ([]byte, error) { return json.Marshal(env) }

@@ -1,0 +1,279 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// ExpectKind says which consistency boundary an append is conditional on.
+type ExpectKind int
+
+const (
+	// ExpectSubject: nothing appended to the subject of the first event since Seq.
+	ExpectSubject ExpectKind = iota + 1
+	// ExpectFilter: nothing appended to any subject matching Filter since Seq.
+	ExpectFilter
+	// ExpectStream: nothing appended to the stream since Seq.
+	ExpectStream
+)
+
+// Expect is the consistency boundary of an append: the last sequence the deciding
+// command saw on it. Seq 0 means "nothing was ever appended there".
+type Expect struct {
+	Kind    ExpectKind
+	Seq     uint64
+	Subject string // for ExpectSubject: the subject (defaults to the first event's)
+	Filter  string // for ExpectFilter
+}
+
+// String describes the boundary for logs and error messages.
+func (e Expect) String() string {
+	switch e.Kind {
+	case ExpectSubject:
+		return fmt.Sprintf("subject@%d", e.Seq)
+	case ExpectFilter:
+		return fmt.Sprintf("%s@%d", e.Filter, e.Seq)
+	case ExpectStream:
+		return fmt.Sprintf("stream@%d", e.Seq)
+	}
+	return "none"
+}
+
+// ErrWrongLastSequence: the boundary moved since the state the command decided on.
+// The caller must catch up and decide again; it must never append blindly.
+var ErrWrongLastSequence = errors.New("events: boundary moved (wrong last sequence)")
+
+// DuplicateError: the command id was already appended (within the duplicate window).
+// Seq is the stored sequence of the first duplicate when the server says it (0 if not).
+type DuplicateError struct{ Seq uint64 }
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("events: command already appended (seq %d)", e.Seq)
+}
+
+// Store appends events to the events stream and reads them back.
+type Store struct {
+	js    jetstream.JetStream
+	names Names
+}
+
+// NewStore returns a store on js for the deployment's names.
+func NewStore(js jetstream.JetStream, names Names) *Store {
+	return &Store{js: js, names: names}
+}
+
+// JetStream returns the underlying JetStream context.
+func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// Names returns the deployment's subject and stream names.
+func (s *Store) Names() Names { return s.names }
+
+// MsgID is the Nats-Msg-Id of the i-th event of a command: derived from the command id
+// so a retried command is de-duplicated by JetStream.
+func MsgID(commandID string, i int) string { return commandID + "#" + strconv.Itoa(i) }
+
+// Append stores the envelopes of one command atomically (all or none), conditional on
+// exp. It returns the stream sequence of each envelope. Errors: ErrWrongLastSequence
+// when the boundary moved, *DuplicateError when the command id was already appended,
+// and the transport error otherwise (the append may or may not have happened; the
+// caller resolves that through the command id).
+func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]uint64, error) {
+	if len(envs) == 0 {
+		return nil, nil
+	}
+	msgs := make([]*nats.Msg, len(envs))
+	for i, env := range envs {
+		body, err := Encode(env)
+		if err != nil {
+			return nil, err
+		}
+		m := nats.NewMsg(env.Subject)
+		m.Data = body
+		m.Header.Set(jetstream.MsgIDHeader, MsgID(env.CommandID, i))
+		msgs[i] = m
+	}
+	first := msgs[0].Header
+	seqStr := strconv.FormatUint(exp.Seq, 10)
+	switch exp.Kind {
+	case ExpectSubject:
+		first.Set(jetstream.ExpectedLastSubjSeqHeader, seqStr)
+		if exp.Subject != "" && exp.Subject != envs[0].Subject {
+			first.Set(expectedLastSubjSeqSubjectHeader, exp.Subject)
+		}
+	case ExpectFilter:
+		first.Set(jetstream.ExpectedLastSubjSeqHeader, seqStr)
+		first.Set(expectedLastSubjSeqSubjectHeader, exp.Filter)
+	case ExpectStream:
+		first.Set(jetstream.ExpectedLastSeqHeader, seqStr)
+	default:
+		return nil, errors.New("events: append without a consistency boundary")
+	}
+	first.Set(jetstream.ExpectedStreamHeader, s.names.EventsStream())
+
+	if len(msgs) == 1 {
+		ack, err := s.js.PublishMsg(ctx, msgs[0])
+		if err != nil {
+			return nil, mapAppendError(err)
+		}
+		if ack.Duplicate {
+			return nil, &DuplicateError{Seq: ack.Sequence}
+		}
+		return []uint64{ack.Sequence}, nil
+	}
+	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
+	if err != nil {
+		return nil, mapAppendError(err)
+	}
+	seqs := make([]uint64, len(msgs))
+	for i := range seqs {
+		seqs[i] = ack.Sequence - uint64(len(msgs)-1-i)
+	}
+	return seqs, nil
+}
+
+// expectedLastSubjSeqSubjectHeader widens Nats-Expected-Last-Subject-Sequence to a
+// subject filter (server 2.11+).
+const expectedLastSubjSeqSubjectHeader = "Nats-Expected-Last-Subject-Sequence-Subject"
+
+func mapAppendError(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			return ErrWrongLastSequence
+		case jetstreamext.JSErrCodeBatchPublishDuplicateMsgID:
+			return &DuplicateError{}
+		}
+	}
+	return err
+}
+
+// BoundarySeq returns the current last sequence of a boundary as the stream has it
+// (0 when nothing was appended there). Admission uses it to confirm that a refusal was
+// decided on current state.
+func (s *Store) BoundarySeq(ctx context.Context, exp Expect) (uint64, error) {
+	var subject string
+	switch exp.Kind {
+	case ExpectSubject:
+		subject = exp.Subject
+	case ExpectFilter:
+		subject = exp.Filter
+	case ExpectStream:
+		return s.LastSeq(ctx)
+	default:
+		return 0, errors.New("events: no boundary")
+	}
+	st, err := s.js.Stream(ctx, s.names.EventsStream())
+	if err != nil {
+		return 0, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
+// LastSeq returns the last sequence stored in the events stream.
+func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
+	st, err := s.js.Stream(ctx, s.names.EventsStream())
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// Range selects stored events for reading. Zero values mean unbounded.
+type Range struct {
+	Subject string    // subject filter (wildcards allowed); "" = every event
+	FromSeq uint64    // first sequence (inclusive)
+	ToSeq   uint64    // last sequence (inclusive)
+	Since   time.Time // first stored time (inclusive), used when FromSeq is 0
+	Until   time.Time // last stored time (inclusive)
+}
+
+// Raw is a stored message before decoding.
+type Raw struct {
+	Seq     uint64
+	Subject string
+	Stored  time.Time
+	Data    []byte
+}
+
+// ReadRaw calls fn for each stored message in r, in stream order, up to what the stream
+// held when the read began. fn returning false stops the read. It uses an ephemeral
+// consumer that needs no acknowledgements and is removed afterwards.
+func (s *Store) ReadRaw(ctx context.Context, r Range, fn func(Raw) bool) error {
+	cfg := jetstream.ConsumerConfig{
+		AckPolicy:         jetstream.AckNonePolicy,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: time.Minute,
+		MemoryStorage:     true,
+	}
+	if r.Subject != "" && r.Subject != s.names.EventFilter("") {
+		cfg.FilterSubject = r.Subject
+	}
+	switch {
+	case r.FromSeq > 0:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = r.FromSeq
+	case !r.Since.IsZero():
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		since := r.Since
+		cfg.OptStartTime = &since
+	}
+	stream := s.names.EventsStream()
+	cons, err := s.js.CreateConsumer(ctx, stream, cfg)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", stream, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
+	}()
+	pending := cons.CachedInfo().NumPending
+	if pending == 0 {
+		return nil
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	for pending > 0 {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		pending = meta.NumPending
+		if r.ToSeq > 0 && meta.Sequence.Stream > r.ToSeq {
+			return nil
+		}
+		if !r.Until.IsZero() && meta.Timestamp.After(r.Until) {
+			return nil
+		}
+		if !fn(Raw{Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data()}) {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package events
+
+import "strings"
+
+// DefaultPrefix is the subject prefix of a default deployment.
+const DefaultPrefix = "cairn"
+
+// Names derives every subject and stream name of a deployment from its prefix, so that
+// one NATS system can hold several deployments side by side.
+type Names struct {
+	Prefix string
+}
+
+// NewNames returns the names for prefix ("" means DefaultPrefix).
+func NewNames(prefix string) Names {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Names{Prefix: prefix}
+}
+
+// EventsStream is the stream of events, the source of truth (CAIRN_EVENTS by default).
+func (n Names) EventsStream() string { return strings.ToUpper(n.Prefix) + "_EVENTS" }
+
+// NodesStream holds per-node desired state, one message per subject (CAIRN_NODES).
+func (n Names) NodesStream() string { return strings.ToUpper(n.Prefix) + "_NODES" }
+
+// StatusStream holds observed state reported by agents, a few per subject (CAIRN_STATUS).
+func (n Names) StatusStream() string { return strings.ToUpper(n.Prefix) + "_STATUS" }
+
+// Event is the subject of an aggregate's events: <prefix>.ev.<aggregate>.<id>.
+func (n Names) Event(aggregate, id string) string {
+	return n.Prefix + ".ev." + aggregate + "." + id
+}
+
+// EventFilter covers every event of every aggregate (<prefix>.ev.>), or of one aggregate
+// type when aggregate is not empty (<prefix>.ev.<aggregate>.>).
+func (n Names) EventFilter(aggregate string) string {
+	if aggregate == "" {
+		return n.Prefix + ".ev.>"
+	}
+	return n.Prefix + ".ev." + aggregate + ".>"
+}
+
+// Aggregate returns the aggregate type of an event subject ("node" for cairn.ev.node.n1),
+// or "" if subject is not an event subject of this prefix.
+func (n Names) Aggregate(subject string) string {
+	rest, ok := strings.CutPrefix(subject, n.Prefix+".ev.")
+	if !ok {
+		return ""
+	}
+	agg, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	return agg
+}
+
+// Command is the request subject of a verb: <prefix>.cmd.<verb>.
+func (n Names) Command(verb string) string { return n.Prefix + ".cmd." + verb }
+
+// CommandFilter covers every command subject.
+func (n Names) CommandFilter() string { return n.Prefix + ".cmd.>" }
+
+// Verb returns the verb of a command subject, or "" if subject is not one.
+func (n Names) Verb(subject string) string {
+	v, _ := strings.CutPrefix(subject, n.Prefix+".cmd.")
+	if v == subject {
+		return ""
+	}
+	return v
+}
+
+// Node is a per-node desired-state subject: <prefix>.node.<node>.<kind>.<id>.
+func (n Names) Node(node, kind, id string) string {
+	return n.Prefix + ".node." + node + "." + kind + "." + id
+}
+
+// NodeFilter covers the desired state of one node (<prefix>.node.<node>.>), or of every
+// node when node is "".
+func (n Names) NodeFilter(node string) string {
+	if node == "" {
+		return n.Prefix + ".node.>"
+	}
+	return n.Prefix + ".node." + node + ".>"
+}
+
+// Status is a per-node observed-state subject: <prefix>.status.<node>.<kind>.<id>.
+func (n Names) Status(node, kind, id string) string {
+	return n.Prefix + ".status." + node + "." + kind + "." + id
+}
+
+// StatusFilter covers the status of one node, or of every node when node is "".
+func (n Names) StatusFilter(node string) string {
+	if node == "" {
+		return n.Prefix + ".status.>"
+	}
+	return n.Prefix + ".status." + node + ".>"
+}
+
+// HeartbeatFilter covers every node's heartbeat: <prefix>.status.*.node.*.
+func (n Names) HeartbeatFilter() string { return n.Prefix + ".status.*.node.*" }

@@ -1,0 +1,61 @@
+package events
+
+// Event payload types at their current schema versions. Each has a schema
+// events/<type>.v<version>.json; field names are part of the contract.
+
+// ClusterCreated: the one cluster of the deployment exists. FailureDomains and the
+// erasure-coding scheme (DataChunks k, ParityChunks m) are fixed for its life.
+type ClusterCreated struct {
+	Name           string `json:"name"`
+	FailureDomains bool   `json:"failure_domains"`
+	DataChunks     int    `json:"data_chunks"`
+	ParityChunks   int    `json:"parity_chunks"`
+}
+
+// NodeAdded (v2): a node joined. v1 had no role; it upcasts to role "storage".
+type NodeAdded struct {
+	Name          string `json:"name"`
+	Host          string `json:"host"`
+	Address       string `json:"address"`
+	FailureDomain string `json:"failure_domain,omitempty"`
+	Role          string `json:"role"`
+}
+
+// NodeRemoved: a node left the cluster.
+type NodeRemoved struct {
+	Name string `json:"name"`
+}
+
+// NodeStateChanged: the observed liveness of a node changed (operator or watchdog).
+type NodeStateChanged struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Previous string `json:"previous"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+func (*ClusterCreated) EventType() string   { return "cluster.created" }
+func (*NodeAdded) EventType() string        { return "node.added" }
+func (*NodeRemoved) EventType() string      { return "node.removed" }
+func (*NodeStateChanged) EventType() string { return "node.state-changed" }
+
+// Node roles and states.
+const (
+	RoleStorage   = "storage"
+	RoleSecondary = "secondary"
+	StateOnline   = "online"
+	StateOffline  = "offline"
+)
+
+func init() {
+	Register(Type{Name: "cluster.created", Version: 1, New: func() Payload { return new(ClusterCreated) }})
+	Register(Type{Name: "node.added", Version: 2, New: func() Payload { return new(NodeAdded) },
+		Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) {
+			if _, ok := p["role"]; !ok {
+				p["role"] = RoleStorage
+			}
+			return p, nil
+		}}})
+	Register(Type{Name: "node.removed", Version: 1, New: func() Payload { return new(NodeRemoved) }})
+	Register(Type{Name: "node.state-changed", Version: 1, New: func() Payload { return new(NodeStateChanged) }})
+}

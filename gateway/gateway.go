@@ -1,0 +1,283 @@
+// Package gateway is the operators' HTTP API: reads of every view, commands as POST,
+// the audit log, metrics and health. Commands travel over NATS to admission like any
+// other client's, so the gateway holds no rules of its own.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+// Liveness tells when a node's agent was last heard from.
+type Liveness interface {
+	LastHeartbeat(node string) (time.Time, bool)
+}
+
+// Gateway serves the HTTP API.
+type Gateway struct {
+	NC       *nats.Conn
+	Store    *events.Store
+	DB       *projections.DB
+	Liveness Liveness
+	// Ready reports whether the process serves current views (projector caught up).
+	Ready func() error
+	Log   zerolog.Logger
+	// CommandTimeout bounds a command's round trip (30 s).
+	CommandTimeout time.Duration
+}
+
+// Handler returns the routes.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := g.Ready(); err != nil {
+			writeError(w, cairn.Errorf(cairn.CodeUnavailable, "%v", err))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	})
+	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.HandleFunc("GET /v1/cluster", g.getCluster)
+	mux.HandleFunc("GET /v1/nodes", g.listNodes)
+	mux.HandleFunc("GET /v1/nodes/{name}", g.getNode)
+	mux.HandleFunc("GET /v1/events", g.listEvents)
+	mux.HandleFunc("GET /v1/views/digest", g.digest)
+	mux.HandleFunc("POST /v1/commands/{verb}", g.postCommand)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, cairn.Errorf(cairn.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// NodeView is a node as the API shows it: spec and observed status apart.
+type NodeView struct {
+	Name          string                 `json:"name"`
+	Spec          projections.NodeSpec   `json:"spec"`
+	Status        projections.NodeStatus `json:"status"`
+	LastHeartbeat *time.Time             `json:"last_heartbeat,omitempty"`
+}
+
+func (g *Gateway) nodeView(n projections.Node) NodeView {
+	nv := NodeView{Name: n.Spec.Name, Spec: n.Spec, Status: n.Status}
+	if g.Liveness != nil {
+		if t, ok := g.Liveness.LastHeartbeat(n.Spec.Name); ok {
+			nv.LastHeartbeat = &t
+		}
+	}
+	return nv
+}
+
+func (g *Gateway) withView(w http.ResponseWriter, fn func(v *projections.View) (any, error)) {
+	v, err := g.DB.Read()
+	if err != nil {
+		writeError(w, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		return
+	}
+	defer v.Close()
+	out, err := fn(v)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) getCluster(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		c, ok, err := v.Cluster()
+		if err == nil && !ok {
+			err = cairn.Errorf(cairn.CodeNotFound, "no cluster yet: send cluster.create")
+		}
+		return map[string]any{"seq": v.Seq(), "cluster": c}, err
+	})
+}
+
+func (g *Gateway) listNodes(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		nodes, err := v.Nodes()
+		out := make([]NodeView, 0, len(nodes))
+		for _, n := range nodes {
+			out = append(out, g.nodeView(n))
+		}
+		return map[string]any{"seq": v.Seq(), "nodes": out}, err
+	})
+}
+
+func (g *Gateway) getNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	g.withView(w, func(v *projections.View) (any, error) {
+		n, ok, err := v.Node(name)
+		if err == nil && !ok {
+			err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", name)
+		}
+		return g.nodeView(n), err
+	})
+}
+
+func (g *Gateway) digest(w http.ResponseWriter, r *http.Request) {
+	d, err := g.DB.Digest()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// listEvents serves the audit log: ?subject=&type=&actor=&command_id=&from_seq=&to_seq=
+// &since=&until= (RFC 3339) &limit= (default 100, at most 10000).
+func (g *Gateway) listEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rng, match, limit, err := ParseAuditQuery(q.Get, 100)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := []events.Record{}
+	err = g.Store.Audit(r.Context(), rng, match, limit, func(rec events.Record) bool {
+		out = append(out, rec)
+		return true
+	})
+	if err != nil {
+		writeError(w, cairn.Errorf(cairn.CodeUnavailable, "read events: %v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": out})
+}
+
+// ParseAuditQuery reads audit filters from named parameters (HTTP query or CLI flags).
+// Errors are invalid_argument naming the parameter.
+func ParseAuditQuery(get func(string) string, defaultLimit int) (events.Range, events.Match, int, error) {
+	var rng events.Range
+	var err error
+	rng.Subject = get("subject")
+	parseSeq := func(name string) uint64 {
+		s := get(name)
+		if s == "" || err != nil {
+			return 0
+		}
+		v, perr := strconv.ParseUint(s, 10, 64)
+		if perr != nil {
+			err = cairn.InvalidField(name, "%s must be a sequence number, got %q", name, s)
+		}
+		return v
+	}
+	parseTime := func(name string) time.Time {
+		s := get(name)
+		if s == "" || err != nil {
+			return time.Time{}
+		}
+		t, perr := time.Parse(time.RFC3339Nano, s)
+		if perr != nil {
+			err = cairn.InvalidField(name, "%s must be an RFC 3339 time, got %q", name, s)
+		}
+		return t
+	}
+	rng.FromSeq = parseSeq("from_seq")
+	rng.ToSeq = parseSeq("to_seq")
+	rng.Since = parseTime("since")
+	rng.Until = parseTime("until")
+	limit := defaultLimit
+	if s := get("limit"); s != "" && err == nil {
+		l, perr := strconv.Atoi(s)
+		if perr != nil || l < 0 || l > 10000 {
+			err = cairn.InvalidField("limit", "limit must be 0..10000, got %q", s)
+		}
+		limit = l
+	}
+	if err == nil && rng.ToSeq > 0 && rng.FromSeq > rng.ToSeq {
+		err = cairn.InvalidField("from_seq", "from_seq %d is after to_seq %d", rng.FromSeq, rng.ToSeq)
+	}
+	return rng, events.Match{Type: get("type"), Actor: get("actor"), CommandID: get("command_id")}, limit, err
+}
+
+func (g *Gateway) postCommand(w http.ResponseWriter, r *http.Request) {
+	verb := r.PathValue("verb")
+	const limit = 1 << 20
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		writeError(w, cairn.Errorf(cairn.CodePayloadTooLarge, "request body over %d bytes", limit))
+		return
+	}
+	m := nats.NewMsg(g.Store.Names().Command(verb))
+	m.Data = body
+	for _, h := range []string{commands.HeaderCommandID, commands.HeaderCorrelationID, commands.HeaderCausationID} {
+		if v := r.Header.Get(h); v != "" {
+			m.Header.Set(h, v)
+		}
+	}
+	actor := r.Header.Get(commands.HeaderActor)
+	if actor == "" {
+		actor = "http:" + r.RemoteAddr
+	}
+	m.Header.Set(commands.HeaderActor, actor)
+	timeout := g.CommandTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	resp, err := g.NC.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		writeError(w, cairn.Errorf(cairn.CodeUnavailable, "admission did not answer %s: %v", verb, err))
+		return
+	}
+	var reply commands.Reply
+	if err := json.Unmarshal(resp.Data, &reply); err != nil {
+		writeError(w, cairn.Errorf(cairn.CodeInternal, "unreadable reply from admission"))
+		return
+	}
+	status := http.StatusOK
+	if !reply.OK {
+		status = HTTPStatus(reply.Error.Code)
+	}
+	writeJSON(w, status, reply)
+}
+
+// HTTPStatus maps an error code to its HTTP status; this is the only place that does.
+func HTTPStatus(code string) int {
+	switch code {
+	case cairn.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case cairn.CodeNotFound, cairn.CodeUnknownCommand:
+		return http.StatusNotFound
+	case cairn.CodeAlreadyExists, cairn.CodeConflict:
+		return http.StatusConflict
+	case cairn.CodePreconditionFailed, cairn.CodeDomainUnbalanced:
+		return http.StatusUnprocessableEntity
+	case cairn.CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case cairn.CodeUnauthorized:
+		return http.StatusForbidden
+	case cairn.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	e := cairn.AsError(err)
+	writeJSON(w, HTTPStatus(e.Code), map[string]any{"ok": false, "error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

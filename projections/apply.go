@@ -1,0 +1,130 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/cairn-io/cairn/events"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// tx is one apply transaction: reads see the transaction's own writes first, writes go
+// to one Pebble batch committed together with the checkpoint.
+type tx struct {
+	db    *DB
+	dirty map[string][]byte // nil value = deleted
+	seq   uint64
+}
+
+func newTx(db *DB) *tx { return &tx{db: db, dirty: map[string][]byte{}} }
+
+func (t *tx) Get(key []byte) ([]byte, error) {
+	if v, ok := t.dirty[string(key)]; ok {
+		return v, nil
+	}
+	return pebbleReader{get: func(k []byte) ([]byte, interface{ Close() error }, error) {
+		v, c, err := t.db.pdb.Get(k)
+		if c == nil {
+			return v, nil, err
+		}
+		return v, c, err
+	}}.Get(key)
+}
+
+func (t *tx) put(key string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode view %s: %w", key, err)
+	}
+	t.dirty[key] = raw
+	return nil
+}
+
+func (t *tx) putUint(key string, v uint64) { t.dirty[key] = encodeUint(v) }
+func (t *tx) del(key string)               { t.dirty[key] = nil }
+
+// commit writes the dirty keys and the checkpoint in one batch. Views can always be
+// rebuilt from the stream, so the batch is not fsynced; Pebble's WAL still applies it
+// whole or not at all, which keeps views and checkpoint in step.
+func (t *tx) commit() error {
+	b := t.db.pdb.NewBatch()
+	defer b.Close()
+	keys := make([]string, 0, len(t.dirty))
+	for k := range t.dirty {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var err error
+		if v := t.dirty[k]; v == nil {
+			err = b.Delete([]byte(k), nil)
+		} else {
+			err = b.Set([]byte(k), v, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := b.Set(keyCheckpoint, encodeUint(t.seq), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	clear(t.dirty)
+	return nil
+}
+
+// Item is one stored message on its way to the views: decoded, or with the reason it
+// could not be.
+type Item struct {
+	Event events.Event
+	Raw   events.Raw
+	Err   error
+}
+
+// apply folds one item into the transaction. Apply is deterministic: it reads nothing
+// but the views and the event (never the clock), so replaying the stream rebuilds
+// exactly the same views.
+func apply(t *tx, names events.Names, it Item) error {
+	t.seq = it.Raw.Seq
+	if it.Err != nil {
+		return t.put(fmt.Sprintf("v/rejected/%020d", it.Raw.Seq), Rejected{Seq: it.Raw.Seq, Subject: it.Raw.Subject, Reason: it.Err.Error()})
+	}
+	ev := it.Event
+	t.putUint(subjectKey(ev.Subject), ev.Seq)
+	if agg := names.Aggregate(ev.Subject); agg != "" {
+		t.putUint(aggregateKey(agg), ev.Seq)
+	}
+	var rec CommandRecord
+	if _, err := getJSON(t, commandKey(ev.CommandID), &rec); err != nil {
+		return err
+	}
+	rec.CommandID = ev.CommandID
+	rec.Events = append(rec.Events, EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject})
+	if err := t.put(commandKey(ev.CommandID), rec); err != nil {
+		return err
+	}
+
+	switch d := ev.Data.(type) {
+	case *events.ClusterCreated:
+		return t.put(clusterKey, Cluster{Name: d.Name, FailureDomains: d.FailureDomains,
+			DataChunks: d.DataChunks, ParityChunks: d.ParityChunks, CreatedAt: ev.OccurredAt, CreatedSeq: ev.Seq})
+	case *events.NodeAdded:
+		if err := t.put(nodeSpecKey(d.Name), NodeSpec{Name: d.Name, Host: d.Host, Address: d.Address,
+			FailureDomain: d.FailureDomain, Role: d.Role, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
+			return err
+		}
+		// A node is presumed online when it joins; the watchdog corrects that if no
+		// heartbeat follows.
+		return t.put(nodeStatusKey(d.Name), NodeStatus{State: events.StateOnline, Since: ev.OccurredAt, Reason: "added", Seq: ev.Seq})
+	case *events.NodeRemoved:
+		t.del(nodeSpecKey(d.Name))
+		t.del(nodeStatusKey(d.Name))
+		return nil
+	case *events.NodeStateChanged:
+		return t.put(nodeStatusKey(d.Name), NodeStatus{State: d.State, Since: ev.OccurredAt, Reason: d.Reason, Seq: ev.Seq})
+	}
+	return nil
+}

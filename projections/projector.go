@@ -1,0 +1,314 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-io/cairn/events"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/rs/zerolog"
+)
+
+var (
+	metricApplied = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_projector_events_applied_total", Help: "Events applied to the views."})
+	metricRejected = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_projector_events_rejected_total", Help: "Stored messages skipped as invalid events."})
+	metricCheckpoint = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "cairn_projector_checkpoint", Help: "Stream sequence of the last applied event."})
+	metricBatch = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name: "cairn_projector_batch_events", Help: "Events per committed view batch.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 8)})
+)
+
+// Projector applies the events stream, in stream order, to the views.
+type Projector struct {
+	db    *DB
+	js    jetstream.JetStream
+	names events.Names
+	log   zerolog.Logger
+
+	applied atomic.Uint64
+	mu      sync.Mutex
+	notify  chan struct{}
+}
+
+// NewProjector returns a projector that resumes after the store's checkpoint.
+func NewProjector(db *DB, js jetstream.JetStream, names events.Names, log zerolog.Logger) (*Projector, error) {
+	ckpt, err := db.Checkpoint()
+	if err != nil {
+		return nil, err
+	}
+	p := &Projector{db: db, js: js, names: names, log: log, notify: make(chan struct{})}
+	p.applied.Store(ckpt)
+	metricCheckpoint.Set(float64(ckpt))
+	return p, nil
+}
+
+// Applied returns the stream sequence of the last applied event.
+func (p *Projector) Applied() uint64 { return p.applied.Load() }
+
+// WaitFor blocks until the views reflect seq or ctx ends (returning ctx's error).
+func (p *Projector) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		p.mu.Lock()
+		ch := p.notify
+		p.mu.Unlock()
+		if p.applied.Load() >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// WaitBeyond blocks until the views move past seq (some event after seq is applied) or
+// ctx ends.
+func (p *Projector) WaitBeyond(ctx context.Context, seq uint64) error { return p.WaitFor(ctx, seq+1) }
+
+// Run applies events after the checkpoint until ctx ends, or, when stopAt > 0, until
+// the event at stopAt is applied (events after stopAt are never applied). Progress
+// goes to the log every few seconds while more than a second behind.
+func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
+	if stopAt > 0 && p.Applied() >= stopAt {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if start := p.Applied() + 1; start > 1 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = start
+	}
+	cons, err := p.js.OrderedConsumer(ctx, p.names.EventsStream(), cfg)
+	if err != nil {
+		return fmt.Errorf("projector: consumer on %s: %w", p.names.EventsStream(), err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
+	if err != nil {
+		return fmt.Errorf("projector: %w", err)
+	}
+	raws := make(chan events.Raw, 8192)
+	srcErr := make(chan error, 1)
+	go func() {
+		defer close(raws)
+		defer it.Stop()
+		go func() { <-ctx.Done(); it.Stop() }()
+		for {
+			m, err := it.Next()
+			if err != nil {
+				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					srcErr <- err
+				}
+				return
+			}
+			meta, err := m.Metadata()
+			if err != nil {
+				srcErr <- err
+				return
+			}
+			select {
+			case raws <- events.Raw{Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data()}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	chunks := decodePipeline(raws)
+
+	progress := newProgress(p.log, p.Applied(), stopAt)
+	defer progress.stop()
+
+	t := newTx(p.db)
+	pending := 0
+	for {
+		var chunk *decodedChunk
+		var ok bool
+		select {
+		case chunk, ok = <-chunks:
+		case err := <-srcErr:
+			return fmt.Errorf("projector: read %s: %w", p.names.EventsStream(), err)
+		}
+		if !ok {
+			if err := p.commit(t, pending); err != nil {
+				return err
+			}
+			if ctx.Err() != nil && stopAt == 0 {
+				return nil
+			}
+			select {
+			case err := <-srcErr:
+				return fmt.Errorf("projector: read %s: %w", p.names.EventsStream(), err)
+			default:
+			}
+			return ctx.Err()
+		}
+		<-chunk.done
+		done := false
+		for _, item := range chunk.items {
+			if item.Raw.Seq <= t.seq || item.Raw.Seq <= p.Applied() {
+				continue // redelivery after a consumer reset
+			}
+			if stopAt > 0 && item.Raw.Seq > stopAt {
+				done = true
+				break
+			}
+			if err := apply(t, p.names, item); err != nil {
+				return fmt.Errorf("projector: apply seq %d: %w", item.Raw.Seq, err)
+			}
+			if item.Err != nil {
+				metricRejected.Inc()
+				p.log.Warn().Uint64("seq", item.Raw.Seq).Str("subject", item.Raw.Subject).Err(item.Err).Msg("skipped a stored message that is not a valid event")
+			}
+			pending++
+			if stopAt > 0 && item.Raw.Seq == stopAt {
+				done = true
+				break
+			}
+		}
+		if done || len(chunks) == 0 || pending >= 4096 {
+			if err := p.commit(t, pending); err != nil {
+				return err
+			}
+			progress.set(p.Applied())
+			pending = 0
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+func (p *Projector) commit(t *tx, n int) error {
+	if n == 0 {
+		return nil
+	}
+	if err := t.commit(); err != nil {
+		return fmt.Errorf("projector: commit views at seq %d: %w", t.seq, err)
+	}
+	p.applied.Store(t.seq)
+	metricApplied.Add(float64(n))
+	metricCheckpoint.Set(float64(t.seq))
+	metricBatch.Observe(float64(n))
+	p.mu.Lock()
+	close(p.notify)
+	p.notify = make(chan struct{})
+	p.mu.Unlock()
+	return nil
+}
+
+// decodedChunk is a run of consecutive messages decoded by one worker; done closes when
+// items are ready. Chunks leave the pipeline in stream order.
+type decodedChunk struct {
+	raws  []events.Raw
+	items []Item
+	done  chan struct{}
+}
+
+// decodePipeline decodes messages on every core while keeping stream order: a run of
+// whatever messages are already waiting becomes one chunk, chunks are decoded in
+// parallel and handed on in the order they were cut.
+func decodePipeline(raws <-chan events.Raw) <-chan *decodedChunk {
+	const maxChunk = 256
+	workers := runtime.GOMAXPROCS(0)
+	work := make(chan *decodedChunk, workers*2)
+	ordered := make(chan *decodedChunk, workers*4)
+	for range workers {
+		go func() {
+			for c := range work {
+				c.items = make([]Item, len(c.raws))
+				for i, r := range c.raws {
+					ev, err := events.Decode(r.Seq, r.Data)
+					c.items[i] = Item{Event: ev, Raw: r, Err: err}
+				}
+				close(c.done)
+			}
+		}()
+	}
+	go func() {
+		defer close(ordered)
+		defer close(work)
+		for r := range raws {
+			c := &decodedChunk{raws: []events.Raw{r}, done: make(chan struct{})}
+		fill:
+			for len(c.raws) < maxChunk {
+				select {
+				case r, ok := <-raws:
+					if !ok {
+						break fill
+					}
+					c.raws = append(c.raws, r)
+				default:
+					break fill
+				}
+			}
+			work <- c
+			ordered <- c
+		}
+	}()
+	return ordered
+}
+
+// progress logs how far a long catch-up has come.
+type progress struct {
+	log     zerolog.Logger
+	start   uint64
+	target  uint64
+	began   time.Time
+	current atomic.Uint64
+	quit    chan struct{}
+}
+
+func newProgress(log zerolog.Logger, start, target uint64) *progress {
+	pr := &progress{log: log, start: start, target: target, began: time.Now(), quit: make(chan struct{})}
+	pr.current.Store(start)
+	go pr.loop()
+	return pr
+}
+
+func (pr *progress) set(seq uint64) { pr.current.Store(seq) }
+func (pr *progress) stop()          { close(pr.quit) }
+
+func (pr *progress) loop() {
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	last := pr.start
+	for {
+		select {
+		case <-pr.quit:
+			cur := pr.current.Load()
+			if cur > pr.start && time.Since(pr.began) > time.Second {
+				el := time.Since(pr.began)
+				pr.log.Info().Uint64("applied", cur).Uint64("events", cur-pr.start).
+					Dur("elapsed", el).Float64("events_per_s", float64(cur-pr.start)/el.Seconds()).Msg("projector caught up")
+			}
+			return
+		case <-tick.C:
+			cur := pr.current.Load()
+			if cur == last {
+				continue
+			}
+			rate := float64(cur-last) / 2
+			e := pr.log.Info().Uint64("applied", cur).Float64("events_per_s", rate)
+			if pr.target > 0 {
+				e = e.Uint64("target", pr.target).Float64("percent", 100*float64(cur)/float64(pr.target))
+				if rate > 0 {
+					e = e.Dur("eta", time.Duration(float64(pr.target-cur)/rate*float64(time.Second)))
+				}
+			}
+			e.Msg("projector progress")
+			last = cur
+		}
+	}
+}

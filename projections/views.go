@@ -1,0 +1,190 @@
+package projections
+
+import (
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Cluster is the cluster view.
+type Cluster struct {
+	Name           string    `json:"name"`
+	FailureDomains bool      `json:"failure_domains"`
+	DataChunks     int       `json:"data_chunks"`
+	ParityChunks   int       `json:"parity_chunks"`
+	CreatedAt      time.Time `json:"created_at"`
+	CreatedSeq     uint64    `json:"created_seq"`
+}
+
+// NodeSpec is what was asked of a node; only node.added and node.removed write it.
+type NodeSpec struct {
+	Name          string    `json:"name"`
+	Host          string    `json:"host"`
+	Address       string    `json:"address"`
+	FailureDomain string    `json:"failure_domain,omitempty"`
+	Role          string    `json:"role"`
+	AddedAt       time.Time `json:"added_at"`
+	AddedSeq      uint64    `json:"added_seq"`
+}
+
+// NodeStatus is what is observed of a node; only node.state-changed writes it.
+type NodeStatus struct {
+	State  string    `json:"state"`
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason,omitempty"`
+	Seq    uint64    `json:"seq"`
+}
+
+// Node joins a node's spec and status for reads.
+type Node struct {
+	Spec   NodeSpec   `json:"spec"`
+	Status NodeStatus `json:"status"`
+}
+
+// EventRef points at one stored event.
+type EventRef struct {
+	Seq     uint64 `json:"seq"`
+	Type    string `json:"type"`
+	Subject string `json:"subject"`
+}
+
+// CommandRecord lists the events an accepted command appended, in order.
+type CommandRecord struct {
+	CommandID string     `json:"command_id"`
+	Events    []EventRef `json:"events"`
+}
+
+// Rejected records a stored message that is not a valid event (published around
+// admission); the projector skips it deterministically and says why.
+type Rejected struct {
+	Seq     uint64 `json:"seq"`
+	Subject string `json:"subject"`
+	Reason  string `json:"reason"`
+}
+
+func nodeSpecKey(name string) string   { return "v/node/" + name + "/spec" }
+func nodeStatusKey(name string) string { return "v/node/" + name + "/status" }
+func commandKey(id string) string      { return "v/cmd/" + id }
+func subjectKey(subject string) string { return "x/subj/" + subject }
+func aggregateKey(agg string) string   { return "x/agg/" + agg }
+
+const clusterKey = "v/cluster"
+
+// View is a consistent read of every view at one checkpoint. Close it when done.
+type View struct {
+	snap *pebble.Snapshot
+	r    reader
+	seq  uint64
+}
+
+// Read opens a consistent view of the store as of its current checkpoint.
+func (db *DB) Read() (*View, error) {
+	snap := db.pdb.NewSnapshot()
+	r := pebbleReader{get: func(k []byte) ([]byte, interface{ Close() error }, error) {
+		v, c, err := snap.Get(k)
+		if c == nil {
+			return v, nil, err
+		}
+		return v, c, err
+	}}
+	seq, err := getUint(r, string(keyCheckpoint))
+	if err != nil {
+		snap.Close()
+		return nil, err
+	}
+	return &View{snap: snap, r: r, seq: seq}, nil
+}
+
+// Close releases the view.
+func (v *View) Close() error { return v.snap.Close() }
+
+// Seq is the stream sequence of the last event the view reflects.
+func (v *View) Seq() uint64 { return v.seq }
+
+// Cluster returns the cluster; ok is false before cluster.created.
+func (v *View) Cluster() (c Cluster, ok bool, err error) {
+	ok, err = getJSON(v.r, clusterKey, &c)
+	return
+}
+
+// Node returns a node that is in the cluster; ok is false for unknown or removed nodes.
+func (v *View) Node(name string) (n Node, ok bool, err error) {
+	if ok, err = getJSON(v.r, nodeSpecKey(name), &n.Spec); !ok || err != nil {
+		return
+	}
+	_, err = getJSON(v.r, nodeStatusKey(name), &n.Status)
+	return
+}
+
+// Nodes returns every node in the cluster, sorted by name.
+func (v *View) Nodes() ([]Node, error) {
+	var out []Node
+	last := ""
+	err := v.scan("v/node/", func(key string, val []byte) error {
+		name, part, _ := strings.Cut(strings.TrimPrefix(key, "v/node/"), "/")
+		if len(out) == 0 || last != name {
+			out = append(out, Node{})
+			last = name
+		}
+		n := &out[len(out)-1]
+		switch part {
+		case "spec":
+			return unmarshalInto(key, val, &n.Spec)
+		case "status":
+			return unmarshalInto(key, val, &n.Status)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Command returns the record of an accepted command; ok is false if the id is unknown.
+func (v *View) Command(id string) (rec CommandRecord, ok bool, err error) {
+	ok, err = getJSON(v.r, commandKey(id), &rec)
+	return
+}
+
+// SubjectSeq returns the sequence of the last event on subject (0 for none).
+func (v *View) SubjectSeq(subject string) (uint64, error) {
+	return getUint(v.r, subjectKey(subject))
+}
+
+// AggregateSeq returns the sequence of the last event of an aggregate type (0 for none).
+func (v *View) AggregateSeq(aggregate string) (uint64, error) {
+	return getUint(v.r, aggregateKey(aggregate))
+}
+
+// Rejected lists the stored messages the projector skipped as invalid.
+func (v *View) Rejected() ([]Rejected, error) {
+	var out []Rejected
+	err := v.scan("v/rejected/", func(key string, val []byte) error {
+		var r Rejected
+		if err := unmarshalInto(key, val, &r); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+func (v *View) scan(prefix string, fn func(key string, val []byte) error) error {
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd([]byte(prefix))})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := fn(string(it.Key()), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	end[len(end)-1]++
+	return end
+}

@@ -1,0 +1,179 @@
+// Package schemas embeds the JSON Schemas (draft 2020-12) of every command and event
+// and validates documents against them. Schemas are the contract at every edge:
+// admission validates command bodies, the event codec validates payloads on decode.
+//
+// Layout: commands/<verb>.json, events/<type>.v<version>.json, defs.json (shared
+// definitions), envelope.json (the event envelope).
+package schemas
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/cairn-io/cairn"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+var printer = message.NewPrinter(language.English)
+
+//go:embed defs.json envelope.json commands/*.json events/*.json
+var files embed.FS
+
+const baseURL = "https://cairn.io/schemas/"
+
+var (
+	once     sync.Once
+	compiled map[string]*jsonschema.Schema
+	loadErr  error
+)
+
+// FS returns the embedded schema files (for `cairn schemas` and documentation).
+func FS() fs.FS { return files }
+
+func load() {
+	compiled = map[string]*jsonschema.Schema{}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	var names []string
+	loadErr = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, err := files.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			return fmt.Errorf("schema %s: %w", p, err)
+		}
+		if err := c.AddResource(baseURL+p, doc); err != nil {
+			return fmt.Errorf("schema %s: %w", p, err)
+		}
+		names = append(names, p)
+		return nil
+	})
+	if loadErr != nil {
+		return
+	}
+	for _, p := range names {
+		s, err := c.Compile(baseURL + p)
+		if err != nil {
+			loadErr = fmt.Errorf("compile schema %s: %w", p, err)
+			return
+		}
+		compiled[strings.TrimSuffix(p, ".json")] = s
+	}
+}
+
+// Get returns the compiled schema with the given id, the file path without ".json"
+// (e.g. "commands/node.add", "events/node.added.v2"). It returns an error if no such
+// schema is embedded; a broken embedded schema is reported by every call.
+func Get(id string) (*jsonschema.Schema, error) {
+	once.Do(load)
+	if loadErr != nil {
+		return nil, loadErr
+	}
+	s, ok := compiled[id]
+	if !ok {
+		return nil, fmt.Errorf("no schema %q", id)
+	}
+	return s, nil
+}
+
+// IDs lists the ids of all embedded schemas, sorted.
+func IDs() []string {
+	once.Do(load)
+	ids := make([]string, 0, len(compiled))
+	for id := range compiled {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// CommandSchemaID is the schema id of a command verb.
+func CommandSchemaID(verb string) string { return "commands/" + verb }
+
+// EventSchemaID is the schema id of an event type at a schema version.
+func EventSchemaID(typ string, version int) string {
+	return fmt.Sprintf("events/%s.v%d", typ, version)
+}
+
+// Validate parses raw as JSON and validates it against the schema id. It returns an
+// invalid_argument *cairn.Error naming the first offending field (dotted path, "" for
+// the document itself) when raw is not JSON or does not satisfy the schema, and an
+// internal error when the schema does not exist.
+func Validate(id string, raw []byte) error {
+	s, err := Get(id)
+	if err != nil {
+		return cairn.Errorf(cairn.CodeInternal, "%v", err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return cairn.InvalidField("", "body is not a valid JSON document: %v", err)
+	}
+	return ValidateValue(s, doc)
+}
+
+// ValidateValue validates an already-decoded document (as produced by
+// jsonschema.UnmarshalJSON) against s; errors as for Validate.
+func ValidateValue(s *jsonschema.Schema, doc any) error {
+	err := s.Validate(doc)
+	if err == nil {
+		return nil
+	}
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return cairn.InvalidField("", "%v", err)
+	}
+	return fieldError(leaf(ve))
+}
+
+// leaf descends to the first most specific cause, which names the field best.
+func leaf(ve *jsonschema.ValidationError) *jsonschema.ValidationError {
+	for len(ve.Causes) > 0 {
+		// prefer a cause that is not a wrapper around anyOf alternatives
+		ve = ve.Causes[0]
+	}
+	return ve
+}
+
+func fieldError(ve *jsonschema.ValidationError) *cairn.Error {
+	loc := append([]string(nil), ve.InstanceLocation...)
+	msg := ve.ErrorKind.LocalizedString(printer)
+	switch k := ve.ErrorKind.(type) {
+	case *kind.Required:
+		loc = append(loc, k.Missing[0])
+		msg = "is required"
+	case *kind.AdditionalProperties:
+		loc = append(loc, k.Properties[0])
+		msg = "is not a known field"
+	case *kind.Type:
+		msg = fmt.Sprintf("must be %s, not %s", strings.Join(k.Want, " or "), k.Got)
+	case *kind.MinLength:
+		if k.Got == 0 {
+			msg = "must not be empty"
+		} else {
+			msg = fmt.Sprintf("must be at least %d characters", k.Want)
+		}
+	case *kind.MaxLength:
+		msg = fmt.Sprintf("must be at most %d characters, got %d", k.Want, k.Got)
+	case *kind.Pattern:
+		msg = fmt.Sprintf("must match %s", k.Want)
+	}
+	field := strings.Join(loc, ".")
+	if field == "" {
+		return cairn.InvalidField("", "body %s", msg)
+	}
+	return cairn.InvalidField(field, "%s %s", field, msg)
+}

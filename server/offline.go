@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Offline is a data directory opened by the offline tools with `cairn serve` stopped:
+// the views store (its lock keeps serve out meanwhile) and the embedded JetStream store
+// started without listeners.
+type Offline struct {
+	DataDir string
+	DB      *projections.DB
+	JS      jetstream.JetStream
+	Store   *events.Store
+	close   func()
+}
+
+// OpenData opens a data directory offline. It fails if serve holds it.
+func OpenData(dataDir, prefix string) (*Offline, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, "jetstream")); err != nil {
+		return nil, fmt.Errorf("%s holds no JetStream store: %w", dataDir, err)
+	}
+	db, err := projections.Open(filepath.Join(dataDir, "views"))
+	if err != nil {
+		return nil, fmt.Errorf("%w (is cairn serve running on %s?)", err, dataDir)
+	}
+	srv, nc, js, err := OpenOffline(dataDir)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Offline{DataDir: dataDir, DB: db, JS: js, Store: events.NewStore(js, events.NewNames(prefix)),
+		close: func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }}, nil
+}
+
+// Close releases the data directory.
+func (o *Offline) Close() error {
+	o.close()
+	if o.DB != nil {
+		return o.DB.Close()
+	}
+	return nil
+}
+
+// ProjectInto applies the events stream up to stopAt (0 = the last stored event) into db,
+// with progress in the log, and returns the digest of the result.
+func ProjectInto(ctx context.Context, db *projections.DB, js jetstream.JetStream, names events.Names, stopAt uint64, log zerolog.Logger) (projections.Digest, error) {
+	last, err := events.NewStore(js, names).LastSeq(ctx)
+	if err != nil {
+		return projections.Digest{}, err
+	}
+	if stopAt == 0 || stopAt > last {
+		stopAt = last
+	}
+	p, err := projections.NewProjector(db, js, names, log)
+	if err != nil {
+		return projections.Digest{}, err
+	}
+	if stopAt > 0 {
+		if err := p.Run(ctx, stopAt); err != nil {
+			return projections.Digest{}, err
+		}
+	}
+	return db.Digest()
+}
+
+// Rebuild replays the whole stream from sequence 1 into a fresh views store and swaps it
+// in for the old one. Serve must be stopped.
+func (o *Offline) Rebuild(ctx context.Context, log zerolog.Logger) (projections.Digest, error) {
+	tmp := filepath.Join(o.DataDir, "views.rebuild")
+	if err := os.RemoveAll(tmp); err != nil {
+		return projections.Digest{}, err
+	}
+	fresh, err := projections.Open(tmp)
+	if err != nil {
+		return projections.Digest{}, err
+	}
+	d, err := ProjectInto(ctx, fresh, o.JS, o.Store.Names(), 0, log)
+	if cerr := fresh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return d, err
+	}
+	live := filepath.Join(o.DataDir, "views")
+	if err := o.DB.Close(); err != nil {
+		return d, err
+	}
+	o.DB = nil
+	old := filepath.Join(o.DataDir, "views.old")
+	_ = os.RemoveAll(old)
+	if err := os.Rename(live, old); err != nil {
+		return d, err
+	}
+	if err := os.Rename(tmp, live); err != nil {
+		return d, err
+	}
+	if err := os.RemoveAll(old); err != nil {
+		return d, err
+	}
+	o.DB, err = projections.Open(live)
+	return d, err
+}

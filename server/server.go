@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/gateway"
+	"github.com/cairn-io/cairn/projections"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Config configures `cairn serve`. Zero values take the defaults in parentheses.
+type Config struct {
+	DataDir    string // views and, when embedded, the JetStream store (./data)
+	NATSURL    string // use this NATS server or cluster instead of the embedded one
+	NATSCreds  string // credentials file for NATSURL
+	NATSListen string // embedded server's client listener (127.0.0.1:4222)
+	HTTPListen string // gateway listener (127.0.0.1:3370); "-" = no gateway
+	Prefix     string // subject prefix (cairn)
+	Replicas   int    // stream replicas (1 embedded, 3 on a cluster)
+	// NoSyncAlways turns off fsync on every JetStream write of the embedded server.
+	// Only for benchmarks: an acknowledged command could then be lost on power loss.
+	NoSyncAlways     bool
+	HeartbeatTimeout time.Duration // node offline after this long without a heartbeat (15 s)
+	Admission        commands.Options
+	Log              zerolog.Logger
+}
+
+// Server is a running control-plane process.
+type Server struct {
+	cfg       Config
+	NATS      *natsserver.Server // nil with an external NATS
+	NC        *nats.Conn
+	JS        jetstream.JetStream
+	Store     *events.Store
+	DB        *projections.DB
+	Projector *projections.Projector
+	Admission *commands.Admission
+	Watchdog  *Watchdog
+	HTTPAddr  string // actual gateway address
+	NATSAddr  string // client URL of the embedded server
+
+	startTarget uint64
+	cancel      context.CancelFunc
+	done        chan error
+	httpSrv     *http.Server
+}
+
+// Start brings up every part of the control plane and returns once admission and the
+// gateway accept requests. The views are caught up with the stream before admission
+// starts answering. Stop it with Close.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "data"
+	}
+	if cfg.NATSListen == "" {
+		cfg.NATSListen = "127.0.0.1:4222"
+	}
+	if cfg.HTTPListen == "" {
+		cfg.HTTPListen = "127.0.0.1:3370"
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = 15 * time.Second
+	}
+	names := events.NewNames(cfg.Prefix)
+	s := &Server{cfg: cfg, done: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeResources()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, err
+	}
+	// Views first: Pebble's lock refuses a second process on the same data directory.
+	db, err := projections.Open(filepath.Join(cfg.DataDir, "views"))
+	if err != nil {
+		return nil, err
+	}
+	s.DB = db
+
+	if cfg.NATSURL == "" {
+		srv, err := StartEmbedded(EmbeddedOptions{StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
+			Listen: cfg.NATSListen, SyncAlways: !cfg.NoSyncAlways})
+		if err != nil {
+			return nil, err
+		}
+		s.NATS = srv
+		s.NATSAddr = srv.ClientURL()
+		if s.NC, err = ConnectInProcess(srv, "cairn-serve"); err != nil {
+			return nil, err
+		}
+	} else {
+		opts := []nats.Option{nats.Name("cairn-serve"), nats.MaxReconnects(-1)}
+		if cfg.NATSCreds != "" {
+			opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
+		}
+		if s.NC, err = nats.Connect(cfg.NATSURL, opts...); err != nil {
+			return nil, fmt.Errorf("connect %s: %w", cfg.NATSURL, err)
+		}
+		s.NATSAddr = cfg.NATSURL
+	}
+	if s.JS, err = jetstream.New(s.NC); err != nil {
+		return nil, err
+	}
+	replicas := cfg.Replicas
+	if replicas <= 0 {
+		replicas = 1
+	}
+	if err := events.EnsureStreams(ctx, s.JS, names, events.StreamOptions{Replicas: replicas}); err != nil {
+		return nil, err
+	}
+	s.Store = events.NewStore(s.JS, names)
+	if s.Projector, err = projections.NewProjector(db, s.JS, names, cfg.Log.With().Str("part", "projector").Logger()); err != nil {
+		return nil, err
+	}
+	if s.startTarget, err = s.Store.LastSeq(ctx); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() { s.done <- s.Projector.Run(runCtx, 0) }()
+	cfg.Log.Info().Uint64("checkpoint", s.Projector.Applied()).Uint64("stream_last_seq", s.startTarget).Msg("catching up views")
+	if err := s.waitCaughtUp(ctx); err != nil {
+		return nil, err
+	}
+
+	s.Admission = commands.New(s.Store, db, s.Projector, cfg.Log.With().Str("part", "admission").Logger(), cfg.Admission)
+	if _, err := s.Admission.Listen(runCtx, s.NC, 0); err != nil {
+		return nil, err
+	}
+	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())
+	go func() {
+		if err := s.Watchdog.Run(runCtx, s.NC); err != nil {
+			cfg.Log.Error().Err(err).Msg("watchdog stopped")
+		}
+	}()
+
+	if cfg.HTTPListen != "-" {
+		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready,
+			Log: cfg.Log.With().Str("part", "gateway").Logger()}
+		ln, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
+		}
+		s.HTTPAddr = ln.Addr().String()
+		s.httpSrv = &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cfg.Log.Error().Err(err).Msg("http gateway stopped")
+			}
+		}()
+	}
+	ok = true
+	cfg.Log.Info().Str("nats", s.NATSAddr).Str("http", s.HTTPAddr).Str("data", cfg.DataDir).
+		Uint64("seq", s.Projector.Applied()).Msg("cairn serve ready")
+	return s, nil
+}
+
+func (s *Server) waitCaughtUp(ctx context.Context) error {
+	for {
+		if err := s.Projector.WaitFor(ctx, s.startTarget); err == nil {
+			return nil
+		} else if ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// ready reports whether the views have caught up with the stream as it was at start
+// and the projector still runs.
+func (s *Server) ready() error {
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return fmt.Errorf("projector stopped: %v", err)
+	default:
+	}
+	if s.NC.Status() != nats.CONNECTED {
+		return fmt.Errorf("not connected to NATS (%s)", s.NC.Status())
+	}
+	if s.Projector.Applied() < s.startTarget {
+		return fmt.Errorf("views at seq %d, catching up to %d", s.Projector.Applied(), s.startTarget)
+	}
+	return nil
+}
+
+// Done returns a channel that yields the projector's error if it stops on its own.
+func (s *Server) Done() <-chan error { return s.done }
+
+// Close stops everything in reverse order of start.
+func (s *Server) Close() error {
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.httpSrv.Shutdown(ctx)
+		cancel()
+	}
+	if s.cancel != nil {
+		s.cancel()
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return s.closeResources()
+}
+
+func (s *Server) closeResources() error {
+	if s.NC != nil {
+		s.NC.Close()
+	}
+	if s.NATS != nil {
+		s.NATS.Shutdown()
+		s.NATS.WaitForShutdown()
+	}
+	if s.DB != nil {
+		return s.DB.Close()
+	}
+	return nil
+}
