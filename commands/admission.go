@@ -134,16 +134,21 @@ func (a *Admission) Submit(ctx context.Context, req Request) Reply {
 	return reply
 }
 
-func (a *Admission) submit(ctx context.Context, req Request) Reply {
+// Decode checks a request before any state is read: the size limit, the verb, the
+// command id, the JSON Schema of the verb. It fills in the defaults (command id,
+// actor, correlation and causation ids) and returns the request and its handler, or a
+// *cairn.Error (payload_too_large, unknown_command or invalid_argument naming the field).
+// It does no I/O.
+func (a *Admission) Decode(req Request) (Request, Handler, error) {
 	if len(req.Body) > a.opts.MaxBody {
-		return refused(req.CommandID, cairn.Errorf(cairn.CodePayloadTooLarge,
+		return req, Handler{}, cairn.Errorf(cairn.CodePayloadTooLarge,
 			"command body is %d bytes, over the limit of %d", len(req.Body), a.opts.MaxBody).
-			WithDetails(map[string]any{"size": len(req.Body), "limit": a.opts.MaxBody}))
+			WithDetails(map[string]any{"size": len(req.Body), "limit": a.opts.MaxBody})
 	}
 	h, ok := a.handlers[req.Verb]
 	if !ok {
-		return refused(req.CommandID, cairn.Errorf(cairn.CodeUnknownCommand, "unknown command %q", req.Verb).
-			WithDetails(map[string]any{"verbs": a.Verbs()}))
+		return req, Handler{}, cairn.Errorf(cairn.CodeUnknownCommand, "unknown command %q", req.Verb).
+			WithDetails(map[string]any{"verbs": a.Verbs()})
 	}
 	// The command id first, so that even a refusal of a malformed body names it.
 	var idField struct {
@@ -158,15 +163,16 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 		req.CommandID = uuid.Must(uuid.NewV7()).String()
 	}
 	if len(req.CommandID) > 100 || !validCommandID(req.CommandID) {
-		return refused("", cairn.InvalidField("command_id",
-			"command_id must be 1-100 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"))
+		req.CommandID = ""
+		return req, Handler{}, cairn.InvalidField("command_id",
+			"command_id must be 1-100 letters, digits, '.', '_', ':' or '-', starting with a letter or digit")
 	}
 	if err := schemas.Validate(schemas.CommandSchemaID(req.Verb), req.Body); err != nil {
-		return refused(req.CommandID, err)
+		return req, Handler{}, err
 	}
 	if bodyID != "" && bodyID != req.CommandID {
-		return refused(req.CommandID, cairn.InvalidField("command_id",
-			"command_id %q differs from the Cairn-Command-Id header %q", bodyID, req.CommandID))
+		return req, Handler{}, cairn.InvalidField("command_id",
+			"command_id %q differs from the Cairn-Command-Id header %q", bodyID, req.CommandID)
 	}
 	if req.Actor == "" {
 		req.Actor = "anonymous"
@@ -176,6 +182,14 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 	}
 	if req.CausationID == "" {
 		req.CausationID = req.CommandID
+	}
+	return req, h, nil
+}
+
+func (a *Admission) submit(ctx context.Context, req Request) Reply {
+	req, h, err := a.Decode(req)
+	if err != nil {
+		return refused(req.CommandID, err)
 	}
 	if r, ok := a.recent.get(req.CommandID, a.opts.Now()); ok {
 		return r
