@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/cairn-io/cairn/commands"
@@ -55,6 +56,7 @@ type Server struct {
 	cancel      context.CancelFunc
 	done        chan error
 	httpSrv     *http.Server
+	closeOnce   sync.Once
 }
 
 // Start brings up every part of the control plane and returns once admission and the
@@ -200,8 +202,14 @@ func (s *Server) ready() error {
 // Done returns a channel that yields the projector's error if it stops on its own.
 func (s *Server) Done() <-chan error { return s.done }
 
-// Close stops everything in reverse order of start.
+// Close stops everything in reverse order of start. Closing twice is harmless.
 func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() { err = s.close() })
+	return err
+}
+
+func (s *Server) close() error {
 	if s.httpSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.httpSrv.Shutdown(ctx)
@@ -212,6 +220,7 @@ func (s *Server) Close() error {
 		select {
 		case <-s.done:
 		case <-time.After(10 * time.Second):
+			s.cfg.Log.Warn().Msg("projector did not stop within 10s")
 		}
 	}
 	return s.closeResources()

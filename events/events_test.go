@@ -1,0 +1,133 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/events"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func startJS(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	srv, err := natsserver.NewServer(&natsserver.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	require.NoError(t, err)
+	go srv.Start()
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, events.EnsureStreams(context.Background(), js, events.NewNames(""), events.StreamOptions{}))
+	// idempotent: a second start changes nothing
+	require.NoError(t, events.EnsureStreams(context.Background(), js, events.NewNames(""), events.StreamOptions{}))
+	return js
+}
+
+func seal(t *testing.T, cmdID string, drafts ...events.Draft) []events.Envelope {
+	t.Helper()
+	envs, err := events.Seal(events.Meta{CommandID: cmdID, CorrelationID: cmdID, CausationID: cmdID, Actor: "test", OccurredAt: time.Now()}, drafts)
+	require.NoError(t, err)
+	return envs
+}
+
+func nodeAdded(name string) events.Draft {
+	return events.Draft{Subject: "cairn.ev.node." + name, Payload: &events.NodeAdded{Name: name, Host: "h", Address: "10.0.0.1", Role: "storage"}}
+}
+
+func TestAppendIsConditionalAtomicAndDeduplicated(t *testing.T) {
+	js := startJS(t)
+	store := events.NewStore(js, events.NewNames(""))
+	ctx := context.Background()
+	subj := events.Expect{Kind: events.ExpectSubject}
+
+	seqs, err := store.Append(ctx, subj, seal(t, "c1", nodeAdded("n1")))
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1}, seqs)
+
+	// stale per-subject expectation
+	_, err = store.Append(ctx, subj, seal(t, "c2", nodeAdded("n1")))
+	assert.ErrorIs(t, err, events.ErrWrongLastSequence)
+
+	// the same command id again is a duplicate, not a second event
+	_, err = store.Append(ctx, events.Expect{Kind: events.ExpectSubject, Seq: 1}, seal(t, "c1", nodeAdded("n1")))
+	var dup *events.DuplicateError
+	require.ErrorAs(t, err, &dup)
+	assert.Equal(t, uint64(1), dup.Seq)
+
+	// a multi-event command is one atomic batch
+	seqs, err = store.Append(ctx, events.Expect{Kind: events.ExpectFilter, Filter: "cairn.ev.node.>", Seq: 1},
+		seal(t, "c3", nodeAdded("n2"), nodeAdded("n3"), nodeAdded("n4")))
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{2, 3, 4}, seqs)
+
+	// a stale batch is refused whole
+	_, err = store.Append(ctx, events.Expect{Kind: events.ExpectFilter, Filter: "cairn.ev.node.>", Seq: 1},
+		seal(t, "c4", nodeAdded("n5"), nodeAdded("n6")))
+	assert.ErrorIs(t, err, events.ErrWrongLastSequence)
+	// a repeated batch is a duplicate
+	_, err = store.Append(ctx, events.Expect{Kind: events.ExpectStream, Seq: 4}, seal(t, "c3", nodeAdded("n2"), nodeAdded("n3")))
+	require.ErrorAs(t, err, &dup)
+
+	last, err := store.LastSeq(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), last, "nothing of the refused appends was stored")
+
+	b, err := store.BoundarySeq(ctx, events.Expect{Kind: events.ExpectFilter, Filter: "cairn.ev.node.>"})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), b)
+	b, err = store.BoundarySeq(ctx, events.Expect{Kind: events.ExpectSubject, Subject: "cairn.ev.node.n1"})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), b)
+	b, err = store.BoundarySeq(ctx, events.Expect{Kind: events.ExpectSubject, Subject: "cairn.ev.node.nobody"})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(0), b)
+
+	var got []string
+	require.NoError(t, store.Audit(ctx, events.Range{FromSeq: 2, ToSeq: 3}, events.Match{}, 0, func(r events.Record) bool {
+		got = append(got, fmt.Sprintf("%d %s %s", r.Seq, r.Type, r.CommandID))
+		return true
+	}))
+	assert.Equal(t, []string{"2 node.added c3", "3 node.added c3"}, got)
+}
+
+func TestDecodeValidatesAndUpcasts(t *testing.T) {
+	env := func(typ string, version int, payload string) []byte {
+		b, _ := json.Marshal(map[string]any{"id": "01", "type": typ, "schema_version": version, "subject": "cairn.ev.node.n1",
+			"occurred_at": "2026-01-01T00:00:00Z", "command_id": "c", "correlation_id": "c", "causation_id": "c", "actor": "a",
+			"payload": json.RawMessage(payload)})
+		return b
+	}
+	// a v1 node.added (before roles) reads as v2 with role storage
+	ev, err := events.Decode(7, env("node.added", 1, `{"name":"n1","host":"h1","address":"10.0.0.1"}`))
+	require.NoError(t, err)
+	assert.Equal(t, &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: "storage"}, ev.Data)
+	assert.Equal(t, uint64(7), ev.Seq)
+
+	bad := []struct{ name, body, reason string }{
+		{"not JSON", `{`, "not valid JSON"},
+		{"unknown type", string(env("node.exploded", 1, `{}`)), "unknown event type"},
+		{"future version", string(env("node.added", 3, `{}`)), "newer than this binary"},
+		{"schema violation", string(env("node.added", 2, `{"name":"n1","host":"h1","address":"10.0.0.1"}`)), "role is required"},
+		{"v1 with unknown field", string(env("node.added", 1, `{"name":"n1","host":"h1","address":"10.0.0.1","x":1}`)), "not a known field"},
+		{"no command id", `{"id":"1","type":"node.added","schema_version":2,"subject":"s","occurred_at":"2026-01-01T00:00:00Z","payload":{}}`, "no command_id"},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := events.Decode(1, []byte(c.body))
+			var de *events.DecodeError
+			require.True(t, errors.As(err, &de), "want a DecodeError, got %v", err)
+			assert.Contains(t, de.Error(), c.reason)
+		})
+	}
+}
