@@ -1,0 +1,140 @@
+package test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type digest struct {
+	Seq    uint64 `json:"seq"`
+	Keys   int    `json:"keys"`
+	SHA256 string `json:"sha256"`
+}
+
+// Kill -9 `cairn serve` while clients stream commands. After the restart every
+// acknowledged command's events are in the stream exactly once, at the sequences its
+// reply named, no command appears twice, and the live views equal a rebuild from the stream.
+func TestKill9DuringCommandsLosesNothingAcknowledged(t *testing.T) {
+	data := t.TempDir()
+	s := startServe(t, data)
+	nc, err := nats.Connect(s.natsURL(), nats.MaxReconnects(0))
+	require.NoError(t, err)
+	send := func(verb, id, body string) (reply, error) {
+		m := nats.NewMsg("cairn.cmd." + verb)
+		m.Data = []byte(body)
+		m.Header.Set("Cairn-Command-Id", id)
+		resp, err := nc.RequestMsg(m, 2*time.Second)
+		if err != nil {
+			return reply{}, err
+		}
+		var r reply
+		return r, json.Unmarshal(resp.Data, &r)
+	}
+	_, err = send("cluster.create", "create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	require.NoError(t, err)
+
+	var (
+		mu    sync.Mutex
+		acked = map[string][]uint64{} // command id -> sequences its reply named
+		wg    sync.WaitGroup
+		count atomic.Int64
+	)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				name := fmt.Sprintf("g%d-n%d", g, i)
+				verb, body := "node.add", fmt.Sprintf(`{"name":%q,"host":"h-%s","address":"10.0.%d.%d"}`, name, name, g, i%250+1)
+				if i%3 == 2 {
+					verb, body = "node.set-state", fmt.Sprintf(`{"name":"g%d-n%d","state":"offline"}`, g, i-1)
+				}
+				id := fmt.Sprintf("cmd-%d-%d", g, i)
+				r, err := send(verb, id, body)
+				if err != nil {
+					return // the server is gone
+				}
+				if r.OK {
+					var seqs []uint64
+					for _, e := range r.Events {
+						seqs = append(seqs, e.Seq)
+					}
+					mu.Lock()
+					acked[id] = seqs
+					mu.Unlock()
+					count.Add(1)
+				}
+			}
+		}()
+	}
+	for count.Load() < 300 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.kill9()
+	wg.Wait()
+	nc.Close()
+	require.GreaterOrEqual(t, len(acked), 300)
+
+	s.start()
+	out, code := run(t, "audit", "--json", "--nats", s.natsURL())
+	require.Equal(t, 0, code)
+	stored := map[string][]uint64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			Seq       uint64 `json:"seq"`
+			CommandID string `json:"command_id"`
+			Invalid   string `json:"invalid"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec))
+		require.Empty(t, rec.Invalid)
+		stored[rec.CommandID] = append(stored[rec.CommandID], rec.Seq)
+	}
+	for id, seqs := range acked {
+		assert.Equal(t, seqs, stored[id], "acknowledged command %s", id)
+	}
+	for id, seqs := range stored {
+		assert.Len(t, seqs, 1, "command %s stored more than once", id)
+	}
+	t.Logf("acknowledged %d commands, stored %d, before kill -9", len(acked), len(stored)-1)
+
+	status, body := httpJSON(t, "GET", s.url("/v1/views/digest"), "")
+	require.Equal(t, 200, status)
+	live := decode[digest](t, body)
+	s.stop()
+
+	out, code = run(t, "views", "digest", "--data", data)
+	require.Equal(t, 0, code)
+	assert.Equal(t, live, decode[digest](t, out), "stored views after shutdown")
+	out, code = run(t, "views", "rebuild", "--data", data)
+	require.Equal(t, 0, code)
+	assert.Equal(t, live, decode[digest](t, out), "rebuild from sequence 1")
+	out, code = run(t, "views", "digest", "--data", data)
+	require.Equal(t, 0, code)
+	assert.Equal(t, live, decode[digest](t, out), "rebuilt views in place")
+
+	out, code = run(t, "views", "at", "--seq", "1", "--data", data, "--dump")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, `"v/cluster"`)
+	assert.NotContains(t, out, `"v/node/`)
+}
+
+func TestOfflineToolsRefuseARunningServe(t *testing.T) {
+	data := t.TempDir()
+	startServe(t, data)
+	_, code := run(t, "views", "digest", "--data", data)
+	assert.Equal(t, 2, code)
+	_, code = run(t, "views", "rebuild", "--data", data)
+	assert.Equal(t, 2, code)
+}

@@ -1,0 +1,142 @@
+package test
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOperatorFlowThroughCLIAndHTTP(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	nats := []string{"--nats", s.natsURL()}
+	cmd := func(verb, body string, extra ...string) (reply, int) {
+		out, code := run(t, append(append([]string{"cmd", verb, body}, nats...), extra...)...)
+		return decode[reply](t, out), code
+	}
+
+	r, code := cmd("cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":2,"parity_chunks":1}`, "--actor", "alice")
+	require.Equal(t, 0, code)
+	require.True(t, r.OK)
+	for i, n := range []string{"n1", "n2", "n3"} {
+		body := fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d","failure_domain":"RACK%d","role":"storage"}`, n, i+1, i+1, i%2+1)
+		r, code = cmd("node.add", body, "--actor", "alice", "--command-id", "add-"+n)
+		require.Equal(t, 0, code, "%+v", r.Error)
+		assert.Equal(t, "add-"+n, r.CommandID)
+	}
+	// a refusal exits 1 and says why
+	r, code = cmd("node.add", `{"name":"n1","host":"h1","address":"10.0.0.1","failure_domain":"RACK1"}`)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "already_exists", r.Error.Code)
+
+	// commands over HTTP, with the actor from the header
+	status, body := httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n4","host":"h4","address":"10.0.0.4","failure_domain":"RACK2"}`,
+		"Cairn-Actor", "bob", "Cairn-Command-Id", "add-n4")
+	require.Equal(t, 200, status, body)
+	status, body = httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n5","host":"h5","address":"nowhere"}`)
+	assert.Equal(t, 400, status)
+	assert.Contains(t, body, `"field": "address"`)
+	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n1","host":"h1","address":"10.0.0.1","failure_domain":"RACK1"}`)
+	assert.Equal(t, 409, status)
+	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.fly"), `{}`)
+	assert.Equal(t, 404, status)
+	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.remove"), `{"name":"ghost"}`)
+	assert.Equal(t, 404, status)
+
+	// reads
+	status, body = httpJSON(t, "GET", s.url("/v1/nodes"), "")
+	require.Equal(t, 200, status)
+	nodes := decode[struct {
+		Nodes []struct {
+			Name string `json:"name"`
+			Spec struct {
+				Host          string `json:"host"`
+				FailureDomain string `json:"failure_domain"`
+			} `json:"spec"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"nodes"`
+	}](t, body)
+	require.Len(t, nodes.Nodes, 4)
+	assert.Equal(t, "n2", nodes.Nodes[1].Name)
+	assert.Equal(t, "h2", nodes.Nodes[1].Spec.Host)
+	assert.Equal(t, "RACK2", nodes.Nodes[1].Spec.FailureDomain)
+	assert.Equal(t, "online", nodes.Nodes[1].Status.State)
+	status, _ = httpJSON(t, "GET", s.url("/v1/nodes/n3"), "")
+	assert.Equal(t, 200, status)
+	status, _ = httpJSON(t, "GET", s.url("/v1/nodes/zz"), "")
+	assert.Equal(t, 404, status)
+	status, body = httpJSON(t, "GET", s.url("/v1/cluster"), "")
+	assert.Equal(t, 200, status)
+	assert.Contains(t, body, `"data_chunks": 2`)
+	status, body = httpJSON(t, "GET", s.url("/metrics"), "")
+	assert.Equal(t, 200, status)
+	assert.Contains(t, body, `cairn_commands_total{outcome="already_exists",verb="node.add"}`)
+
+	// the audit shows every event with its command id and actor
+	out, code := run(t, append([]string{"audit", "--json"}, nats...)...)
+	require.Equal(t, 0, code)
+	type rec struct {
+		Seq       uint64 `json:"seq"`
+		Type      string `json:"type"`
+		Actor     string `json:"actor"`
+		CommandID string `json:"command_id"`
+		Subject   string `json:"subject"`
+	}
+	var recs []rec
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		recs = append(recs, decode[rec](t, sc.Text()))
+	}
+	require.Len(t, recs, 5)
+	assert.Equal(t, rec{1, "cluster.created", "alice", recs[0].CommandID, "cairn.ev.cluster.c1"}, recs[0])
+	assert.Equal(t, rec{2, "node.added", "alice", "add-n1", "cairn.ev.node.n1"}, recs[1])
+	assert.Equal(t, rec{5, "node.added", "bob", "add-n4", "cairn.ev.node.n4"}, recs[4])
+
+	out, _ = run(t, append([]string{"audit", "--actor", "bob"}, nats...)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out) // header + one event
+	assert.Contains(t, lines[1], "add-n4")
+	out, _ = run(t, append([]string{"audit", "--json", "--from-seq", "2", "--to-seq", "3"}, nats...)...)
+	assert.Equal(t, 2, strings.Count(out, "\n"))
+	out, _ = run(t, append([]string{"audit", "--json", "--subject", "cairn.ev.node.n2"}, nats...)...)
+	assert.Equal(t, 1, strings.Count(out, "\n"))
+	assert.Contains(t, out, "add-n2")
+	out, code = run(t, append([]string{"audit", "--from-seq", "x"}, nats...)...)
+	assert.Equal(t, 2, code)
+
+	status, body = httpJSON(t, "GET", s.url("/v1/events?type=node.added&command_id=add-n3"), "")
+	require.Equal(t, 200, status)
+	assert.Equal(t, 1, strings.Count(body, `"seq"`), body)
+	status, _ = httpJSON(t, "GET", s.url("/v1/events?from_seq=abc"), "")
+	assert.Equal(t, 400, status)
+}
+
+func TestNatsCLIGetsTheSameReply(t *testing.T) {
+	natsCLI, err := exec.LookPath("nats")
+	if err != nil {
+		t.Skip("nats CLI not installed (.ci/run installs it: go install github.com/nats-io/natscli/nats@v0.5.0)")
+	}
+	s := startServe(t, t.TempDir())
+	req := func(subject, body string, extra ...string) reply {
+		args := append([]string{"--server", s.natsURL(), "req", subject, body, "--raw"}, extra...)
+		out, err := exec.Command(natsCLI, args...).Output()
+		require.NoError(t, err)
+		return decode[reply](t, string(out))
+	}
+	require.True(t, req("cairn.cmd.cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+	r := req("cairn.cmd.node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, "-H", "Cairn-Command-Id:nats-1", "-H", "Cairn-Actor:ops")
+	require.True(t, r.OK)
+	assert.Equal(t, "nats-1", r.CommandID)
+	again := req("cairn.cmd.node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, "-H", "Cairn-Command-Id:nats-1")
+	assert.Equal(t, r, again)
+	bad := req("cairn.cmd.node.add", `{"name":"n1"`)
+	assert.Equal(t, "invalid_argument", bad.Error.Code)
+	out, _ := run(t, "audit", "--nats", s.natsURL(), "--actor", "ops", "--json")
+	assert.Contains(t, out, `"command_id":"nats-1"`)
+}

@@ -1,0 +1,187 @@
+// Package test holds end-to-end tests that run the real cairn binary against real
+// embedded NATS JetStream and Pebble, as an operator would.
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var cairnBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cairn-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	cairnBin = filepath.Join(dir, "cairn")
+	build := exec.Command("go", "build", "-o", cairnBin, "../cmd/cairn")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build cairn:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// serve is a running `cairn serve` process.
+type serve struct {
+	t        *testing.T
+	data     string
+	natsAddr string
+	httpAddr string
+	cmd      *exec.Cmd
+	log      *bytes.Buffer
+	args     []string
+}
+
+func startServe(t *testing.T, data string, extra ...string) *serve {
+	t.Helper()
+	s := &serve{t: t, data: data, natsAddr: freeAddr(t), httpAddr: freeAddr(t)}
+	s.args = append([]string{"serve", "--data", data, "--nats-listen", s.natsAddr, "--http", s.httpAddr}, extra...)
+	s.start()
+	t.Cleanup(func() {
+		if s.cmd != nil && s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("serve log:\n%s", s.log.String())
+		}
+	})
+	return s
+}
+
+func (s *serve) start() {
+	s.t.Helper()
+	s.log = &bytes.Buffer{}
+	s.cmd = exec.Command(cairnBin, s.args...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.url("/readyz"))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("serve not ready within 60s:\n%s", s.log.String())
+}
+
+func (s *serve) url(path string) string { return "http://" + s.httpAddr + path }
+func (s *serve) natsURL() string        { return "nats://" + s.natsAddr }
+
+// kill9 kills the process without any chance to clean up.
+func (s *serve) kill9() {
+	s.t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.cmd.Wait()
+}
+
+// stop shuts the process down with SIGTERM and waits for it.
+func (s *serve) stop() {
+	s.t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			s.t.Fatalf("serve exited with %v:\n%s", err, s.log.String())
+		}
+	case <-time.After(30 * time.Second):
+		s.t.Fatal("serve did not stop within 30s")
+	}
+}
+
+// run runs the cairn binary and returns stdout and the exit code.
+func run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(cairnBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("cairn %s: %v", strings.Join(args, " "), err)
+	}
+	if code == 2 {
+		t.Logf("cairn %s: stderr: %s", strings.Join(args, " "), errb.String())
+	}
+	return out.String(), code
+}
+
+// reply is a command reply as the CLI and gateway print it.
+type reply struct {
+	OK        bool   `json:"ok"`
+	CommandID string `json:"command_id"`
+	Events    []struct {
+		Seq     uint64 `json:"seq"`
+		Type    string `json:"type"`
+		Subject string `json:"subject"`
+	} `json:"events"`
+	Warnings []string `json:"warnings"`
+	Error    *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Field   string `json:"field"`
+	} `json:"error"`
+}
+
+func decode[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+	return v
+}
+
+func httpJSON(t *testing.T, method, url, body string, headers ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
