@@ -16,10 +16,10 @@ type Match struct {
 // Record is one stored event as an auditor sees it: the envelope as written, where it
 // sits in the stream, and, for a stored message that is not a valid event, why not.
 type Record struct {
-	Seq      uint64    `json:"seq"`
-	Stored   time.Time `json:"stored_at"`
+	Seq    uint64    `json:"seq"`
+	Stored time.Time `json:"stored_at"`
 	Envelope
-	Invalid  string `json:"invalid,omitempty"`
+	Invalid string `json:"invalid,omitempty"`
 }
 
 // MarshalJSON flattens the envelope next to seq and stored_at.

@@ -1,9 +1,8 @@
 package projections
 
 import (
-	"encoding/json"
 	"fmt"
-	"sort"
+	json "github.com/goccy/go-json"
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cockroachdb/pebble/v2"
@@ -50,14 +49,9 @@ func (t *tx) del(key string)               { t.dirty[key] = nil }
 func (t *tx) commit() error {
 	b := t.db.pdb.NewBatch()
 	defer b.Close()
-	keys := make([]string, 0, len(t.dirty))
-	for k := range t.dirty {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for k, v := range t.dirty {
 		var err error
-		if v := t.dirty[k]; v == nil {
+		if v == nil {
 			err = b.Delete([]byte(k), nil)
 		} else {
 			err = b.Set([]byte(k), v, nil)
@@ -97,13 +91,8 @@ func apply(t *tx, names events.Names, it Item) error {
 	if agg := names.Aggregate(ev.Subject); agg != "" {
 		t.putUint(aggregateKey(agg), ev.Seq)
 	}
-	var rec CommandRecord
-	if _, err := getJSON(t, commandKey(ev.CommandID), &rec); err != nil {
-		return err
-	}
-	rec.CommandID = ev.CommandID
-	rec.Events = append(rec.Events, EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject})
-	if err := t.put(commandKey(ev.CommandID), rec); err != nil {
+	// One key per event of a command: no read-modify-write on the hot path.
+	if err := t.put(commandEventKey(ev.CommandID, ev.Seq), EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject}); err != nil {
 		return err
 	}
 

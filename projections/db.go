@@ -10,7 +10,7 @@
 //	v/cluster                 the cluster
 //	v/node/<name>/spec        a node's desired spec (written by node.added/removed only)
 //	v/node/<name>/status      a node's observed state (written by node.state-changed only)
-//	v/cmd/<command id>        the events an accepted command appended (idempotency)
+//	v/cmd/<command id>/<seq>  each event an accepted command appended (idempotency)
 //	v/rejected/<seq>          a stored message that is not a valid event, and why
 //	x/subj/<subject>          last sequence of an event subject (admission boundaries)
 //	x/agg/<aggregate>         last sequence of any event of an aggregate type
@@ -18,11 +18,12 @@ package projections
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
+	json "github.com/goccy/go-json"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -34,21 +35,36 @@ var (
 
 // DB is the Pebble store of the views.
 type DB struct {
-	pdb *pebble.DB
+	pdb  *pebble.DB
+	bulk bool
 }
 
 // Open opens (creating if needed) the views store in dir.
 func Open(dir string) (*DB, error) {
-	return open(dir, nil)
+	return open(dir, nil, false)
+}
+
+// OpenBulk opens a fresh views store for a bulk load (rebuild): no write-ahead log, so
+// nothing is durable until Close, which flushes. A crash mid-load leaves a store to
+// throw away; the rebuild starts it afresh.
+func OpenBulk(dir string) (*DB, error) {
+	return open(dir, nil, true)
 }
 
 // OpenInMem opens a views store held in memory (tests and `views at`).
 func OpenInMem() (*DB, error) {
-	return open("", vfs.NewMem())
+	return open("", vfs.NewMem(), true)
 }
 
-func open(dir string, fs vfs.FS) (*DB, error) {
-	opts := &pebble.Options{Logger: quietLogger{}}
+func open(dir string, fs vfs.FS, bulk bool) (*DB, error) {
+	// Bloom filters on every level make a lookup of an absent key (a new command id, a
+	// new subject) cheap; the cache and memtable are sized for views, not the log.
+	cache := pebble.NewCache(64 << 20)
+	defer cache.Unref()
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: 32 << 20, DisableWAL: bulk}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
 	if fs != nil {
 		opts.FS = fs
 	}
@@ -56,11 +72,19 @@ func open(dir string, fs vfs.FS) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open views store %s: %w", dir, err)
 	}
-	return &DB{pdb: pdb}, nil
+	return &DB{pdb: pdb, bulk: bulk}, nil
 }
 
-// Close flushes and closes the store.
-func (db *DB) Close() error { return db.pdb.Close() }
+// Close closes the store, flushing it first after a bulk load.
+func (db *DB) Close() error {
+	if db.bulk {
+		if err := db.pdb.Flush(); err != nil {
+			db.pdb.Close()
+			return err
+		}
+	}
+	return db.pdb.Close()
+}
 
 // Checkpoint returns the stream sequence of the last applied event (0 for none).
 func (db *DB) Checkpoint() (uint64, error) {

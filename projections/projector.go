@@ -86,43 +86,12 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	if start := p.Applied() + 1; start > 1 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = start
-	}
-	cons, err := p.js.OrderedConsumer(ctx, p.names.EventsStream(), cfg)
-	if err != nil {
-		return fmt.Errorf("projector: consumer on %s: %w", p.names.EventsStream(), err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
-	if err != nil {
-		return fmt.Errorf("projector: %w", err)
-	}
 	raws := make(chan events.Raw, 8192)
 	srcErr := make(chan error, 1)
 	go func() {
 		defer close(raws)
-		defer it.Stop()
-		go func() { <-ctx.Done(); it.Stop() }()
-		for {
-			m, err := it.Next()
-			if err != nil {
-				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					srcErr <- err
-				}
-				return
-			}
-			meta, err := m.Metadata()
-			if err != nil {
-				srcErr <- err
-				return
-			}
-			select {
-			case raws <- events.Raw{Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data()}:
-			case <-ctx.Done():
-				return
-			}
+		if err := p.read(ctx, stopAt, raws); err != nil && ctx.Err() == nil {
+			srcErr <- err
 		}
 	}()
 	chunks := decodePipeline(raws)
@@ -185,6 +154,56 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 			pending = 0
 		}
 		if done {
+			return nil
+		}
+	}
+}
+
+// read sends the stored messages after the checkpoint to out, in stream order, from an
+// ordered consumer (which recreates itself after a gap or a reconnect), until ctx ends
+// or the message at stopAt (when > 0) is sent.
+func (p *Projector) read(ctx context.Context, stopAt uint64, out chan<- events.Raw) error {
+	stream := p.names.EventsStream()
+	next := p.Applied() + 1
+	send := func(r events.Raw) bool {
+		select {
+		case out <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if next > 1 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = next
+	}
+	cons, err := p.js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return fmt.Errorf("consumer on %s: %w", stream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	go func() { <-ctx.Done(); it.Stop() }()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		if !send(events.Raw{Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data()}) {
+			return nil
+		}
+		if stopAt > 0 && meta.Sequence.Stream >= stopAt {
 			return nil
 		}
 	}

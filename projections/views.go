@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -65,7 +66,10 @@ type Rejected struct {
 
 func nodeSpecKey(name string) string   { return "v/node/" + name + "/spec" }
 func nodeStatusKey(name string) string { return "v/node/" + name + "/status" }
-func commandKey(id string) string      { return "v/cmd/" + id }
+func commandPrefix(id string) string   { return "v/cmd/" + id + "/" }
+func commandEventKey(id string, seq uint64) string {
+	return fmt.Sprintf("v/cmd/%s/%020d", id, seq)
+}
 func subjectKey(subject string) string { return "x/subj/" + subject }
 func aggregateKey(agg string) string   { return "x/agg/" + agg }
 
@@ -141,8 +145,16 @@ func (v *View) Nodes() ([]Node, error) {
 
 // Command returns the record of an accepted command; ok is false if the id is unknown.
 func (v *View) Command(id string) (rec CommandRecord, ok bool, err error) {
-	ok, err = getJSON(v.r, commandKey(id), &rec)
-	return
+	rec.CommandID = id
+	err = v.scan(commandPrefix(id), func(key string, val []byte) error {
+		var e EventRef
+		if err := unmarshalInto(key, val, &e); err != nil {
+			return err
+		}
+		rec.Events = append(rec.Events, e)
+		return nil
+	})
+	return rec, len(rec.Events) > 0, err
 }
 
 // SubjectSeq returns the sequence of the last event on subject (0 for none).

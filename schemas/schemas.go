@@ -44,6 +44,11 @@ func load() {
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	var names []string
+	defs, err := readDefs()
+	if err != nil {
+		loadErr = err
+		return
+	}
 	loadErr = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -54,6 +59,9 @@ func load() {
 		}
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 		if err != nil {
+			return fmt.Errorf("schema %s: %w", p, err)
+		}
+		if doc, err = inlineDefs(doc, defs); err != nil {
 			return fmt.Errorf("schema %s: %w", p, err)
 		}
 		if err := c.AddResource(baseURL+p, doc); err != nil {
@@ -73,6 +81,66 @@ func load() {
 		}
 		compiled[strings.TrimSuffix(p, ".json")] = s
 	}
+}
+
+func readDefs() (map[string]any, error) {
+	raw, err := files.ReadFile("defs.json")
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("defs.json: %w", err)
+	}
+	defs, _ := doc.(map[string]any)["$defs"].(map[string]any)
+	return defs, nil
+}
+
+// inlineDefs replaces every {"$ref": "…defs.json#/$defs/NAME", …} with the definition
+// itself (sibling keywords kept). The schemas mean the same; validation skips the
+// reference resolution, which was half its cost on the projection's hot path.
+func inlineDefs(v any, defs map[string]any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			nv, err := inlineDefs(val, defs)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = nv
+		}
+		ref, ok := out["$ref"].(string)
+		if !ok {
+			return out, nil
+		}
+		_, name, found := strings.Cut(ref, "defs.json#/$defs/")
+		if !found {
+			return out, nil
+		}
+		def, ok := defs[name].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("$ref %s: no such definition", ref)
+		}
+		delete(out, "$ref")
+		for k, val := range def {
+			if _, own := out[k]; !own {
+				out[k] = val
+			}
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, val := range x {
+			nv, err := inlineDefs(val, defs)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = nv
+		}
+		return out, nil
+	}
+	return v, nil
 }
 
 // Get returns the compiled schema with the given id, the file path without ".json"

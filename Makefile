@@ -1,0 +1,32 @@
+# Cairn. `make run` serves on the embedded default; `make test` runs every test.
+GO       ?= go
+BIN      := bin/cairn
+DATA     ?= data
+PKGS     := ./...
+# Benchmarks: rerun with `make bench`; BENCH_EVENTS sizes the big-history cases.
+BENCH_EVENTS ?= 1000000
+
+.PHONY: build run test test-short bench lint fuzz clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/cairn
+
+run: build
+	./$(BIN) serve --data $(DATA) --log-format console
+
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+fuzz:
+	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./commands/
+
+bench: build
+	CAIRN_BENCH_EVENTS=$(BENCH_EVENTS) CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -run XXX -bench . -benchtime 1x -count 1 -timeout 60m ./test/bench/ | tee bench.out
+
+lint:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin bench.out
