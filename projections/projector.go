@@ -86,15 +86,15 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	raws := make(chan events.Raw, 8192)
+	pipe := newDecodePipeline(ctx)
+	chunks := pipe.ordered
 	srcErr := make(chan error, 1)
 	go func() {
-		defer close(raws)
-		if err := p.read(ctx, stopAt, raws); err != nil && ctx.Err() == nil {
+		defer pipe.close()
+		if err := p.read(ctx, stopAt, pipe.add); err != nil && ctx.Err() == nil {
 			srcErr <- err
 		}
 	}()
-	chunks := decodePipeline(raws)
 
 	progress := newProgress(p.log, p.Applied(), stopAt)
 	defer progress.stop()
@@ -162,17 +162,11 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 // read sends the stored messages after the checkpoint to out, in stream order, from an
 // ordered consumer (which recreates itself after a gap or a reconnect), until ctx ends
 // or the message at stopAt (when > 0) is sent.
-func (p *Projector) read(ctx context.Context, stopAt uint64, out chan<- events.Raw) error {
+// send is called with each message and whether more are already waiting; it returns
+// false when the read should stop.
+func (p *Projector) read(ctx context.Context, stopAt uint64, send func(r events.Raw, more bool) bool) error {
 	stream := p.names.EventsStream()
 	next := p.Applied() + 1
-	send := func(r events.Raw) bool {
-		select {
-		case out <- r:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if next > 1 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
@@ -200,10 +194,11 @@ func (p *Projector) read(ctx context.Context, stopAt uint64, out chan<- events.R
 		if err != nil {
 			return err
 		}
-		if !send(events.Raw{Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data()}) {
+		end := stopAt > 0 && meta.Sequence.Stream >= stopAt
+		if !send(events.Raw{Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data()}, meta.NumPending > 0 && !end) {
 			return nil
 		}
-		if stopAt > 0 && meta.Sequence.Stream >= stopAt {
+		if end {
 			return nil
 		}
 	}
@@ -235,17 +230,24 @@ type decodedChunk struct {
 	done  chan struct{}
 }
 
-// decodePipeline decodes messages on every core while keeping stream order: a run of
-// whatever messages are already waiting becomes one chunk, chunks are decoded in
-// parallel and handed on in the order they were cut.
-func decodePipeline(raws <-chan events.Raw) <-chan *decodedChunk {
-	const maxChunk = 256
+// decodePipeline decodes messages on every core while keeping stream order: the reader
+// cuts runs of messages into chunks (a chunk ends when no more messages are waiting or it
+// is full), chunks are decoded in parallel and handed on in the order they were cut.
+type decodePipeline struct {
+	ctx     context.Context
+	work    chan *decodedChunk
+	ordered chan *decodedChunk
+	cur     *decodedChunk
+}
+
+const maxChunk = 256
+
+func newDecodePipeline(ctx context.Context) *decodePipeline {
 	workers := runtime.GOMAXPROCS(0)
-	work := make(chan *decodedChunk, workers*2)
-	ordered := make(chan *decodedChunk, workers*4)
+	dp := &decodePipeline{ctx: ctx, work: make(chan *decodedChunk, workers*2), ordered: make(chan *decodedChunk, workers*8)}
 	for range workers {
 		go func() {
-			for c := range work {
+			for c := range dp.work {
 				c.items = make([]Item, len(c.raws))
 				for i, r := range c.raws {
 					ev, err := events.Decode(r.Seq, r.Data)
@@ -255,28 +257,45 @@ func decodePipeline(raws <-chan events.Raw) <-chan *decodedChunk {
 			}
 		}()
 	}
-	go func() {
-		defer close(ordered)
-		defer close(work)
-		for r := range raws {
-			c := &decodedChunk{raws: []events.Raw{r}, done: make(chan struct{})}
-		fill:
-			for len(c.raws) < maxChunk {
-				select {
-				case r, ok := <-raws:
-					if !ok {
-						break fill
-					}
-					c.raws = append(c.raws, r)
-				default:
-					break fill
-				}
-			}
-			work <- c
-			ordered <- c
-		}
-	}()
-	return ordered
+	return dp
+}
+
+// add takes the next message; more says whether others are already waiting.
+func (dp *decodePipeline) add(r events.Raw, more bool) bool {
+	if dp.cur == nil {
+		dp.cur = &decodedChunk{raws: make([]events.Raw, 0, maxChunk), done: make(chan struct{})}
+	}
+	dp.cur.raws = append(dp.cur.raws, r)
+	if more && len(dp.cur.raws) < maxChunk {
+		return true
+	}
+	return dp.flush()
+}
+
+func (dp *decodePipeline) flush() bool {
+	c := dp.cur
+	if c == nil {
+		return true
+	}
+	dp.cur = nil
+	select {
+	case dp.work <- c:
+	case <-dp.ctx.Done():
+		return false
+	}
+	select {
+	case dp.ordered <- c:
+		return true
+	case <-dp.ctx.Done():
+		return false
+	}
+}
+
+// close flushes what is left and ends the pipeline.
+func (dp *decodePipeline) close() {
+	dp.flush()
+	close(dp.work)
+	close(dp.ordered)
 }
 
 // progress logs how far a long catch-up has come.
