@@ -12,8 +12,8 @@ import (
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/server/servertest"
-	"github.com/stretchr/testify/assert"
 	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 

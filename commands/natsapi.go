@@ -43,7 +43,9 @@ func (a *Admission) Listen(ctx context.Context, nc *nats.Conn, concurrency int) 
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", a.names.CommandFilter(), err)
 	}
-	sub.SetPendingLimits(-1, -1)
+	// Requests wait here while every worker is busy; beyond this the client's request
+	// times out (NATS reports a slow consumer) rather than memory growing without bound.
+	_ = sub.SetPendingLimits(64<<10, 256<<20)
 	go func() { <-ctx.Done(); _ = sub.Drain() }()
 	return sub, nil
 }

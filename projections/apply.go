@@ -3,6 +3,7 @@ package projections
 import (
 	"fmt"
 	json "github.com/goccy/go-json"
+	"slices"
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cockroachdb/pebble/v2"
@@ -49,7 +50,14 @@ func (t *tx) del(key string)               { t.dirty[key] = nil }
 func (t *tx) commit() error {
 	b := t.db.pdb.NewBatch()
 	defer b.Close()
-	for k, v := range t.dirty {
+	// Sorted keys go into the memtable's skiplist with far better locality.
+	keys := make([]string, 0, len(t.dirty))
+	for k := range t.dirty {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := t.dirty[k]
 		var err error
 		if v == nil {
 			err = b.Delete([]byte(k), nil)

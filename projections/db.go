@@ -62,6 +62,13 @@ func open(dir string, fs vfs.FS, bulk bool) (*DB, error) {
 	cache := pebble.NewCache(64 << 20)
 	defer cache.Unref()
 	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: 32 << 20, DisableWAL: bulk}
+	if bulk {
+		// A bulk load writes each key about once: compacting while loading is wasted
+		// work. The store compacts in the background once opened normally.
+		opts.DisableAutomaticCompactions = true
+		opts.L0StopWritesThreshold = 1 << 20
+		opts.MemTableSize = 64 << 20
+	}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}

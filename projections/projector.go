@@ -101,6 +101,7 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 
 	t := newTx(p.db)
 	pending := 0
+	var batchStart time.Time
 	for {
 		var chunk *decodedChunk
 		var ok bool
@@ -124,6 +125,9 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 			return ctx.Err()
 		}
 		<-chunk.done
+		if pending == 0 {
+			batchStart = time.Now()
+		}
 		done := false
 		for _, item := range chunk.items {
 			if item.Raw.Seq <= t.seq || item.Raw.Seq <= p.Applied() {
@@ -146,7 +150,9 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 				break
 			}
 		}
-		if done || len(chunks) == 0 || pending >= 4096 {
+		// Commit when caught up with what the stream holds (low latency for admission
+		// waiting on its events) or when the batch is big (a catch-up or rebuild).
+		if done || chunk.tail || pending >= 16384 || time.Since(batchStart) > 20*time.Millisecond {
 			if err := p.commit(t, pending); err != nil {
 				return err
 			}
@@ -228,6 +234,7 @@ type decodedChunk struct {
 	raws  []events.Raw
 	items []Item
 	done  chan struct{}
+	tail  bool // no more messages were waiting when this chunk was cut
 }
 
 // decodePipeline decodes messages on every core while keeping stream order: the reader
@@ -269,6 +276,7 @@ func (dp *decodePipeline) add(r events.Raw, more bool) bool {
 	if more && len(dp.cur.raws) < maxChunk {
 		return true
 	}
+	dp.cur.tail = !more
 	return dp.flush()
 }
 

@@ -22,8 +22,6 @@ type EmbeddedOptions struct {
 	// SyncAlways fsyncs every JetStream write, so an acknowledged command survives
 	// power loss on a single node. Default on; benchmarks may turn it off.
 	SyncAlways bool
-	// Users, when set, turns on authorization with these users (see auth.go).
-	Users []*natsserver.User
 }
 
 // StartEmbedded starts an embedded nats-server with JetStream and waits until it
@@ -53,9 +51,6 @@ func StartEmbedded(o EmbeddedOptions) (*natsserver.Server, error) {
 		if port == 0 {
 			opts.Port = natsserver.RANDOM_PORT
 		}
-	}
-	if len(o.Users) > 0 {
-		opts.Users = o.Users
 	}
 	srv, err := natsserver.NewServer(opts)
 	if err != nil {

@@ -80,7 +80,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			s.closeResources()
+			_ = s.Close()
 		}
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
@@ -172,12 +172,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) waitCaughtUp(ctx context.Context) error {
-	for {
-		if err := s.Projector.WaitFor(ctx, s.startTarget); err == nil {
-			return nil
-		} else if ctx.Err() != nil {
-			return err
-		}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	caughtUp := make(chan error, 1)
+	go func() { caughtUp <- s.Projector.WaitFor(wctx, s.startTarget) }()
+	select {
+	case err := <-caughtUp:
+		return err
+	case err := <-s.done:
+		s.done <- err
+		return fmt.Errorf("projector stopped while catching up: %v", err)
 	}
 }
 
