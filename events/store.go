@@ -69,9 +69,6 @@ func NewStore(js jetstream.JetStream, names Names) *Store {
 	return &Store{js: js, names: names}
 }
 
-// JetStream returns the underlying JetStream context.
-func (s *Store) JetStream() jetstream.JetStream { return s.js }
-
 // Names returns the deployment's subject and stream names.
 func (s *Store) Names() Names { return s.names }
 

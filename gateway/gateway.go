@@ -17,7 +17,6 @@ import (
 	"github.com/cairn-io/cairn/projections"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/rs/zerolog"
 )
 
 // Liveness tells when a node's agent was last heard from.
@@ -33,7 +32,6 @@ type Gateway struct {
 	Liveness Liveness
 	// Ready reports whether the process serves current views (projector caught up).
 	Ready func() error
-	Log   zerolog.Logger
 	// CommandTimeout bounds a command's round trip (30 s).
 	CommandTimeout time.Duration
 }

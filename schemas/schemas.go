@@ -11,7 +11,6 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"sort"
 	"strings"
 	"sync"
 
@@ -34,9 +33,6 @@ var (
 	compiled map[string]*jsonschema.Schema
 	loadErr  error
 )
-
-// FS returns the embedded schema files (for `cairn schemas` and documentation).
-func FS() fs.FS { return files }
 
 func load() {
 	compiled = map[string]*jsonschema.Schema{}
@@ -156,17 +152,6 @@ func Get(id string) (*jsonschema.Schema, error) {
 		return nil, fmt.Errorf("no schema %q", id)
 	}
 	return s, nil
-}
-
-// IDs lists the ids of all embedded schemas, sorted.
-func IDs() []string {
-	once.Do(load)
-	ids := make([]string, 0, len(compiled))
-	for id := range compiled {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }
 
 // CommandSchemaID is the schema id of a command verb.

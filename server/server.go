@@ -151,8 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 
 	if cfg.HTTPListen != "-" {
-		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready,
-			Log: cfg.Log.With().Str("part", "gateway").Logger()}
+		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready}
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
