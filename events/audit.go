@@ -42,7 +42,7 @@ func (s *Store) Audit(ctx context.Context, r Range, m Match, limit int, fn func(
 		if err := json.Unmarshal(raw.Data, &rec.Envelope); err != nil {
 			rec.Invalid = "not a JSON envelope: " + err.Error()
 			rec.Subject = raw.Subject
-		} else if _, err := Decode(raw.Seq, raw.Data); err != nil {
+		} else if _, err := DecodeStored(raw); err != nil {
 			rec.Invalid = err.Error()
 		}
 		if (m.Type != "" && rec.Type != m.Type) || (m.Actor != "" && rec.Actor != m.Actor) ||

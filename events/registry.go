@@ -156,6 +156,17 @@ func Decode(seq uint64, body []byte) (Event, error) {
 	return ev, nil
 }
 
+// DecodeStored decodes a stored message as Decode does and also refuses an envelope
+// that names another subject than the one it was stored on (which would let a message
+// published around admission move another aggregate's boundary).
+func DecodeStored(r Raw) (Event, error) {
+	ev, err := Decode(r.Seq, r.Data)
+	if err == nil && ev.Subject != r.Subject {
+		err = &DecodeError{r.Seq, fmt.Sprintf("envelope names subject %s but was stored on %s", ev.Subject, r.Subject)}
+	}
+	return ev, err
+}
+
 // Encode returns the wire form of an envelope.
 func Encode(env Envelope) ([]byte, error) { return json.Marshal(env) }
 

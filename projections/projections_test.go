@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/server"
 	"github.com/cairn-io/cairn/server/servertest"
@@ -49,6 +51,12 @@ func TestRebuildEqualsIncrementalApplication(t *testing.T) {
 	// a message published around admission is skipped the same way every time
 	nc := servertest.Client(t, s)
 	require.NoError(t, nc.Publish("cairn.ev.node.junk", []byte(`{"not":"an event"}`)))
+	// a valid envelope stored on another subject than it names would corrupt the boundaries
+	envs, err := events.Seal(events.Meta{CommandID: "forged", Actor: "mallory", OccurredAt: time.Now()},
+		[]events.Draft{{Subject: "cairn.ev.node.n1", Payload: &events.NodeRemoved{Name: "n1"}}})
+	require.NoError(t, err)
+	body, _ := events.Encode(envs[0])
+	require.NoError(t, nc.Publish("cairn.ev.node.elsewhere", body))
 	require.NoError(t, nc.Flush())
 	last := servertest.LastSeq(t, s)
 	require.NoError(t, s.Projector.WaitFor(context.Background(), last))
@@ -64,9 +72,11 @@ func TestRebuildEqualsIncrementalApplication(t *testing.T) {
 	defer v.Close()
 	rejected, err := v.Rejected()
 	require.NoError(t, err)
-	require.Len(t, rejected, 1)
+	require.Len(t, rejected, 2)
 	assert.Equal(t, "cairn.ev.node.junk", rejected[0].Subject)
-	assert.Equal(t, last, rejected[0].Seq)
+	assert.Equal(t, "cairn.ev.node.elsewhere", rejected[1].Subject)
+	assert.Contains(t, rejected[1].Reason, "names subject cairn.ev.node.n1")
+	assert.Equal(t, last, rejected[1].Seq)
 }
 
 func TestViewsAtASequenceShowThePast(t *testing.T) {

@@ -257,7 +257,7 @@ func newDecodePipeline(ctx context.Context) *decodePipeline {
 			for c := range dp.work {
 				c.items = make([]Item, len(c.raws))
 				for i, r := range c.raws {
-					ev, err := events.Decode(r.Seq, r.Data)
+					ev, err := events.DecodeStored(r)
 					c.items[i] = Item{Event: ev, Raw: r, Err: err}
 				}
 				close(c.done)
