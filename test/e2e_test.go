@@ -140,3 +140,22 @@ func TestNatsCLIGetsTheSameReply(t *testing.T) {
 	out, _ := run(t, "audit", "--nats", s.natsURL(), "--actor", "ops", "--json")
 	assert.Contains(t, out, `"command_id":"nats-1"`)
 }
+
+func TestDomainsTolerance(t *testing.T) {
+	out, code := run(t, "domains", "tolerance", "--scheme", "4+1", "--domains", "4")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "4+1 on 4 domains: 1 node total (at most 2 chunk(s) of a stripe per domain)\n", out)
+	out, code = run(t, "domains", "tolerance", "--scheme", "4+2", "--domains", "6", "--json")
+	require.Equal(t, 0, code)
+	tol := decode[struct {
+		Verdict      string `json:"verdict"`
+		WholeDomains int    `json:"whole_domains"`
+		CanActivate  bool   `json:"can_activate"`
+	}](t, out)
+	assert.Equal(t, "2 whole domains", tol.Verdict)
+	assert.Equal(t, 2, tol.WholeDomains)
+	out, _ = run(t, "domains", "tolerance", "--scheme", "1+2", "--domains", "3")
+	assert.Contains(t, out, "cannot activate (needs at least 4 domains)")
+	_, code = run(t, "domains", "tolerance", "--scheme", "3+1", "--domains", "4")
+	assert.Equal(t, 2, code)
+}
