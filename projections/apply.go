@@ -4,6 +4,7 @@ import (
 	"fmt"
 	json "github.com/goccy/go-json"
 	"slices"
+	"strconv"
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cockroachdb/pebble/v2"
@@ -100,9 +101,7 @@ func apply(t *tx, names events.Names, it Item) error {
 		t.putUint(aggregateKey(agg), ev.Seq)
 	}
 	// One key per event of a command: no read-modify-write on the hot path.
-	if err := t.put(commandEventKey(ev.CommandID, ev.Seq), EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject}); err != nil {
-		return err
-	}
+	t.dirty[commandEventKey(ev.CommandID, ev.Seq)] = encodeEventRef(EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject})
 
 	switch d := ev.Data.(type) {
 	case *events.ClusterCreated:
@@ -124,4 +123,31 @@ func apply(t *tx, names events.Names, it Item) error {
 		return t.put(nodeStatusKey(d.Name), NodeStatus{State: d.State, Since: ev.OccurredAt, Reason: d.Reason, Seq: ev.Seq})
 	}
 	return nil
+}
+
+// encodeEventRef writes the JSON of an EventRef without reflection: it is written for
+// every event, so the projection's hot path. The bytes equal json.Marshal's.
+func encodeEventRef(e EventRef) []byte {
+	b := make([]byte, 0, 32+len(e.Type)+len(e.Subject))
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, e.Type)
+	b = append(b, `,"subject":`...)
+	b = appendJSONString(b, e.Subject)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string: directly when it is printable ASCII that
+// needs no escaping (every name and subject Cairn writes), through the encoder otherwise.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -1,7 +1,7 @@
 package projections
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +68,16 @@ func nodeSpecKey(name string) string   { return "v/node/" + name + "/spec" }
 func nodeStatusKey(name string) string { return "v/node/" + name + "/status" }
 func commandPrefix(id string) string   { return "v/cmd/" + id + "/" }
 func commandEventKey(id string, seq uint64) string {
-	return fmt.Sprintf("v/cmd/%s/%020d", id, seq)
+	var digits [20]byte
+	n := strconv.AppendUint(digits[:0], seq, 10)
+	b := make([]byte, 0, 6+len(id)+1+20)
+	b = append(b, "v/cmd/"...)
+	b = append(b, id...)
+	b = append(b, '/')
+	for range 20 - len(n) {
+		b = append(b, '0')
+	}
+	return string(append(b, n...))
 }
 func subjectKey(subject string) string { return "x/subj/" + subject }
 func aggregateKey(agg string) string   { return "x/agg/" + agg }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/server"
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -74,7 +75,7 @@ func fillHistory(tb testing.TB, dataDir string, n int) {
 			d = events.Draft{Subject: names.Event("node", name), Payload: &events.NodeStateChanged{Name: name, State: next, Previous: state[k]}}
 			state[k] = next
 		}
-		id := fmt.Sprintf("fill-%d", i)
+		id := uuid.Must(uuid.NewV7()).String() // what admission gives a command sent without an id
 		envs, err := events.Seal(events.Meta{CommandID: id, CorrelationID: id, CausationID: id, Actor: "bench", OccurredAt: time.Now()}, []events.Draft{d})
 		if err != nil {
 			tb.Fatal(err)
