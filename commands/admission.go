@@ -46,6 +46,7 @@ type Options struct {
 	MaxAttempts   int           // decisions per command before giving up on contention (10)
 	CatchUpWait   time.Duration // how long to wait for the views to move after a conflict (5 s)
 	ReplyWait     time.Duration // how long an accepted command waits for its events in the views (5 s)
+	AppendTimeout time.Duration // how long one append waits for JetStream's acknowledgement (5 s)
 	RecentReplies int           // refusals remembered for retried command ids (10000, for 15 min)
 	Now           func() time.Time
 }
@@ -75,6 +76,9 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	}
 	if opts.ReplyWait <= 0 {
 		opts.ReplyWait = 5 * time.Second
+	}
+	if opts.AppendTimeout <= 0 {
+		opts.AppendTimeout = 5 * time.Second
 	}
 	if opts.RecentReplies <= 0 {
 		opts.RecentReplies = 10000
@@ -259,7 +263,9 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 	if err != nil {
 		return refused(req.CommandID, err), seen, false
 	}
-	seqs, err := a.store.Append(ctx, d.Expect, envs)
+	actx, acancel := context.WithTimeout(ctx, a.opts.AppendTimeout)
+	seqs, err := a.store.Append(actx, d.Expect, envs)
+	acancel()
 	var dup *events.DuplicateError
 	switch {
 	case errors.Is(err, events.ErrWrongLastSequence):

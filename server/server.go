@@ -121,8 +121,24 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if replicas <= 0 {
 		replicas = 1
 	}
-	if err := events.EnsureStreams(ctx, s.JS, names, events.StreamOptions{Replicas: replicas}); err != nil {
-		return nil, err
+	// A NATS cluster that is still electing its JetStream leader answers nothing yet:
+	// keep trying (and say so) until it does or ctx ends.
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		err = events.EnsureStreams(actx, s.JS, names, events.StreamOptions{Replicas: replicas})
+		acancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		cfg.Log.Warn().Err(err).Int("attempt", attempt).Msg("JetStream not ready; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
 	}
 	s.Store = events.NewStore(s.JS, names)
 	if s.Projector, err = projections.NewProjector(db, s.JS, names, cfg.Log.With().Str("part", "projector").Logger()); err != nil {
