@@ -1,0 +1,179 @@
+package domains
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+)
+
+// Member is a node as the failure-domain rules see it.
+type Member struct {
+	Name   string
+	Host   string
+	Domain string // failure-domain label
+	Role   string // "storage" counts toward balance; "secondary" does not
+}
+
+// DomainHosts is one domain and the hosts that count toward its balance.
+type DomainHosts struct {
+	Label string   `json:"label"`
+	Hosts []string `json:"hosts"`
+}
+
+// Topology is the storage hosts per failure domain, labels sorted. Balance counts
+// hosts, not storage nodes; dedicated secondary nodes are not counted; the caller passes
+// only nodes in the cluster (removed nodes leave the count, offline ones stay in it).
+type Topology struct {
+	Domains []DomainHosts `json:"domains"`
+}
+
+// BuildTopology groups the storage members by domain and host.
+func BuildTopology(members []Member) Topology {
+	byDomain := map[string]map[string]bool{}
+	for _, m := range members {
+		if m.Role != "" && m.Role != "storage" {
+			continue
+		}
+		if byDomain[m.Domain] == nil {
+			byDomain[m.Domain] = map[string]bool{}
+		}
+		byDomain[m.Domain][m.Host] = true
+	}
+	var t Topology
+	for label, hosts := range byDomain {
+		d := DomainHosts{Label: label}
+		for h := range hosts {
+			d.Hosts = append(d.Hosts, h)
+		}
+		sort.Strings(d.Hosts)
+		t.Domains = append(t.Domains, d)
+	}
+	sort.Slice(t.Domains, func(i, j int) bool { return t.Domains[i].Label < t.Domains[j].Label })
+	return t
+}
+
+// Counts returns the host count per domain label.
+func (t Topology) Counts() map[string]int {
+	out := make(map[string]int, len(t.Domains))
+	for _, d := range t.Domains {
+		out[d.Label] = len(d.Hosts)
+	}
+	return out
+}
+
+// Spread returns the smallest and largest host count over the domains (0, 0 for none).
+func (t Topology) Spread() (min, max int) {
+	for i, d := range t.Domains {
+		n := len(d.Hosts)
+		if i == 0 || n < min {
+			min = n
+		}
+		if n > max {
+			max = n
+		}
+	}
+	return
+}
+
+// String is "RACK1=2 RACK2=3", for messages.
+func (t Topology) String() string {
+	var parts []string
+	for _, d := range t.Domains {
+		parts = append(parts, fmt.Sprintf("%s=%d", d.Label, len(d.Hosts)))
+	}
+	if len(parts) == 0 {
+		return "no domains"
+	}
+	return strings.Join(parts, " ")
+}
+
+// CheckHostLabel refuses a node whose host is already in the cluster under another
+// failure-domain label: two storage nodes on one host carry the same label, and a host's
+// domain never changes while it is in the cluster. Returns precondition_failed.
+func CheckHostLabel(members []Member, cand Member) error {
+	for _, m := range members {
+		if m.Host == cand.Host && m.Domain != cand.Domain {
+			return cairn.Errorf(cairn.CodePreconditionFailed,
+				"host %s is in failure domain %s (node %s); a host's domain cannot change while it is in the cluster: remove its nodes first, then add them with label %s",
+				cand.Host, m.Domain, m.Name, cand.Domain).
+				WithDetails(map[string]any{"host": cand.Host, "domain": m.Domain, "node": m.Name, "requested": cand.Domain})
+		}
+	}
+	return nil
+}
+
+// CheckActivation decides cluster.activate. A fresh activation is refused
+// (precondition_failed, with the numbers) unless there are at least two domains, at
+// least parity+2 domains, and every domain holds the same number of hosts. A
+// reactivation of an existing layout only warns about the same conditions.
+func CheckActivation(t Topology, s Scheme, fresh bool) (warnings []string, err error) {
+	var problems []string
+	n := len(t.Domains)
+	if n < 2 {
+		problems = append(problems, fmt.Sprintf("%d failure domain(s); at least two are needed", n))
+	}
+	if n < s.MinDomains() {
+		problems = append(problems, fmt.Sprintf("%d failure domain(s); scheme %s needs at least %d (parity + 2)", n, s, s.MinDomains()))
+	}
+	if lo, hi := t.Spread(); lo != hi {
+		problems = append(problems, fmt.Sprintf("domains hold different numbers of hosts (%s); activation needs them equal", t))
+	}
+	if len(problems) == 0 {
+		return nil, nil
+	}
+	if !fresh {
+		return problems, nil
+	}
+	return nil, cairn.Errorf(cairn.CodePreconditionFailed, "cannot activate: %s", strings.Join(problems, "; ")).
+		WithDetails(map[string]any{"domains": t.Counts(), "scheme": s.String(), "min_domains": s.MinDomains()})
+}
+
+// CheckChange decides whether a topology change (a node added or removed) keeps the
+// balance of an activated cluster: host counts per domain differ by at most one (the
+// +-1 rule), and, once the cluster holds data, no domain drops below two hosts. Returns
+// domain_unbalanced naming the rule and the numbers. Changes that leave the host counts
+// as they are (a second node on a known host, a dedicated secondary) always pass.
+func CheckChange(before, after Topology, holdsData bool) error {
+	bc, ac := before.Counts(), after.Counts()
+	same := len(bc) == len(ac)
+	for l, n := range ac {
+		if bc[l] != n {
+			same = false
+		}
+	}
+	if same {
+		return nil
+	}
+	if lo, hi := after.Spread(); hi-lo > 1 {
+		if blo, bhi := before.Spread(); hi-lo > bhi-blo || bhi-blo <= 1 {
+			return cairn.Errorf(cairn.CodeDomainUnbalanced,
+				"hosts per domain would differ by %d (%s); the +-1 rule allows one", hi-lo, after).
+				WithDetails(map[string]any{"before": bc, "after": ac})
+		}
+	}
+	if holdsData {
+		for _, d := range before.Domains {
+			if n := ac[d.Label]; len(d.Hosts) >= 2 && n < 2 {
+				return cairn.Errorf(cairn.CodeDomainUnbalanced,
+					"domain %s would keep %d host(s); once the cluster holds data every domain keeps at least two", d.Label, n).
+					WithDetails(map[string]any{"domain": d.Label, "hosts": n, "before": bc, "after": ac})
+			}
+		}
+	}
+	return nil
+}
+
+// Verdict summarizes a topology's balance for the views: "balanced" (equal counts),
+// "within +-1", or "unbalanced".
+func (t Topology) Verdict() string {
+	lo, hi := t.Spread()
+	switch {
+	case hi-lo == 0:
+		return "balanced"
+	case hi-lo == 1:
+		return "within +-1"
+	}
+	return "unbalanced"
+}
