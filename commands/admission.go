@@ -43,7 +43,7 @@ type Request struct {
 // Options tune admission. Zero values take the defaults in parentheses.
 type Options struct {
 	MaxBody       int           // largest accepted body in bytes (64 KiB)
-	MaxAttempts   int           // decisions per command before giving up on contention (10)
+	MaxAttempts   int           // decisions per command before giving up on contention (100)
 	CatchUpWait   time.Duration // how long to wait for the views to move after a conflict (5 s)
 	ReplyWait     time.Duration // how long an accepted command waits for its events in the views (5 s)
 	AppendTimeout time.Duration // how long one append waits for JetStream's acknowledgement (5 s)
@@ -69,7 +69,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 		opts.MaxBody = 64 << 10
 	}
 	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 10
+		opts.MaxAttempts = 100
 	}
 	if opts.CatchUpWait <= 0 {
 		opts.CatchUpWait = 5 * time.Second
@@ -88,7 +88,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	}
 	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts,
 		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
-	for _, h := range nodeHandlers() {
+	for _, h := range append(nodeHandlers(), activateHandler()) {
 		a.Register(h)
 	}
 	return a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/domains"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 )
@@ -116,7 +117,7 @@ func nodeHandlers() []Handler {
 		}},
 		{Verb: "node.add", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeAdd
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Name)) })
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return topologyBoundary(v, names, c.Name) })
 			if err != nil {
 				return d, err
 			}
@@ -129,11 +130,24 @@ func nodeHandlers() []Handler {
 				return d, err
 			}
 			ev, warnings, err := DecideNodeAdd(ptrIf(cl, ok), ptrIf(n.Spec, found), c)
-			return d.with(names.Event("node", c.Name), ev, warnings), err
+			if err != nil {
+				return d, err
+			}
+			if ok && cl.FailureDomains {
+				ms, err := members(v)
+				if err != nil {
+					return d, err
+				}
+				m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role}
+				if err := checkTopologyChange(&cl, ms, &m, ""); err != nil {
+					return d, err
+				}
+			}
+			return d.with(names.Event("node", c.Name), ev, warnings), nil
 		}},
 		{Verb: "node.remove", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeRemove
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Name)) })
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return topologyBoundary(v, names, c.Name) })
 			if err != nil {
 				return d, err
 			}
@@ -142,7 +156,23 @@ func nodeHandlers() []Handler {
 				return d, err
 			}
 			ev, err := DecideNodeRemove(ptrIf(n, found), c)
-			return d.with(names.Event("node", c.Name), ev, nil), err
+			if err != nil {
+				return d, err
+			}
+			cl, ok, err := v.Cluster()
+			if err != nil {
+				return d, err
+			}
+			if ok && cl.FailureDomains {
+				ms, err := members(v)
+				if err != nil {
+					return d, err
+				}
+				if err := checkTopologyChange(&cl, ms, nil, c.Name); err != nil {
+					return d, err
+				}
+			}
+			return d.with(names.Event("node", c.Name), ev, nil), nil
 		}},
 		{Verb: "node.set-state", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeSetState

@@ -12,6 +12,14 @@ type ClusterCreated struct {
 	ParityChunks   int    `json:"parity_chunks"`
 }
 
+// ClusterActivated: the layout was activated; Domains counts hosts per label then.
+type ClusterActivated struct {
+	Name     string         `json:"name"`
+	Fresh    bool           `json:"fresh"`
+	Domains  map[string]int `json:"domains"`
+	Warnings []string       `json:"warnings,omitempty"`
+}
+
 // NodeAdded (v2): a node joined. v1 had no role; it upcasts to role "storage".
 type NodeAdded struct {
 	Name          string `json:"name"`
@@ -35,6 +43,7 @@ type NodeStateChanged struct {
 }
 
 func (*ClusterCreated) EventType() string   { return "cluster.created" }
+func (*ClusterActivated) EventType() string { return "cluster.activated" }
 func (*NodeAdded) EventType() string        { return "node.added" }
 func (*NodeRemoved) EventType() string      { return "node.removed" }
 func (*NodeStateChanged) EventType() string { return "node.state-changed" }
@@ -49,6 +58,7 @@ const (
 
 func init() {
 	Register(Type{Name: "cluster.created", Version: 1, New: func() Payload { return new(ClusterCreated) }})
+	Register(Type{Name: "cluster.activated", Version: 1, New: func() Payload { return new(ClusterActivated) }})
 	Register(Type{Name: "node.added", Version: 2, New: func() Payload { return new(NodeAdded) },
 		Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) {
 			if _, ok := p["role"]; !ok {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/domains"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/nats-io/nats.go"
@@ -53,6 +54,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/cluster", g.getCluster)
 	mux.HandleFunc("GET /v1/nodes", g.listNodes)
 	mux.HandleFunc("GET /v1/nodes/{name}", g.getNode)
+	mux.HandleFunc("GET /v1/domains", g.listDomains)
 	mux.HandleFunc("GET /v1/events", g.listEvents)
 	mux.HandleFunc("GET /v1/views/digest", g.digest)
 	mux.HandleFunc("POST /v1/commands/{verb}", g.postCommand)
@@ -124,6 +126,55 @@ func (g *Gateway) getNode(w http.ResponseWriter, r *http.Request) {
 			err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", name)
 		}
 		return g.nodeView(n), err
+	})
+}
+
+// DomainView is one failure domain with the hosts that count toward its balance.
+type DomainView struct {
+	Label string   `json:"label"`
+	ID    int      `json:"id"`
+	Hosts []string `json:"hosts"`
+	Nodes []string `json:"nodes"`
+}
+
+// listDomains serves the domain balance: every domain (with its integer id), its
+// storage hosts and nodes, and the verdict (balanced, within +-1, unbalanced).
+func (g *Gateway) listDomains(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		cl, _, err := v.Cluster()
+		if err != nil {
+			return nil, err
+		}
+		ds, err := v.Domains()
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := v.Nodes()
+		if err != nil {
+			return nil, err
+		}
+		var ms []domains.Member
+		byLabel := map[string]*DomainView{}
+		out := make([]*DomainView, 0, len(ds))
+		for _, d := range ds {
+			dv := &DomainView{Label: d.Label, ID: d.ID, Hosts: []string{}, Nodes: []string{}}
+			byLabel[d.Label] = dv
+			out = append(out, dv)
+		}
+		for _, n := range nodes {
+			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
+			if dv := byLabel[n.Spec.FailureDomain]; dv != nil {
+				dv.Nodes = append(dv.Nodes, n.Spec.Name)
+			}
+		}
+		top := domains.BuildTopology(ms)
+		for _, d := range top.Domains {
+			if dv := byLabel[d.Label]; dv != nil {
+				dv.Hosts = d.Hosts
+			}
+		}
+		return map[string]any{"seq": v.Seq(), "failure_domains": cl.FailureDomains, "activated": cl.Activated,
+			"verdict": top.Verdict(), "domains": out}, nil
 	})
 }
 

@@ -107,9 +107,22 @@ func apply(t *tx, names events.Names, it Item) error {
 	case *events.ClusterCreated:
 		return t.put(clusterKey, Cluster{Name: d.Name, FailureDomains: d.FailureDomains,
 			DataChunks: d.DataChunks, ParityChunks: d.ParityChunks, CreatedAt: ev.OccurredAt, CreatedSeq: ev.Seq})
+	case *events.ClusterActivated:
+		var c Cluster
+		if _, err := getJSON(t, clusterKey, &c); err != nil {
+			return err
+		}
+		if !c.Activated {
+			c.Activated, c.ActivatedAt, c.ActivatedSeq = true, ev.OccurredAt, ev.Seq
+		}
+		return t.put(clusterKey, c)
 	case *events.NodeAdded:
+		domainID, err := domainID(t, d.FailureDomain, ev.Seq)
+		if err != nil {
+			return err
+		}
 		if err := t.put(nodeSpecKey(d.Name), NodeSpec{Name: d.Name, Host: d.Host, Address: d.Address,
-			FailureDomain: d.FailureDomain, Role: d.Role, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
+			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
 			return err
 		}
 		// A node is presumed online when it joins; the watchdog corrects that if no
@@ -123,6 +136,26 @@ func apply(t *tx, names events.Names, it Item) error {
 		return t.put(nodeStatusKey(d.Name), NodeStatus{State: d.State, Since: ev.OccurredAt, Reason: d.Reason, Seq: ev.Seq})
 	}
 	return nil
+}
+
+// domainID returns the integer id of a failure-domain label, allocating the next one
+// when the label is new. Ids are allocated once in stream order, so every replay hands
+// out the same ones, and never change.
+func domainID(t *tx, label string, seq uint64) (int, error) {
+	if label == "" {
+		return 0, nil
+	}
+	var d Domain
+	if ok, err := getJSON(t, domainKey(label), &d); err != nil || ok {
+		return d.ID, err
+	}
+	last, err := getUint(t, domainCountKey)
+	if err != nil {
+		return 0, err
+	}
+	d = Domain{Label: label, ID: int(last) + 1, FirstSeq: seq}
+	t.putUint(domainCountKey, last+1)
+	return d.ID, t.put(domainKey(label), d)
 }
 
 // encodeEventRef writes the JSON of an EventRef without reflection: it is written for

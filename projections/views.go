@@ -16,17 +16,30 @@ type Cluster struct {
 	ParityChunks   int       `json:"parity_chunks"`
 	CreatedAt      time.Time `json:"created_at"`
 	CreatedSeq     uint64    `json:"created_seq"`
+	Activated      bool      `json:"activated"`
+	ActivatedAt    time.Time `json:"activated_at,omitzero"`
+	ActivatedSeq   uint64    `json:"activated_seq,omitempty"`
+}
+
+// Domain is a failure domain: its label and the cluster-unique integer id allocated,
+// once and for good, when the first node carried the label.
+type Domain struct {
+	Label    string `json:"label"`
+	ID       int    `json:"id"`
+	FirstSeq uint64 `json:"first_seq"`
 }
 
 // NodeSpec is what was asked of a node; only node.added and node.removed write it.
 type NodeSpec struct {
-	Name          string    `json:"name"`
-	Host          string    `json:"host"`
-	Address       string    `json:"address"`
-	FailureDomain string    `json:"failure_domain,omitempty"`
-	Role          string    `json:"role"`
-	AddedAt       time.Time `json:"added_at"`
-	AddedSeq      uint64    `json:"added_seq"`
+	Name          string `json:"name"`
+	Host          string `json:"host"`
+	Address       string `json:"address"`
+	FailureDomain string `json:"failure_domain,omitempty"`
+	// FailureDomainID is the integer id of FailureDomain (0 without a label).
+	FailureDomainID int       `json:"failure_domain_id,omitempty"`
+	Role            string    `json:"role"`
+	AddedAt         time.Time `json:"added_at"`
+	AddedSeq        uint64    `json:"added_seq"`
 }
 
 // NodeStatus is what is observed of a node; only node.state-changed writes it.
@@ -82,7 +95,12 @@ func commandEventKey(id string, seq uint64) string {
 func subjectKey(subject string) string { return "x/subj/" + subject }
 func aggregateKey(agg string) string   { return "x/agg/" + agg }
 
-const clusterKey = "v/cluster"
+func domainKey(label string) string { return "v/domain/" + label }
+
+const (
+	clusterKey     = "v/cluster"
+	domainCountKey = "v/domain-count" // the last allocated failure-domain id
+)
 
 // View is a consistent read of every view at one checkpoint. Close it when done.
 type View struct {
@@ -147,6 +165,20 @@ func (v *View) Nodes() ([]Node, error) {
 		case "status":
 			return unmarshalInto(key, val, &n.Status)
 		}
+		return nil
+	})
+	return out, err
+}
+
+// Domains returns every failure domain ever created, sorted by label.
+func (v *View) Domains() ([]Domain, error) {
+	var out []Domain
+	err := v.scan("v/domain/", func(key string, val []byte) error {
+		var d Domain
+		if err := unmarshalInto(key, val, &d); err != nil {
+			return err
+		}
+		out = append(out, d)
 		return nil
 	})
 	return out, err

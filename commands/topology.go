@@ -1,0 +1,107 @@
+package commands
+
+import (
+	"encoding/json"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/domains"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// ClusterActivate is the body of cluster.activate (no fields).
+type ClusterActivate struct{}
+
+// streamBoundary is the boundary "nothing new anywhere since the view": topology
+// decisions read every node and the cluster, which no narrower filter covers.
+func streamBoundary(v *projections.View) events.Expect {
+	return events.Expect{Kind: events.ExpectStream, Seq: v.Seq()}
+}
+
+// members returns the nodes of the view as the failure-domain rules see them.
+func members(v *projections.View) ([]domains.Member, error) {
+	nodes, err := v.Nodes()
+	out := make([]domains.Member, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
+	}
+	return out, err
+}
+
+// DecideClusterActivate activates the cluster's layout. Refuses with precondition_failed
+// when there is no cluster or, with failure domains on, when a fresh activation's layout
+// breaks the activation rules (domains.CheckActivation); a reactivation only warns.
+func DecideClusterActivate(cluster *projections.Cluster, ms []domains.Member) (*events.ClusterActivated, []string, error) {
+	if cluster == nil {
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "no cluster yet: send cluster.create before cluster.activate")
+	}
+	top := domains.BuildTopology(ms)
+	ev := &events.ClusterActivated{Name: cluster.Name, Fresh: !cluster.Activated, Domains: top.Counts()}
+	if !cluster.FailureDomains {
+		return ev, nil, nil
+	}
+	warnings, err := domains.CheckActivation(top, domains.Scheme{Data: cluster.DataChunks, Parity: cluster.ParityChunks}, ev.Fresh)
+	ev.Warnings = warnings
+	return ev, warnings, err
+}
+
+// checkTopologyChange applies the failure-domain rules to a node joining (add) or
+// leaving: the host's label, and, once activated, the balance (domains.CheckChange). No
+// logical volumes exist yet, so the cluster never "holds data" here.
+func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, add *domains.Member, remove string) error {
+	if cluster == nil || !cluster.FailureDomains {
+		return nil
+	}
+	after := make([]domains.Member, 0, len(ms)+1)
+	for _, m := range ms {
+		if m.Name != remove {
+			after = append(after, m)
+		}
+	}
+	if add != nil {
+		if err := domains.CheckHostLabel(ms, *add); err != nil {
+			return err
+		}
+		after = append(after, *add)
+	}
+	if !cluster.Activated {
+		return nil
+	}
+	return domains.CheckChange(domains.BuildTopology(ms), domains.BuildTopology(after), false)
+}
+
+// topologyBoundary is the boundary of node.add and node.remove: the node's own subject
+// when the cluster has no failure domains (nothing else is read), else the whole stream.
+func topologyBoundary(v *projections.View, names events.Names, node string) (events.Expect, error) {
+	cl, ok, err := v.Cluster()
+	if err != nil {
+		return events.Expect{}, err
+	}
+	if ok && cl.FailureDomains {
+		return streamBoundary(v), nil
+	}
+	return subjectBoundary(v, names.Event("node", node))
+}
+
+func activateHandler() Handler {
+	return Handler{Verb: "cluster.activate", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+		var c ClusterActivate
+		if err := json.Unmarshal(body, &c); err != nil {
+			return Decision{}, cairn.InvalidField("", "body: %v", err)
+		}
+		d := Decision{Expect: streamBoundary(v)}
+		cl, ok, err := v.Cluster()
+		if err != nil {
+			return d, err
+		}
+		ms, err := members(v)
+		if err != nil {
+			return d, err
+		}
+		ev, warnings, err := DecideClusterActivate(ptrIf(cl, ok), ms)
+		if err != nil {
+			return d, err
+		}
+		return d.with(names.Event("cluster", cl.Name), ev, warnings), nil
+	}}
+}

@@ -1,0 +1,113 @@
+package commands_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/server"
+	"github.com/cairn-io/cairn/server/servertest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func addHost(t *testing.T, s *server.Server, name, host, label string) commands.Reply {
+	t.Helper()
+	return servertest.Submit(s, "node.add", fmt.Sprintf(`{"name":%q,"host":%q,"address":"10.0.0.1","failure_domain":%q}`, name, host, label))
+}
+
+// sixHosts builds RACK1..RACK3 with two hosts each on a 2+1 cluster.
+func sixHosts(t *testing.T, s *server.Server) {
+	t.Helper()
+	require.True(t, servertest.Submit(s, "cluster.create", cluster).OK)
+	for i := 1; i <= 6; i++ {
+		r := addHost(t, s, fmt.Sprintf("n%d", i), fmt.Sprintf("h%d", i), fmt.Sprintf("RACK%d", (i-1)/2+1))
+		require.True(t, r.OK, "%+v", r.Error)
+	}
+}
+
+func TestActivationAndBalanceThroughAdmission(t *testing.T) {
+	s := servertest.Start(t)
+	require.True(t, servertest.Submit(s, "cluster.create", cluster).OK)
+	for i := 1; i <= 4; i++ {
+		require.True(t, addHost(t, s, fmt.Sprintf("n%d", i), fmt.Sprintf("h%d", i), fmt.Sprintf("RACK%d", (i-1)/2+1)).OK)
+	}
+	before := servertest.LastSeq(t, s)
+	r := servertest.Submit(s, "cluster.activate", `{}`)
+	require.Equal(t, cairn.CodePreconditionFailed, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "2 failure domain(s); scheme 2+1 needs at least 3")
+	assert.Equal(t, before, servertest.LastSeq(t, s))
+
+	require.True(t, addHost(t, s, "n5", "h5", "RACK3").OK)
+	r = servertest.Submit(s, "cluster.activate", `{}`)
+	require.Equal(t, cairn.CodePreconditionFailed, r.Error.Code, "RACK3 has one host")
+	assert.Contains(t, r.Error.Message, "RACK1=2 RACK2=2 RACK3=1")
+	require.True(t, addHost(t, s, "n6", "h6", "RACK3").OK)
+	r = servertest.Submit(s, "cluster.activate", `{}`)
+	require.True(t, r.OK, "%+v", r.Error)
+	assert.Equal(t, "cluster.activated", r.Events[0].Type)
+
+	// after activation: within +-1 only, and a host never changes domain
+	require.True(t, addHost(t, s, "n7", "h7", "RACK1").OK)
+	r = addHost(t, s, "n8", "h8", "RACK1")
+	require.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "RACK1=4 RACK2=2 RACK3=2")
+	r = addHost(t, s, "n8", "h7", "RACK2")
+	require.Equal(t, cairn.CodePreconditionFailed, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "host h7 is in failure domain RACK1")
+	r = servertest.Submit(s, "node.remove", `{"name":"n3"}`)
+	require.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code, "RACK2 would drop two below RACK1")
+	require.True(t, servertest.Submit(s, "node.remove", `{"name":"n7"}`).OK)
+
+	// a reactivation only warns
+	require.True(t, servertest.Submit(s, "node.remove", `{"name":"n6"}`).OK)
+	r = servertest.Submit(s, "cluster.activate", `{}`)
+	require.True(t, r.OK)
+	assert.Contains(t, r.Warnings[0], "different numbers of hosts")
+
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	defer v.Close()
+	ds, err := v.Domains()
+	require.NoError(t, err)
+	require.Len(t, ds, 3)
+	for i, d := range ds {
+		assert.Equal(t, fmt.Sprintf("RACK%d", i+1), d.Label)
+		assert.Equal(t, i+1, d.ID, "ids in order of first appearance")
+	}
+	n, _, err := v.Node("n5")
+	require.NoError(t, err)
+	assert.Equal(t, 3, n.Spec.FailureDomainID)
+}
+
+// Two adds each admissible alone but not together: exactly one is accepted.
+func TestConcurrentAddsCannotBreakBalanceTogether(t *testing.T) {
+	for round := range 5 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			s := servertest.Start(t)
+			sixHosts(t, s)
+			require.True(t, servertest.Submit(s, "cluster.activate", `{}`).OK)
+			var wg sync.WaitGroup
+			replies := make([]commands.Reply, 2)
+			for i := range replies {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					replies[i] = addHost(t, s, fmt.Sprintf("x%d", i), fmt.Sprintf("hx%d", i), "RACK1")
+				}()
+			}
+			wg.Wait()
+			ok := 0
+			for _, r := range replies {
+				if r.OK {
+					ok++
+				} else {
+					assert.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code)
+				}
+			}
+			assert.Equal(t, 1, ok)
+		})
+	}
+}

@@ -1,0 +1,53 @@
+package test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A six-host, three-domain cluster built and activated with the real binary; the
+// domain balance over HTTP; an unbalancing add refused.
+func TestFailureDomainClusterEndToEnd(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	cmd := func(verb, body string) (reply, int) {
+		out, code := run(t, "cmd", verb, body, "--nats", s.natsURL())
+		return decode[reply](t, out), code
+	}
+	_, code := cmd("cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":2,"parity_chunks":1}`)
+	require.Equal(t, 0, code)
+	for i := 1; i <= 6; i++ {
+		r, code := cmd("node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.1.%d","failure_domain":"AZ%d"}`, i, i, i, (i+1)%3+1))
+		require.Equal(t, 0, code, "%+v", r.Error)
+	}
+	r, code := cmd("cluster.activate", `{}`)
+	require.Equal(t, 0, code, "%+v", r.Error)
+
+	status, body := httpJSON(t, "GET", s.url("/v1/domains"), "")
+	require.Equal(t, 200, status)
+	dv := decode[struct {
+		Activated bool   `json:"activated"`
+		Verdict   string `json:"verdict"`
+		Domains   []struct {
+			Label string   `json:"label"`
+			ID    int      `json:"id"`
+			Hosts []string `json:"hosts"`
+		} `json:"domains"`
+	}](t, body)
+	assert.True(t, dv.Activated)
+	assert.Equal(t, "balanced", dv.Verdict)
+	require.Len(t, dv.Domains, 3)
+	assert.Equal(t, "AZ1", dv.Domains[0].Label)
+	assert.Equal(t, []string{"h2", "h5"}, dv.Domains[0].Hosts)
+	assert.Equal(t, 2, dv.Domains[0].ID, "AZ1 first appeared with the second node")
+
+	r, code = cmd("node.add", `{"name":"n7","host":"h7","address":"10.0.1.7","failure_domain":"AZ1"}`)
+	require.Equal(t, 0, code)
+	r, code = cmd("node.add", `{"name":"n8","host":"h8","address":"10.0.1.8","failure_domain":"AZ1"}`)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "domain_unbalanced", r.Error.Code)
+	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n8","host":"h8","address":"10.0.1.8","failure_domain":"AZ1"}`)
+	assert.Equal(t, 422, status)
+}
