@@ -134,12 +134,12 @@ func nodeHandlers() []Handler {
 				return d, err
 			}
 			if ok && cl.FailureDomains {
-				ms, err := members(v)
+				ms, labels, err := members(v)
 				if err != nil {
 					return d, err
 				}
 				m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role}
-				if err := checkTopologyChange(&cl, ms, &m, ""); err != nil {
+				if err := checkTopologyChange(&cl, ms, labels, &m, ""); err != nil {
 					return d, err
 				}
 			}
@@ -164,11 +164,11 @@ func nodeHandlers() []Handler {
 				return d, err
 			}
 			if ok && cl.FailureDomains {
-				ms, err := members(v)
+				ms, labels, err := members(v)
 				if err != nil {
 					return d, err
 				}
-				if err := checkTopologyChange(&cl, ms, nil, c.Name); err != nil {
+				if err := checkTopologyChange(&cl, ms, labels, nil, c.Name); err != nil {
 					return d, err
 				}
 			}

@@ -18,24 +18,33 @@ func streamBoundary(v *projections.View) events.Expect {
 	return events.Expect{Kind: events.ExpectStream, Seq: v.Seq()}
 }
 
-// members returns the nodes of the view as the failure-domain rules see them.
-func members(v *projections.View) ([]domains.Member, error) {
+// members returns the nodes of the view as the failure-domain rules see them, and the
+// labels of every domain ever created.
+func members(v *projections.View) ([]domains.Member, []string, error) {
 	nodes, err := v.Nodes()
+	if err != nil {
+		return nil, nil, err
+	}
 	out := make([]domains.Member, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
 	}
-	return out, err
+	ds, err := v.Domains()
+	labels := make([]string, 0, len(ds))
+	for _, d := range ds {
+		labels = append(labels, d.Label)
+	}
+	return out, labels, err
 }
 
 // DecideClusterActivate activates the cluster's layout. Refuses with precondition_failed
 // when there is no cluster or, with failure domains on, when a fresh activation's layout
 // breaks the activation rules (domains.CheckActivation); a reactivation only warns.
-func DecideClusterActivate(cluster *projections.Cluster, ms []domains.Member) (*events.ClusterActivated, []string, error) {
+func DecideClusterActivate(cluster *projections.Cluster, ms []domains.Member, labels []string) (*events.ClusterActivated, []string, error) {
 	if cluster == nil {
 		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "no cluster yet: send cluster.create before cluster.activate")
 	}
-	top := domains.BuildTopology(ms)
+	top := domains.BuildTopology(ms, labels...)
 	ev := &events.ClusterActivated{Name: cluster.Name, Fresh: !cluster.Activated, Domains: top.Counts()}
 	if !cluster.FailureDomains {
 		return ev, nil, nil
@@ -48,7 +57,7 @@ func DecideClusterActivate(cluster *projections.Cluster, ms []domains.Member) (*
 // checkTopologyChange applies the failure-domain rules to a node joining (add) or
 // leaving: the host's label, and, once activated, the balance (domains.CheckChange). No
 // logical volumes exist yet, so the cluster never "holds data" here.
-func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, add *domains.Member, remove string) error {
+func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, labels []string, add *domains.Member, remove string) error {
 	if cluster == nil || !cluster.FailureDomains {
 		return nil
 	}
@@ -67,7 +76,7 @@ func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, add 
 	if !cluster.Activated {
 		return nil
 	}
-	return domains.CheckChange(domains.BuildTopology(ms), domains.BuildTopology(after), false)
+	return domains.CheckChange(domains.BuildTopology(ms, labels...), domains.BuildTopology(after, labels...), false)
 }
 
 // topologyBoundary is the boundary of node.add and node.remove: the node's own subject
@@ -94,11 +103,11 @@ func activateHandler() Handler {
 		if err != nil {
 			return d, err
 		}
-		ms, err := members(v)
+		ms, labels, err := members(v)
 		if err != nil {
 			return d, err
 		}
-		ev, warnings, err := DecideClusterActivate(ptrIf(cl, ok), ms)
+		ev, warnings, err := DecideClusterActivate(ptrIf(cl, ok), ms, labels)
 		if err != nil {
 			return d, err
 		}

@@ -29,9 +29,14 @@ type Topology struct {
 	Domains []DomainHosts `json:"domains"`
 }
 
-// BuildTopology groups the storage members by domain and host.
-func BuildTopology(members []Member) Topology {
+// BuildTopology groups the storage members by domain and host. Known labels are domains
+// that exist even with no host left (a domain, once created, counts with zero hosts
+// rather than vanishing from the balance).
+func BuildTopology(members []Member, known ...string) Topology {
 	byDomain := map[string]map[string]bool{}
+	for _, l := range known {
+		byDomain[l] = map[string]bool{}
+	}
 	for _, m := range members {
 		if m.Role != "" && m.Role != "storage" {
 			continue
@@ -43,7 +48,7 @@ func BuildTopology(members []Member) Topology {
 	}
 	var t Topology
 	for label, hosts := range byDomain {
-		d := DomainHosts{Label: label}
+		d := DomainHosts{Label: label, Hosts: []string{}}
 		for h := range hosts {
 			d.Hosts = append(d.Hosts, h)
 		}
@@ -136,6 +141,7 @@ func CheckActivation(t Topology, s Scheme, fresh bool) (warnings []string, err e
 // domain_unbalanced naming the rule and the numbers. Changes that leave the host counts
 // as they are (a second node on a known host, a dedicated secondary) always pass.
 func CheckChange(before, after Topology, holdsData bool) error {
+	after = after.keeping(before)
 	bc, ac := before.Counts(), after.Counts()
 	same := len(bc) == len(ac)
 	for l, n := range ac {
@@ -148,8 +154,14 @@ func CheckChange(before, after Topology, holdsData bool) error {
 	}
 	if lo, hi := after.Spread(); hi-lo > 1 {
 		if blo, bhi := before.Spread(); hi-lo > bhi-blo || bhi-blo <= 1 {
+			hint := ""
+			for _, d := range before.Domains {
+				if ac[d.Label] < len(d.Hosts) {
+					hint = fmt.Sprintf("; hosts have to be added to %s first (or removed from the other domains until they are within one)", d.Label)
+				}
+			}
 			return cairn.Errorf(cairn.CodeDomainUnbalanced,
-				"hosts per domain would differ by %d (%s); the +-1 rule allows one", hi-lo, after).
+				"hosts per domain would differ by %d (%s); the +-1 rule allows one%s", hi-lo, after, hint).
 				WithDetails(map[string]any{"before": bc, "after": ac})
 		}
 	}
@@ -163,6 +175,20 @@ func CheckChange(before, after Topology, holdsData bool) error {
 		}
 	}
 	return nil
+}
+
+// keeping returns t with an empty entry for every domain of other that t lacks: a
+// domain whose last host leaves counts as zero hosts, it does not vanish from the balance.
+func (t Topology) keeping(other Topology) Topology {
+	have := t.Counts()
+	out := Topology{Domains: append([]DomainHosts(nil), t.Domains...)}
+	for _, d := range other.Domains {
+		if _, ok := have[d.Label]; !ok {
+			out.Domains = append(out.Domains, DomainHosts{Label: d.Label})
+		}
+	}
+	sort.Slice(out.Domains, func(i, j int) bool { return out.Domains[i].Label < out.Domains[j].Label })
+	return out
 }
 
 // Verdict summarizes a topology's balance for the views: "balanced" (equal counts),

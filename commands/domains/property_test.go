@@ -1,0 +1,74 @@
+package domains_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cairn-io/cairn/commands/domains"
+	"pgregory.net/rapid"
+)
+
+// Random sequences of node adds and removals on an activated cluster: whatever the rules
+// accept never leaves host counts that differ by more than one, and no accepted change
+// moves a host to another domain.
+func TestBalanceHoldsUnderRandomChanges(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nDomains := rapid.IntRange(3, 5).Draw(t, "domains")
+		perDomain := rapid.IntRange(2, 4).Draw(t, "hosts per domain")
+		var members []domains.Member
+		next := 0
+		for d := range nDomains {
+			for range perDomain {
+				members = append(members, domains.Member{Name: fmt.Sprintf("n%d", next), Host: fmt.Sprintf("h%d", next), Domain: fmt.Sprintf("D%d", d), Role: "storage"})
+				next++
+			}
+		}
+		var labels []string
+		for d := range nDomains {
+			labels = append(labels, fmt.Sprintf("D%d", d))
+		}
+		for range rapid.IntRange(1, 40).Draw(t, "steps") {
+			before := domains.BuildTopology(members, labels...)
+			if len(members) > 0 && rapid.Bool().Draw(t, "remove") {
+				i := rapid.IntRange(0, len(members)-1).Draw(t, "victim")
+				after := append(append([]domains.Member(nil), members[:i]...), members[i+1:]...)
+				if domains.CheckChange(before, domains.BuildTopology(after, labels...), false) == nil {
+					members = after
+				}
+			} else {
+				host := fmt.Sprintf("h%d", rapid.IntRange(0, next+3).Draw(t, "host"))
+				cand := domains.Member{Name: fmt.Sprintf("x%d", next), Host: host, Domain: fmt.Sprintf("D%d", rapid.IntRange(0, nDomains-1).Draw(t, "domain")),
+					Role: rapid.SampledFrom([]string{"storage", "storage", "secondary"}).Draw(t, "role")}
+				next++
+				if domains.CheckHostLabel(members, cand) != nil {
+					continue
+				}
+				after := append(append([]domains.Member(nil), members...), cand)
+				if domains.CheckChange(before, domains.BuildTopology(after, labels...), false) == nil {
+					members = after
+				}
+			}
+			counts := map[string]int{}
+			for d := range nDomains {
+				counts[fmt.Sprintf("D%d", d)] = 0
+			}
+			for _, d := range domains.BuildTopology(members).Domains {
+				counts[d.Label] = len(d.Hosts)
+			}
+			lo, hi := 1<<30, 0
+			for _, n := range counts {
+				lo, hi = min(lo, n), max(hi, n)
+			}
+			if hi-lo > 1 {
+				t.Fatalf("accepted changes left %v", counts)
+			}
+			seen := map[string]string{}
+			for _, m := range members {
+				if d, ok := seen[m.Host]; ok && d != m.Domain {
+					t.Fatalf("host %s in two domains", m.Host)
+				}
+				seen[m.Host] = m.Domain
+			}
+		}
+	})
+}
