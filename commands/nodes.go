@@ -133,15 +133,9 @@ func nodeHandlers() []Handler {
 			if err != nil {
 				return d, err
 			}
-			if ok && cl.FailureDomains {
-				ms, labels, err := members(v)
-				if err != nil {
-					return d, err
-				}
-				m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role}
-				if err := checkTopologyChange(&cl, ms, labels, &m, ""); err != nil {
-					return d, err
-				}
+			m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role}
+			if err := checkTopology(v, &m, ""); err != nil {
+				return d, err
 			}
 			return d.with(names.Event("node", c.Name), ev, warnings), nil
 		}},
@@ -159,18 +153,8 @@ func nodeHandlers() []Handler {
 			if err != nil {
 				return d, err
 			}
-			cl, ok, err := v.Cluster()
-			if err != nil {
+			if err := checkTopology(v, nil, c.Name); err != nil {
 				return d, err
-			}
-			if ok && cl.FailureDomains {
-				ms, labels, err := members(v)
-				if err != nil {
-					return d, err
-				}
-				if err := checkTopologyChange(&cl, ms, labels, nil, c.Name); err != nil {
-					return d, err
-				}
 			}
 			return d.with(names.Event("node", c.Name), ev, nil), nil
 		}},

@@ -54,6 +54,20 @@ func DecideClusterActivate(cluster *projections.Cluster, ms []domains.Member, la
 	return ev, warnings, err
 }
 
+// checkTopology applies the failure-domain rules of the view's cluster to a node
+// joining (add) or leaving (remove); see checkTopologyChange.
+func checkTopology(v *projections.View, add *domains.Member, remove string) error {
+	cl, ok, err := v.Cluster()
+	if err != nil || !ok || !cl.FailureDomains {
+		return err
+	}
+	ms, labels, err := members(v)
+	if err != nil {
+		return err
+	}
+	return checkTopologyChange(&cl, ms, labels, add, remove)
+}
+
 // checkTopologyChange applies the failure-domain rules to a node joining (add) or
 // leaving: the host's label, and, once activated, the balance (domains.CheckChange). No
 // logical volumes exist yet, so the cluster never "holds data" here.
