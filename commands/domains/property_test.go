@@ -72,3 +72,43 @@ func TestBalanceHoldsUnderRandomChanges(t *testing.T) {
 		}
 	})
 }
+
+// Any topology within +-1 over at least two domains places volume stores that keep the
+// failover-path invariant, and journals that survive the loss of any one domain.
+func TestPlacementInvariantsOnRandomTopologies(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nDomains := rapid.IntRange(2, 6).Draw(t, "domains")
+		base := rapid.IntRange(1, 5).Draw(t, "hosts")
+		var members []domains.Member
+		for d := range nDomains {
+			n := base + rapid.IntRange(0, 1).Draw(t, fmt.Sprintf("extra%d", d))
+			for h := range n {
+				members = append(members, domains.Member{Name: fmt.Sprintf("n%d-%d", d, h), Host: fmt.Sprintf("h%d-%d", d, h), Domain: fmt.Sprintf("D%d", d)})
+			}
+		}
+		rot := domains.Rotation(domains.BuildTopology(members))
+		for _, parity := range []int{1, 2} {
+			if err := domains.CheckFailoverInvariant(domains.PlaceVolumeStores(rot, parity)); err != nil {
+				t.Fatalf("parity %d: %v", parity, err)
+			}
+		}
+		copies := domains.JournalCopies(true, 1)
+		for start := range rot {
+			set := domains.PlaceJournal(rot, start, copies, true)
+			per := map[string]int{}
+			hosts := map[string]bool{}
+			for _, s := range set {
+				per[s.Domain]++
+				if hosts[s.Host] {
+					t.Fatalf("journal set %d has two copies on %s", start, s.Host)
+				}
+				hosts[s.Host] = true
+			}
+			for d, n := range per {
+				if len(set)-n < domains.JournalQuorum(copies) && len(set) == copies {
+					t.Fatalf("losing %s leaves %d of %d copies", d, len(set)-n, copies)
+				}
+			}
+		}
+	})
+}
