@@ -55,6 +55,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/nodes", g.listNodes)
 	mux.HandleFunc("GET /v1/nodes/{name}", g.getNode)
 	mux.HandleFunc("GET /v1/domains", g.listDomains)
+	mux.HandleFunc("GET /v1/placement", g.placementPlan)
 	mux.HandleFunc("GET /v1/events", g.listEvents)
 	mux.HandleFunc("GET /v1/views/digest", g.digest)
 	mux.HandleFunc("POST /v1/commands/{verb}", g.postCommand)
@@ -175,6 +176,51 @@ func (g *Gateway) listDomains(w http.ResponseWriter, r *http.Request) {
 		}
 		return map[string]any{"seq": v.Seq(), "failure_domains": cl.FailureDomains, "activated": cl.Activated,
 			"verdict": top.Verdict(), "domains": out}, nil
+	})
+}
+
+// placementPlan serves the placement the rules give the current topology: the
+// rotation, every host's volume store with its failover paths, the journal sets, the
+// spread of one stripe and the tolerance. It is computed on each request from the views
+// (a plan, not recorded state).
+func (g *Gateway) placementPlan(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		cl, ok, err := v.Cluster()
+		if err == nil && !ok {
+			err = cairn.Errorf(cairn.CodeNotFound, "no cluster yet: send cluster.create")
+		}
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := v.Nodes()
+		if err != nil {
+			return nil, err
+		}
+		var ms []domains.Member
+		for _, n := range nodes {
+			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
+		}
+		top := domains.BuildTopology(ms)
+		rot := domains.Rotation(top)
+		copies := domains.JournalCopies(cl.FailureDomains, cl.ParityChunks)
+		journals := make([]map[string]any, 0, len(rot))
+		for i, s := range rot {
+			journals = append(journals, map[string]any{"owner": s.Host, "members": domains.PlaceJournal(rot, i, copies, cl.FailureDomains)})
+		}
+		stores := domains.PlaceVolumeStores(rot, cl.ParityChunks)
+		invariant := "ok"
+		if err := domains.CheckFailoverInvariant(stores); err != nil {
+			invariant = err.Error()
+		}
+		var labels []string
+		for _, d := range top.Domains {
+			labels = append(labels, d.Label)
+		}
+		scheme := domains.Scheme{Data: cl.DataChunks, Parity: cl.ParityChunks}
+		return map[string]any{"seq": v.Seq(), "rotation": rot, "volume_stores": stores, "failover_invariant": invariant,
+			"journal_copies": copies, "journal_sets": journals,
+			"stripe":    domains.PlaceStripe(labels, cl.DataChunks+cl.ParityChunks),
+			"tolerance": domains.ComputeTolerance(scheme, len(top.Domains))}, nil
 	})
 }
 

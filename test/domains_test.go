@@ -43,6 +43,27 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	assert.Equal(t, []string{"h2", "h5"}, dv.Domains[0].Hosts)
 	assert.Equal(t, 2, dv.Domains[0].ID, "AZ1 first appeared with the second node")
 
+	status, body = httpJSON(t, "GET", s.url("/v1/placement"), "")
+	require.Equal(t, 200, status)
+	plan := decode[struct {
+		VolumeStores []struct {
+			Primary   struct{ Host, Domain string } `json:"primary"`
+			Secondary struct{ Host, Domain string } `json:"secondary"`
+		} `json:"volume_stores"`
+		Invariant string `json:"failover_invariant"`
+		Tolerance struct {
+			Verdict string `json:"verdict"`
+		} `json:"tolerance"`
+		JournalCopies int `json:"journal_copies"`
+	}](t, body)
+	require.Len(t, plan.VolumeStores, 6)
+	for _, vs := range plan.VolumeStores {
+		assert.NotEqual(t, vs.Primary.Domain, vs.Secondary.Domain, "secondary of %s", vs.Primary.Host)
+	}
+	assert.Equal(t, "ok", plan.Invariant)
+	assert.Equal(t, "1 whole domain", plan.Tolerance.Verdict)
+	assert.Equal(t, 4, plan.JournalCopies)
+
 	r, code = cmd("node.add", `{"name":"n7","host":"h7","address":"10.0.1.7","failure_domain":"AZ1"}`)
 	require.Equal(t, 0, code)
 	r, code = cmd("node.add", `{"name":"n8","host":"h8","address":"10.0.1.8","failure_domain":"AZ1"}`)
