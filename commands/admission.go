@@ -88,7 +88,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	}
 	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts,
 		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
-	for _, h := range append(nodeHandlers(), activateHandler()) {
+	for _, h := range append(append(nodeHandlers(), activateHandler()), volumeHandlers()...) {
 		a.Register(h)
 	}
 	return a

@@ -141,7 +141,8 @@ func nodeHandlers() []Handler {
 		}},
 		{Verb: "node.remove", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeRemove
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return topologyBoundary(v, names, c.Name) })
+			// node.remove reads the node's volumes, every node and the activation.
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
 			if err != nil {
 				return d, err
 			}
@@ -151,6 +152,9 @@ func nodeHandlers() []Handler {
 			}
 			ev, err := DecideNodeRemove(ptrIf(n, found), c)
 			if err != nil {
+				return d, err
+			}
+			if err := checkRemoval(v, c.Name); err != nil {
 				return d, err
 			}
 			if err := checkTopology(v, nil, c.Name); err != nil {

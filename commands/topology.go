@@ -65,13 +65,61 @@ func checkTopology(v *projections.View, add *domains.Member, remove string) erro
 	if err != nil {
 		return err
 	}
-	return checkTopologyChange(&cl, ms, labels, add, remove)
+	holdsData, err := v.HoldsData()
+	if err != nil {
+		return err
+	}
+	return checkTopologyChange(&cl, ms, labels, add, remove, holdsData)
+}
+
+// checkRemoval applies the removal rules that do not depend on failure domains: the
+// node holds no logical volumes and no snapshots (removal never moves them), and, once
+// the cluster is activated, enough online storage hosts stay above k + m to absorb the
+// loss (hosts already offline do not count). Returns precondition_failed with the numbers.
+func checkRemoval(v *projections.View, node string) error {
+	u, err := v.Usage(node)
+	if err != nil {
+		return err
+	}
+	if u.Lvols > 0 || u.Snapshots > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed,
+			"node %s holds %d logical volume(s) and %d snapshot(s); delete or migrate them first (removal does not move them)", node, u.Lvols, u.Snapshots).
+			WithDetails(map[string]any{"node": node, "lvols": u.Lvols, "snapshots": u.Snapshots})
+	}
+	cl, ok, err := v.Cluster()
+	if err != nil || !ok || !cl.Activated {
+		return err
+	}
+	nodes, err := v.Nodes()
+	if err != nil {
+		return err
+	}
+	online := map[string]bool{}
+	var leaving string
+	for _, n := range nodes {
+		if n.Spec.Name == node {
+			leaving = n.Spec.Host
+			continue
+		}
+		if n.Spec.Role == events.RoleStorage && n.Status.State == events.StateOnline {
+			online[n.Spec.Host] = true
+		}
+	}
+	delete(online, "") // defensive: a node without a host never counts
+	need := cl.DataChunks + cl.ParityChunks + 1
+	if len(online) < need {
+		return cairn.Errorf(cairn.CodePreconditionFailed,
+			"removing %s (host %s) leaves %d online storage host(s); scheme %d+%d needs at least %d to absorb a loss", node, leaving, len(online), cl.DataChunks, cl.ParityChunks, need).
+			WithDetails(map[string]any{"online_hosts": len(online), "needed": need})
+	}
+	return nil
 }
 
 // checkTopologyChange applies the failure-domain rules to a node joining (add) or
-// leaving: the host's label, and, once activated, the balance (domains.CheckChange). No
-// logical volumes exist yet, so the cluster never "holds data" here.
-func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, labels []string, add *domains.Member, remove string) error {
+// leaving: the host's label and, once activated, the balance (domains.CheckChange, with
+// the two-host floor once the cluster holds data) and the failover-path invariant on
+// what remains.
+func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, labels []string, add *domains.Member, remove string, holdsData bool) error {
 	if cluster == nil || !cluster.FailureDomains {
 		return nil
 	}
@@ -90,11 +138,20 @@ func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, labe
 	if !cluster.Activated {
 		return nil
 	}
-	return domains.CheckChange(domains.BuildTopology(ms, labels...), domains.BuildTopology(after, labels...), false)
+	beforeTop, afterTop := domains.BuildTopology(ms, labels...), domains.BuildTopology(after, labels...)
+	if err := domains.CheckChange(beforeTop, afterTop, holdsData); err != nil {
+		return err
+	}
+	// Every failover path must find a host-disjoint target, cross-domain where the
+	// invariant needs it: the placement of what remains must keep the invariant.
+	if err := domains.CheckFailoverInvariant(domains.PlaceVolumeStores(domains.Rotation(afterTop), cluster.ParityChunks)); err != nil {
+		return cairn.Errorf(cairn.CodeDomainUnbalanced, "the failover paths would have no valid target: %v", err)
+	}
+	return nil
 }
 
-// topologyBoundary is the boundary of node.add and node.remove: the node's own subject
-// when the cluster has no failure domains (nothing else is read), else the whole stream.
+// topologyBoundary is the boundary of node.add: the node's own subject when the cluster
+// has no failure domains (nothing else is read), else the whole stream.
 func topologyBoundary(v *projections.View, names events.Names, node string) (events.Expect, error) {
 	cl, ok, err := v.Cluster()
 	if err != nil {

@@ -48,6 +48,38 @@ func (*NodeAdded) EventType() string        { return "node.added" }
 func (*NodeRemoved) EventType() string      { return "node.removed" }
 func (*NodeStateChanged) EventType() string { return "node.state-changed" }
 
+// LvolCreated: a logical volume was placed on a node.
+type LvolCreated struct {
+	Name    string `json:"name"`
+	Node    string `json:"node"`
+	SizeKiB int64  `json:"size_kib"`
+}
+
+// LvolDeleted: a logical volume was removed.
+type LvolDeleted struct {
+	Name string `json:"name"`
+	Node string `json:"node"`
+}
+
+// SnapshotCreated: a snapshot of a logical volume, on the volume's node.
+type SnapshotCreated struct {
+	Name string `json:"name"`
+	Lvol string `json:"lvol"`
+	Node string `json:"node"`
+}
+
+// SnapshotDeleted: a snapshot was removed.
+type SnapshotDeleted struct {
+	Name string `json:"name"`
+	Lvol string `json:"lvol"`
+	Node string `json:"node"`
+}
+
+func (*LvolCreated) EventType() string     { return "lvol.created" }
+func (*LvolDeleted) EventType() string     { return "lvol.deleted" }
+func (*SnapshotCreated) EventType() string { return "snapshot.created" }
+func (*SnapshotDeleted) EventType() string { return "snapshot.deleted" }
+
 // Node roles and states.
 const (
 	RoleStorage   = "storage"
@@ -66,6 +98,10 @@ func init() {
 			}
 			return p, nil
 		}}})
+	Register(Type{Name: "lvol.created", Version: 1, New: func() Payload { return new(LvolCreated) }})
+	Register(Type{Name: "lvol.deleted", Version: 1, New: func() Payload { return new(LvolDeleted) }})
+	Register(Type{Name: "snapshot.created", Version: 1, New: func() Payload { return new(SnapshotCreated) }})
+	Register(Type{Name: "snapshot.deleted", Version: 1, New: func() Payload { return new(SnapshotDeleted) }})
 	Register(Type{Name: "node.removed", Version: 1, New: func() Payload { return new(NodeRemoved) }})
 	Register(Type{Name: "node.state-changed", Version: 1, New: func() Payload { return new(NodeStateChanged) }})
 }

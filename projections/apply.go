@@ -128,6 +128,43 @@ func apply(t *tx, names events.Names, it Item) error {
 		// A node is presumed online when it joins; the watchdog corrects that if no
 		// heartbeat follows.
 		return t.put(nodeStatusKey(d.Name), NodeStatus{State: events.StateOnline, Since: ev.OccurredAt, Reason: "added", Seq: ev.Seq})
+	case *events.LvolCreated:
+		if err := addUsage(t, d.Node, 1, 0); err != nil {
+			return err
+		}
+		n, err := getUint(t, lvolCountKey)
+		if err != nil {
+			return err
+		}
+		t.putUint(lvolCountKey, n+1)
+		return t.put(lvolKey(d.Name), Lvol{Name: d.Name, Node: d.Node, SizeKiB: d.SizeKiB, CreatedSeq: ev.Seq})
+	case *events.LvolDeleted:
+		if err := addUsage(t, d.Node, -1, 0); err != nil {
+			return err
+		}
+		n, err := getUint(t, lvolCountKey)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			t.putUint(lvolCountKey, n-1)
+		}
+		t.del(lvolKey(d.Name))
+		return nil
+	case *events.SnapshotCreated:
+		if err := addUsage(t, d.Node, 0, 1); err != nil {
+			return err
+		}
+		if err := countSnapshot(t, d.Lvol, 1); err != nil {
+			return err
+		}
+		return t.put(snapshotKey(d.Name), Snapshot{Name: d.Name, Lvol: d.Lvol, Node: d.Node, CreatedSeq: ev.Seq})
+	case *events.SnapshotDeleted:
+		t.del(snapshotKey(d.Name))
+		if err := countSnapshot(t, d.Lvol, -1); err != nil {
+			return err
+		}
+		return addUsage(t, d.Node, 0, -1)
 	case *events.NodeRemoved:
 		t.del(nodeSpecKey(d.Name))
 		t.del(nodeStatusKey(d.Name))
@@ -136,6 +173,32 @@ func apply(t *tx, names events.Names, it Item) error {
 		return t.put(nodeStatusKey(d.Name), NodeStatus{State: d.State, Since: ev.OccurredAt, Reason: d.Reason, Seq: ev.Seq})
 	}
 	return nil
+}
+
+// countSnapshot changes a logical volume's snapshot count.
+func countSnapshot(t *tx, lvol string, delta int) error {
+	var l Lvol
+	ok, err := getJSON(t, lvolKey(lvol), &l)
+	if err != nil || !ok {
+		return err
+	}
+	l.Snapshots += delta
+	return t.put(lvolKey(lvol), l)
+}
+
+// addUsage changes a node's volume and snapshot counts.
+func addUsage(t *tx, node string, lvols, snapshots int) error {
+	var u Usage
+	if _, err := getJSON(t, usageKey(node), &u); err != nil {
+		return err
+	}
+	u.Lvols += lvols
+	u.Snapshots += snapshots
+	if u == (Usage{}) {
+		t.del(usageKey(node))
+		return nil
+	}
+	return t.put(usageKey(node), u)
 }
 
 // domainID returns the integer id of a failure-domain label, allocating the next one

@@ -56,6 +56,29 @@ type Node struct {
 	Status NodeStatus `json:"status"`
 }
 
+// Lvol is a logical volume and the node it is placed on.
+type Lvol struct {
+	Name       string `json:"name"`
+	Node       string `json:"node"`
+	SizeKiB    int64  `json:"size_kib"`
+	Snapshots  int    `json:"snapshots"`
+	CreatedSeq uint64 `json:"created_seq"`
+}
+
+// Snapshot is a snapshot of a logical volume, on the volume's node.
+type Snapshot struct {
+	Name       string `json:"name"`
+	Lvol       string `json:"lvol"`
+	Node       string `json:"node"`
+	CreatedSeq uint64 `json:"created_seq"`
+}
+
+// Usage counts what a node holds.
+type Usage struct {
+	Lvols     int `json:"lvols"`
+	Snapshots int `json:"snapshots"`
+}
+
 // EventRef points at one stored event.
 type EventRef struct {
 	Seq     uint64 `json:"seq"`
@@ -95,7 +118,12 @@ func commandEventKey(id string, seq uint64) string {
 func subjectKey(subject string) string { return "x/subj/" + subject }
 func aggregateKey(agg string) string   { return "x/agg/" + agg }
 
-func domainKey(label string) string { return "v/domain/" + label }
+func domainKey(label string) string  { return "v/domain/" + label }
+func lvolKey(name string) string     { return "v/lvol/" + name }
+func snapshotKey(name string) string { return "v/snapshot/" + name }
+func usageKey(node string) string    { return "v/usage/" + node }
+
+const lvolCountKey = "v/lvol-count" // logical volumes in the cluster
 
 const (
 	clusterKey     = "v/cluster"
@@ -165,6 +193,44 @@ func (v *View) Nodes() ([]Node, error) {
 		case "status":
 			return unmarshalInto(key, val, &n.Status)
 		}
+		return nil
+	})
+	return out, err
+}
+
+// Lvol returns a logical volume; ok is false if it does not exist.
+func (v *View) Lvol(name string) (l Lvol, ok bool, err error) {
+	ok, err = getJSON(v.r, lvolKey(name), &l)
+	return
+}
+
+// Snapshot returns a snapshot; ok is false if it does not exist.
+func (v *View) Snapshot(name string) (s Snapshot, ok bool, err error) {
+	ok, err = getJSON(v.r, snapshotKey(name), &s)
+	return
+}
+
+// Usage returns what a node holds (zero for none).
+func (v *View) Usage(node string) (u Usage, err error) {
+	_, err = getJSON(v.r, usageKey(node), &u)
+	return
+}
+
+// HoldsData reports whether any logical volume exists.
+func (v *View) HoldsData() (bool, error) {
+	n, err := getUint(v.r, lvolCountKey)
+	return n > 0, err
+}
+
+// Lvols returns every logical volume, sorted by name.
+func (v *View) Lvols() ([]Lvol, error) {
+	var out []Lvol
+	err := v.scan("v/lvol/", func(key string, val []byte) error {
+		var l Lvol
+		if err := unmarshalInto(key, val, &l); err != nil {
+			return err
+		}
+		out = append(out, l)
 		return nil
 	})
 	return out, err

@@ -1,0 +1,148 @@
+package commands
+
+import (
+	"encoding/json"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// LvolCreate is the body of lvol.create.
+type LvolCreate struct {
+	Name    string `json:"name"`
+	Node    string `json:"node"`
+	SizeKiB int64  `json:"size_kib"`
+}
+
+// NameOnly is the body of lvol.delete and snapshot.delete.
+type NameOnly struct {
+	Name string `json:"name"`
+}
+
+// SnapshotCreate is the body of snapshot.create.
+type SnapshotCreate struct {
+	Name string `json:"name"`
+	Lvol string `json:"lvol"`
+}
+
+// DecideLvolCreate places a logical volume on a node. Refuses with already_exists for a
+// taken name, not_found for an unknown node, precondition_failed for a dedicated
+// secondary node (it holds failover paths, not volumes).
+func DecideLvolCreate(existing *projections.Lvol, node *projections.Node, c LvolCreate) (*events.LvolCreated, error) {
+	if existing != nil {
+		return nil, cairn.Errorf(cairn.CodeAlreadyExists, "logical volume %s already exists on node %s", existing.Name, existing.Node)
+	}
+	if node == nil {
+		return nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node)
+	}
+	if node.Spec.Role != events.RoleStorage {
+		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "node %s is a dedicated %s node; logical volumes go on storage nodes", c.Node, node.Spec.Role)
+	}
+	return &events.LvolCreated{Name: c.Name, Node: c.Node, SizeKiB: c.SizeKiB}, nil
+}
+
+// DecideLvolDelete removes a logical volume. Refuses with not_found, or
+// precondition_failed while it has snapshots.
+func DecideLvolDelete(existing *projections.Lvol, c NameOnly) (*events.LvolDeleted, error) {
+	if existing == nil {
+		return nil, cairn.Errorf(cairn.CodeNotFound, "logical volume %s does not exist", c.Name)
+	}
+	if existing.Snapshots > 0 {
+		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "logical volume %s has %d snapshot(s); delete them first", c.Name, existing.Snapshots)
+	}
+	return &events.LvolDeleted{Name: c.Name, Node: existing.Node}, nil
+}
+
+// DecideSnapshotCreate snapshots a logical volume. Refuses with already_exists or
+// not_found (the volume).
+func DecideSnapshotCreate(existing *projections.Snapshot, lvol *projections.Lvol, c SnapshotCreate) (*events.SnapshotCreated, error) {
+	if existing != nil {
+		return nil, cairn.Errorf(cairn.CodeAlreadyExists, "snapshot %s already exists (of %s)", existing.Name, existing.Lvol)
+	}
+	if lvol == nil {
+		return nil, cairn.Errorf(cairn.CodeNotFound, "logical volume %s does not exist", c.Lvol)
+	}
+	return &events.SnapshotCreated{Name: c.Name, Lvol: c.Lvol, Node: lvol.Node}, nil
+}
+
+// DecideSnapshotDelete removes a snapshot. Refuses with not_found.
+func DecideSnapshotDelete(existing *projections.Snapshot, c NameOnly) (*events.SnapshotDeleted, error) {
+	if existing == nil {
+		return nil, cairn.Errorf(cairn.CodeNotFound, "snapshot %s does not exist", c.Name)
+	}
+	return &events.SnapshotDeleted{Name: c.Name, Lvol: existing.Lvol, Node: existing.Node}, nil
+}
+
+// volumeHandlers decide the logical volume and snapshot verbs. Their boundary is the
+// whole stream: placing a volume depends on its node, which node.remove may take away.
+func volumeHandlers() []Handler {
+	decode := func(body []byte, v any) error {
+		if err := json.Unmarshal(body, v); err != nil {
+			return cairn.InvalidField("", "body: %v", err)
+		}
+		return nil
+	}
+	return []Handler{
+		{Verb: "lvol.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c LvolCreate
+			d := Decision{Expect: streamBoundary(v)}
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			l, lok, err := v.Lvol(c.Name)
+			if err != nil {
+				return d, err
+			}
+			n, nok, err := v.Node(c.Node)
+			if err != nil {
+				return d, err
+			}
+			ev, err := DecideLvolCreate(ptrIf(l, lok), ptrIf(n, nok), c)
+			return d.with(names.Event("lvol", c.Name), ev, nil), err
+		}},
+		{Verb: "lvol.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c NameOnly
+			d := Decision{Expect: streamBoundary(v)}
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			l, ok, err := v.Lvol(c.Name)
+			if err != nil {
+				return d, err
+			}
+			ev, err := DecideLvolDelete(ptrIf(l, ok), c)
+			return d.with(names.Event("lvol", c.Name), ev, nil), err
+		}},
+		{Verb: "snapshot.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c SnapshotCreate
+			d := Decision{Expect: streamBoundary(v)}
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			s, sok, err := v.Snapshot(c.Name)
+			if err != nil {
+				return d, err
+			}
+			l, lok, err := v.Lvol(c.Lvol)
+			if err != nil {
+				return d, err
+			}
+			ev, err := DecideSnapshotCreate(ptrIf(s, sok), ptrIf(l, lok), c)
+			return d.with(names.Event("snapshot", c.Name), ev, nil), err
+		}},
+		{Verb: "snapshot.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c NameOnly
+			d := Decision{Expect: streamBoundary(v)}
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			s, ok, err := v.Snapshot(c.Name)
+			if err != nil {
+				return d, err
+			}
+			ev, err := DecideSnapshotDelete(ptrIf(s, ok), c)
+			return d.with(names.Event("snapshot", c.Name), ev, nil), err
+		}},
+	}
+}
