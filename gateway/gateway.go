@@ -56,6 +56,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/nodes/{name}", g.getNode)
 	mux.HandleFunc("GET /v1/domains", g.listDomains)
 	mux.HandleFunc("GET /v1/placement", g.placementPlan)
+	mux.HandleFunc("GET /v1/health", g.clusterHealth)
 	mux.HandleFunc("GET /v1/events", g.listEvents)
 	mux.HandleFunc("GET /v1/views/digest", g.digest)
 	mux.HandleFunc("POST /v1/commands/{verb}", g.postCommand)
@@ -221,6 +222,34 @@ func (g *Gateway) placementPlan(w http.ResponseWriter, r *http.Request) {
 			"journal_copies": copies, "journal_sets": journals,
 			"stripe":    domains.PlaceStripe(labels, cl.DataChunks+cl.ParityChunks),
 			"tolerance": domains.ComputeTolerance(scheme, len(top.Domains))}, nil
+	})
+}
+
+// clusterHealth serves the cluster status (ok, degraded, suspended) with its reasons,
+// from the nodes' observed state: a host is down when a storage node on it is offline.
+func (g *Gateway) clusterHealth(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		cl, ok, err := v.Cluster()
+		if err == nil && !ok {
+			err = cairn.Errorf(cairn.CodeNotFound, "no cluster yet: send cluster.create")
+		}
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := v.Nodes()
+		if err != nil {
+			return nil, err
+		}
+		var ms []domains.Member
+		down := map[string]bool{}
+		for _, n := range nodes {
+			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
+			if n.Spec.Role == "storage" && n.Status.State == "offline" {
+				down[n.Spec.Host] = true
+			}
+		}
+		h := domains.AssessHealth(domains.BuildTopology(ms), down, domains.Scheme{Data: cl.DataChunks, Parity: cl.ParityChunks}, cl.FailureDomains)
+		return map[string]any{"seq": v.Seq(), "health": h}, nil
 	})
 }
 

@@ -64,6 +64,34 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	assert.Equal(t, "1 whole domain", plan.Tolerance.Verdict)
 	assert.Equal(t, 4, plan.JournalCopies)
 
+	health := func() (string, []string) {
+		status, body := httpJSON(t, "GET", s.url("/v1/health"), "")
+		require.Equal(t, 200, status)
+		h := decode[struct {
+			Health struct {
+				Status  string   `json:"status"`
+				Reasons []string `json:"reasons"`
+			} `json:"health"`
+		}](t, body)
+		return h.Health.Status, h.Health.Reasons
+	}
+	st, _ := health()
+	assert.Equal(t, "ok", st)
+	for _, n := range []string{"n2", "n5"} { // the whole of AZ1
+		_, code := cmd("node.set-state", fmt.Sprintf(`{"name":%q,"state":"offline"}`, n))
+		require.Equal(t, 0, code)
+	}
+	st, reasons := health()
+	assert.Equal(t, "degraded", st, "%v", reasons)
+	_, code = cmd("node.set-state", `{"name":"n1","state":"offline"}`)
+	require.Equal(t, 0, code)
+	st, _ = health()
+	assert.Equal(t, "suspended", st)
+	for _, n := range []string{"n1", "n2", "n5"} {
+		_, code := cmd("node.set-state", fmt.Sprintf(`{"name":%q,"state":"online"}`, n))
+		require.Equal(t, 0, code)
+	}
+
 	r, code = cmd("node.add", `{"name":"n7","host":"h7","address":"10.0.1.7","failure_domain":"AZ1"}`)
 	require.Equal(t, 0, code)
 	r, code = cmd("node.add", `{"name":"n8","host":"h8","address":"10.0.1.8","failure_domain":"AZ1"}`)
