@@ -112,3 +112,70 @@ func TestPlacementInvariantsOnRandomTopologies(t *testing.T) {
 		}
 	})
 }
+
+// Removing any host that the balance rules let go: the recorded placement follows
+// (paths moved, journal members replaced) and keeps the failover invariant, distinct
+// hosts per journal set, and never refers to the departed host.
+func TestRelocationKeepsTheInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nDomains := rapid.IntRange(3, 5).Draw(t, "domains")
+		per := rapid.IntRange(2, 4).Draw(t, "hosts")
+		parity := rapid.IntRange(1, 2).Draw(t, "parity")
+		var members []domains.Member
+		var labels []string
+		for d := range nDomains {
+			labels = append(labels, fmt.Sprintf("D%d", d))
+			for h := range per {
+				members = append(members, domains.Member{Name: fmt.Sprintf("h%d-%d", d, h), Host: fmt.Sprintf("h%d-%d", d, h), Domain: fmt.Sprintf("D%d", d)})
+			}
+		}
+		rot := domains.Rotation(domains.BuildTopology(members))
+		stores := domains.PlaceVolumeStores(rot, parity)
+		copies := domains.JournalCopies(true, parity)
+		var journals []domains.JournalSet
+		for i, s := range rot {
+			var hosts []string
+			for _, m := range domains.PlaceJournal(rot, i, copies, true) {
+				hosts = append(hosts, m.Host)
+			}
+			journals = append(journals, domains.JournalSet{Owner: s.Host, Members: hosts})
+		}
+		for range rapid.IntRange(1, 4).Draw(t, "removals") {
+			if len(members) == 0 {
+				return
+			}
+			i := rapid.IntRange(0, len(members)-1).Draw(t, "victim")
+			after := append(append([]domains.Member(nil), members[:i]...), members[i+1:]...)
+			if domains.CheckChange(domains.BuildTopology(members, labels...), domains.BuildTopology(after, labels...), false) != nil {
+				continue
+			}
+			leaving := domains.Slot{Host: members[i].Host, Domain: members[i].Domain}
+			afterRot := domains.Rotation(domains.BuildTopology(after))
+			rel, err := domains.PlanRemoval(stores, journals, afterRot, leaving, copies, true)
+			if err != nil {
+				continue // refused: nothing changes
+			}
+			stores, journals = domains.ApplyRelocation(stores, journals, afterRot, leaving.Host, rel)
+			members = after
+			if err := domains.CheckFailoverInvariant(stores); err != nil {
+				t.Fatalf("after removing %s: %v", leaving.Host, err)
+			}
+			for _, vs := range stores {
+				for _, p := range append(vs.Paths(), vs.Primary) {
+					if p.Host == leaving.Host {
+						t.Fatalf("store of %s still uses %s", vs.Primary.Host, leaving.Host)
+					}
+				}
+			}
+			for _, js := range journals {
+				seen := map[string]bool{}
+				for _, m := range js.Members {
+					if m == leaving.Host || seen[m] {
+						t.Fatalf("journal of %s: %v", js.Owner, js.Members)
+					}
+					seen[m] = true
+				}
+			}
+		}
+	})
+}
