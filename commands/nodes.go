@@ -137,7 +137,11 @@ func nodeHandlers() []Handler {
 			if err := checkTopology(v, &m, ""); err != nil {
 				return d, err
 			}
-			return d.with(names.Event("node", c.Name), ev, warnings), nil
+			up, err := placementFor(v, &m, "")
+			if err != nil {
+				return d, err
+			}
+			return d.with(names.Event("node", c.Name), ev, warnings).with(names.Event("cluster", cl.Name), up, nil), nil
 		}},
 		{Verb: "node.remove", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeRemove
@@ -160,7 +164,15 @@ func nodeHandlers() []Handler {
 			if err := checkTopology(v, nil, c.Name); err != nil {
 				return d, err
 			}
-			return d.with(names.Event("node", c.Name), ev, nil), nil
+			up, err := placementFor(v, nil, c.Name)
+			if err != nil {
+				return d, err
+			}
+			d = d.with(names.Event("node", c.Name), ev, nil)
+			if up != nil {
+				d = d.with(names.Event("cluster", up.Cluster), up, nil)
+			}
+			return d, nil
 		}},
 		{Verb: "node.set-state", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeSetState

@@ -51,7 +51,149 @@ func DecideClusterActivate(cluster *projections.Cluster, ms []domains.Member, la
 	}
 	warnings, err := domains.CheckActivation(top, domains.Scheme{Data: cluster.DataChunks, Parity: cluster.ParityChunks}, ev.Fresh)
 	ev.Warnings = warnings
-	return ev, warnings, err
+	if err != nil || !ev.Fresh {
+		return ev, warnings, err // a reactivation keeps the recorded placement
+	}
+	rot := domains.Rotation(top)
+	stores := domains.PlaceVolumeStores(rot, cluster.ParityChunks)
+	if err := domains.CheckFailoverInvariant(stores); err != nil {
+		return nil, nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "cannot activate: %v", err)
+	}
+	ev.VolumeStores = storeHosts(stores)
+	copies := domains.JournalCopies(true, cluster.ParityChunks)
+	for i, s := range rot {
+		ev.JournalSets = append(ev.JournalSets, journalHosts(s.Host, domains.PlaceJournal(rot, i, copies, true)))
+	}
+	return ev, warnings, nil
+}
+
+func storeHosts(stores []domains.VolumeStore) []events.StoreHosts {
+	out := make([]events.StoreHosts, 0, len(stores))
+	for _, vs := range stores {
+		sh := events.StoreHosts{Primary: vs.Primary.Host}
+		if vs.Secondary != nil {
+			sh.Secondary = vs.Secondary.Host
+		}
+		if vs.Tertiary != nil {
+			sh.Tertiary = vs.Tertiary.Host
+		}
+		out = append(out, sh)
+	}
+	return out
+}
+
+func journalHosts(owner string, set []domains.Slot) events.JournalSet {
+	js := events.JournalSet{Owner: owner, Members: []string{}}
+	for _, m := range set {
+		js.Members = append(js.Members, m.Host)
+	}
+	return js
+}
+
+// recordedPlacement reads the recorded stores and journal sets as the placement rules
+// take them (slots carry the domain of their host).
+func recordedPlacement(v *projections.View, domainOf map[string]string) ([]domains.VolumeStore, []domains.JournalSet, error) {
+	shs, err := v.VolumeStores()
+	if err != nil {
+		return nil, nil, err
+	}
+	slot := func(h string) *domains.Slot {
+		if h == "" {
+			return nil
+		}
+		return &domains.Slot{Host: h, Domain: domainOf[h]}
+	}
+	var stores []domains.VolumeStore
+	for _, sh := range shs {
+		stores = append(stores, domains.VolumeStore{Primary: *slot(sh.Primary), Secondary: slot(sh.Secondary), Tertiary: slot(sh.Tertiary)})
+	}
+	jss, err := v.JournalSets()
+	var journals []domains.JournalSet
+	for _, js := range jss {
+		journals = append(journals, domains.JournalSet{Owner: js.Owner, Members: js.Members})
+	}
+	return stores, journals, err
+}
+
+// placementFor decides how the recorded placement of an activated failure-domain cluster
+// follows a node joining (add) or leaving (remove). It returns nil when nothing changes
+// (the cluster is not activated, the node's host stays in the cluster or was there already,
+// or the node is a dedicated secondary). Refuses with domain_unbalanced when a failover path
+// of the departing host has no valid target or the invariant would break.
+func placementFor(v *projections.View, add *domains.Member, remove string) (*events.PlacementUpdated, error) {
+	cl, ok, err := v.Cluster()
+	if err != nil || !ok || !cl.FailureDomains || !cl.Activated {
+		return nil, err
+	}
+	ms, _, err := members(v)
+	if err != nil {
+		return nil, err
+	}
+	hostNodes := map[string]int{}
+	domainOf := map[string]string{}
+	var leaving *domains.Member
+	for i, m := range ms {
+		if m.Role != events.RoleStorage {
+			continue
+		}
+		hostNodes[m.Host]++
+		domainOf[m.Host] = m.Domain
+		if m.Name == remove {
+			leaving = &ms[i]
+		}
+	}
+	var after []domains.Member
+	for _, m := range ms {
+		if m.Name != remove {
+			after = append(after, m)
+		}
+	}
+	stores, journals, err := recordedPlacement(v, domainOf)
+	if err != nil {
+		return nil, err
+	}
+	copies := domains.JournalCopies(true, cl.ParityChunks)
+	switch {
+	case add != nil:
+		if add.Role != events.RoleStorage || hostNodes[add.Host] > 0 {
+			return nil, nil
+		}
+		after = append(after, *add)
+		rot := domains.Rotation(domains.BuildTopology(after))
+		for i, s := range rot {
+			if s.Host != add.Host {
+				continue
+			}
+			vs := domains.PlaceVolumeStores(rot, cl.ParityChunks)[i]
+			if err := domains.CheckFailoverInvariant(append(stores, vs)); err != nil {
+				return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "placing %s's volume store: %v", add.Host, err)
+			}
+			return &events.PlacementUpdated{Cluster: cl.Name, Reason: "host " + add.Host + " joined",
+				VolumeStores: storeHosts([]domains.VolumeStore{vs}),
+				JournalSets:  []events.JournalSet{journalHosts(add.Host, domains.PlaceJournal(rot, i, copies, true))}}, nil
+		}
+		return nil, nil
+	case leaving != nil && hostNodes[leaving.Host] == 1:
+		rot := domains.Rotation(domains.BuildTopology(after))
+		gone := domains.Slot{Host: leaving.Host, Domain: leaving.Domain}
+		rel, err := domains.PlanRemoval(stores, journals, rot, gone, copies, true)
+		if err != nil {
+			return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "removing %s: %v", leaving.Name, err)
+		}
+		afterStores, _ := domains.ApplyRelocation(stores, journals, rot, gone.Host, rel)
+		if err := domains.CheckFailoverInvariant(afterStores); err != nil {
+			return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "removing %s would break the failover invariant: %v", leaving.Name, err)
+		}
+		up := &events.PlacementUpdated{Cluster: cl.Name, Reason: "host " + gone.Host + " left", RemovedHost: gone.Host}
+		for _, m := range rel.Moves {
+			up.Moves = append(up.Moves, events.PathMove(m))
+		}
+		for _, r := range rel.Replacements {
+			up.Replacements = append(up.Replacements, events.MemberReplacement(r))
+		}
+		return up, nil
+	}
+	return nil, nil
 }
 
 // checkTopology applies the failure-domain rules of the view's cluster to a node
@@ -117,8 +259,8 @@ func checkRemoval(v *projections.View, node string) error {
 
 // checkTopologyChange applies the failure-domain rules to a node joining (add) or
 // leaving: the host's label and, once activated, the balance (domains.CheckChange, with
-// the two-host floor once the cluster holds data) and the failover-path invariant on
-// what remains.
+// the two-host floor once the cluster holds data). The placement follows in
+// placementForAdd and placementForRemoval.
 func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, labels []string, add *domains.Member, remove string, holdsData bool) error {
 	if cluster == nil || !cluster.FailureDomains {
 		return nil
@@ -138,16 +280,7 @@ func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, labe
 	if !cluster.Activated {
 		return nil
 	}
-	beforeTop, afterTop := domains.BuildTopology(ms, labels...), domains.BuildTopology(after, labels...)
-	if err := domains.CheckChange(beforeTop, afterTop, holdsData); err != nil {
-		return err
-	}
-	// Every failover path must find a host-disjoint target, cross-domain where the
-	// invariant needs it: the placement of what remains must keep the invariant.
-	if err := domains.CheckFailoverInvariant(domains.PlaceVolumeStores(domains.Rotation(afterTop), cluster.ParityChunks)); err != nil {
-		return cairn.Errorf(cairn.CodeDomainUnbalanced, "the failover paths would have no valid target: %v", err)
-	}
-	return nil
+	return domains.CheckChange(domains.BuildTopology(ms, labels...), domains.BuildTopology(after, labels...), holdsData)
 }
 
 // topologyBoundary is the boundary of node.add: the node's own subject when the cluster

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/server"
 	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/stretchr/testify/assert"
@@ -49,8 +50,31 @@ func TestActivationAndBalanceThroughAdmission(t *testing.T) {
 	require.True(t, r.OK, "%+v", r.Error)
 	assert.Equal(t, "cluster.activated", r.Events[0].Type)
 
+	recorded := func() ([]events.StoreHosts, []events.JournalSet) {
+		v, err := s.DB.Read()
+		require.NoError(t, err)
+		defer v.Close()
+		st, err := v.VolumeStores()
+		require.NoError(t, err)
+		js, err := v.JournalSets()
+		require.NoError(t, err)
+		return st, js
+	}
+	stores, journals := recorded()
+	require.Len(t, stores, 6, "activation records every host's volume store")
+	require.Len(t, journals, 6)
+	for _, j := range journals {
+		assert.Len(t, j.Members, 4, "four journal copies on a failure-domain cluster")
+	}
+
 	// after activation: within +-1 only, and a host never changes domain
-	require.True(t, addHost(t, s, "n7", "h7", "RACK1").OK)
+	r = addHost(t, s, "n7", "h7", "RACK1")
+	require.True(t, r.OK)
+	require.Len(t, r.Events, 2, "node.added and placement.updated in one atomic append")
+	assert.Equal(t, "placement.updated", r.Events[1].Type)
+	assert.Equal(t, r.Events[0].Seq+1, r.Events[1].Seq)
+	stores, _ = recorded()
+	require.Len(t, stores, 7)
 	r = addHost(t, s, "n8", "h8", "RACK1")
 	require.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code)
 	assert.Contains(t, r.Error.Message, "RACK1=4 RACK2=2 RACK3=2")
@@ -60,6 +84,15 @@ func TestActivationAndBalanceThroughAdmission(t *testing.T) {
 	r = servertest.Submit(s, "node.remove", `{"name":"n3"}`)
 	require.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code, "RACK2 would drop two below RACK1")
 	require.True(t, servertest.Submit(s, "node.remove", `{"name":"n7"}`).OK)
+	stores, journals = recorded()
+	require.Len(t, stores, 6)
+	for _, st := range stores {
+		assert.NotContains(t, []string{st.Primary, st.Secondary, st.Tertiary}, "h7")
+	}
+	for _, j := range journals {
+		assert.NotContains(t, j.Members, "h7")
+		assert.Len(t, j.Members, 4)
+	}
 
 	// a reactivation only warns
 	require.True(t, servertest.Submit(s, "node.remove", `{"name":"n6"}`).OK)

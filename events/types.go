@@ -12,13 +12,58 @@ type ClusterCreated struct {
 	ParityChunks   int    `json:"parity_chunks"`
 }
 
-// ClusterActivated: the layout was activated; Domains counts hosts per label then.
+// ClusterActivated: the layout was activated; Domains counts hosts per label then, and
+// with failure domains the placement is recorded: every host's volume store and journal set.
 type ClusterActivated struct {
-	Name     string         `json:"name"`
-	Fresh    bool           `json:"fresh"`
-	Domains  map[string]int `json:"domains"`
-	Warnings []string       `json:"warnings,omitempty"`
+	Name         string         `json:"name"`
+	Fresh        bool           `json:"fresh"`
+	Domains      map[string]int `json:"domains"`
+	Warnings     []string       `json:"warnings,omitempty"`
+	VolumeStores []StoreHosts   `json:"volume_stores,omitempty"`
+	JournalSets  []JournalSet   `json:"journal_sets,omitempty"`
 }
+
+// StoreHosts is a volume store by host names.
+type StoreHosts struct {
+	Primary   string `json:"primary"`
+	Secondary string `json:"secondary,omitempty"`
+	Tertiary  string `json:"tertiary,omitempty"`
+}
+
+// JournalSet is a host's HA journal and the hosts holding its copies.
+type JournalSet struct {
+	Owner   string   `json:"owner"`
+	Members []string `json:"members"`
+}
+
+// PathMove is a failover path moved off a departing host.
+type PathMove struct {
+	Primary string `json:"primary"`
+	Path    string `json:"path"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+}
+
+// MemberReplacement is a journal member replaced ("" To: none was free).
+type MemberReplacement struct {
+	Owner string `json:"owner"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+}
+
+// PlacementUpdated: the recorded placement followed a node joining (new stores and
+// journal sets) or leaving (moves, replacements, RemovedHost's own store and set gone).
+type PlacementUpdated struct {
+	Cluster      string              `json:"cluster"`
+	Reason       string              `json:"reason"`
+	RemovedHost  string              `json:"removed_host,omitempty"`
+	Moves        []PathMove          `json:"moves,omitempty"`
+	Replacements []MemberReplacement `json:"replacements,omitempty"`
+	VolumeStores []StoreHosts        `json:"volume_stores,omitempty"`
+	JournalSets  []JournalSet        `json:"journal_sets,omitempty"`
+}
+
+func (*PlacementUpdated) EventType() string { return "placement.updated" }
 
 // NodeAdded (v2): a node joined. v1 had no role; it upcasts to role "storage".
 type NodeAdded struct {
@@ -91,6 +136,7 @@ const (
 func init() {
 	Register(Type{Name: "cluster.created", Version: 1, New: func() Payload { return new(ClusterCreated) }})
 	Register(Type{Name: "cluster.activated", Version: 1, New: func() Payload { return new(ClusterActivated) }})
+	Register(Type{Name: "placement.updated", Version: 1, New: func() Payload { return new(PlacementUpdated) }})
 	Register(Type{Name: "node.added", Version: 2, New: func() Payload { return new(NodeAdded) },
 		Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) {
 			if _, ok := p["role"]; !ok {

@@ -57,6 +57,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/domains", g.listDomains)
 	mux.HandleFunc("GET /v1/placement", g.placementPlan)
 	mux.HandleFunc("GET /v1/health", g.clusterHealth)
+	mux.HandleFunc("GET /v1/volume-stores", g.recordedPlacement)
 	mux.HandleFunc("GET /v1/events", g.listEvents)
 	mux.HandleFunc("GET /v1/views/digest", g.digest)
 	mux.HandleFunc("POST /v1/commands/{verb}", g.postCommand)
@@ -222,6 +223,26 @@ func (g *Gateway) placementPlan(w http.ResponseWriter, r *http.Request) {
 			"journal_copies": copies, "journal_sets": journals,
 			"stripe":    domains.PlaceStripe(labels, cl.DataChunks+cl.ParityChunks),
 			"tolerance": domains.ComputeTolerance(scheme, len(top.Domains))}, nil
+	})
+}
+
+// recordedPlacement serves the placement recorded at activation and kept up by every
+// node change since: each host's volume store with its failover paths, and each host's
+// journal set.
+func (g *Gateway) recordedPlacement(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		stores, err := v.VolumeStores()
+		if err != nil {
+			return nil, err
+		}
+		journals, err := v.JournalSets()
+		if stores == nil {
+			stores = []events.StoreHosts{}
+		}
+		if journals == nil {
+			journals = []events.JournalSet{}
+		}
+		return map[string]any{"seq": v.Seq(), "volume_stores": stores, "journal_sets": journals}, err
 	})
 }
 

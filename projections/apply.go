@@ -115,7 +115,49 @@ func apply(t *tx, names events.Names, it Item) error {
 		if !c.Activated {
 			c.Activated, c.ActivatedAt, c.ActivatedSeq = true, ev.OccurredAt, ev.Seq
 		}
+		if err := putPlacement(t, d.VolumeStores, d.JournalSets); err != nil {
+			return err
+		}
 		return t.put(clusterKey, c)
+	case *events.PlacementUpdated:
+		if d.RemovedHost != "" {
+			t.del(storeKey(d.RemovedHost))
+			t.del(journalKey(d.RemovedHost))
+		}
+		for _, m := range d.Moves {
+			var s events.StoreHosts
+			if _, err := getJSON(t, storeKey(m.Primary), &s); err != nil {
+				return err
+			}
+			if m.Path == "secondary" {
+				s.Secondary = m.To
+			} else {
+				s.Tertiary = m.To
+			}
+			if err := t.put(storeKey(m.Primary), s); err != nil {
+				return err
+			}
+		}
+		for _, r := range d.Replacements {
+			var js events.JournalSet
+			if _, err := getJSON(t, journalKey(r.Owner), &js); err != nil {
+				return err
+			}
+			members := js.Members[:0:0]
+			for _, m := range js.Members {
+				if m != r.From {
+					members = append(members, m)
+				}
+			}
+			if r.To != "" {
+				members = append(members, r.To)
+			}
+			js.Members = members
+			if err := t.put(journalKey(r.Owner), js); err != nil {
+				return err
+			}
+		}
+		return putPlacement(t, d.VolumeStores, d.JournalSets)
 	case *events.NodeAdded:
 		domainID, err := domainID(t, d.FailureDomain, ev.Seq)
 		if err != nil {
@@ -171,6 +213,21 @@ func apply(t *tx, names events.Names, it Item) error {
 		return nil
 	case *events.NodeStateChanged:
 		return t.put(nodeStatusKey(d.Name), NodeStatus{State: d.State, Since: ev.OccurredAt, Reason: d.Reason, Seq: ev.Seq})
+	}
+	return nil
+}
+
+// putPlacement records volume stores and journal sets (replacing those of the same hosts).
+func putPlacement(t *tx, stores []events.StoreHosts, journals []events.JournalSet) error {
+	for _, s := range stores {
+		if err := t.put(storeKey(s.Primary), s); err != nil {
+			return err
+		}
+	}
+	for _, j := range journals {
+		if err := t.put(journalKey(j.Owner), j); err != nil {
+			return err
+		}
 	}
 	return nil
 }

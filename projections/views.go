@@ -2,6 +2,8 @@ package projections
 
 import (
 	"strconv"
+
+	"github.com/cairn-io/cairn/events"
 	"strings"
 	"time"
 
@@ -120,6 +122,8 @@ func aggregateKey(agg string) string   { return "x/agg/" + agg }
 
 func domainKey(label string) string  { return "v/domain/" + label }
 func lvolKey(name string) string     { return "v/lvol/" + name }
+func storeKey(host string) string    { return "v/store/" + host }
+func journalKey(owner string) string { return "v/journal/" + owner }
 func snapshotKey(name string) string { return "v/snapshot/" + name }
 func usageKey(node string) string    { return "v/usage/" + node }
 
@@ -220,6 +224,34 @@ func (v *View) Usage(node string) (u Usage, err error) {
 func (v *View) HoldsData() (bool, error) {
 	n, err := getUint(v.r, lvolCountKey)
 	return n > 0, err
+}
+
+// VolumeStores returns the recorded volume stores, by primary host.
+func (v *View) VolumeStores() ([]events.StoreHosts, error) {
+	var out []events.StoreHosts
+	err := v.scan("v/store/", func(key string, val []byte) error {
+		var s events.StoreHosts
+		if err := unmarshalInto(key, val, &s); err != nil {
+			return err
+		}
+		out = append(out, s)
+		return nil
+	})
+	return out, err
+}
+
+// JournalSets returns the recorded journal sets, by owner host.
+func (v *View) JournalSets() ([]events.JournalSet, error) {
+	var out []events.JournalSet
+	err := v.scan("v/journal/", func(key string, val []byte) error {
+		var s events.JournalSet
+		if err := unmarshalInto(key, val, &s); err != nil {
+			return err
+		}
+		out = append(out, s)
+		return nil
+	})
+	return out, err
 }
 
 // Lvols returns every logical volume, sorted by name.

@@ -124,7 +124,7 @@ func inlineDefs(v any, defs map[string]any) (any, error) {
 				out[k] = val
 			}
 		}
-		return out, nil
+		return inlineDefs(out, defs) // definitions may refer to definitions
 	case []any:
 		out := make([]any, len(x))
 		for i, val := range x {

@@ -64,6 +64,18 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	assert.Equal(t, "1 whole domain", plan.Tolerance.Verdict)
 	assert.Equal(t, 4, plan.JournalCopies)
 
+	status, body = httpJSON(t, "GET", s.url("/v1/volume-stores"), "")
+	require.Equal(t, 200, status)
+	rec := decode[struct {
+		VolumeStores []struct{ Primary, Secondary string } `json:"volume_stores"`
+		JournalSets  []struct {
+			Owner   string   `json:"owner"`
+			Members []string `json:"members"`
+		} `json:"journal_sets"`
+	}](t, body)
+	require.Len(t, rec.VolumeStores, 6)
+	require.Len(t, rec.JournalSets, 6)
+
 	health := func() (string, []string) {
 		status, body := httpJSON(t, "GET", s.url("/v1/health"), "")
 		require.Equal(t, 200, status)
