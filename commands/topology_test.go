@@ -144,3 +144,36 @@ func TestConcurrentAddsCannotBreakBalanceTogether(t *testing.T) {
 		})
 	}
 }
+
+// Two removals each admissible alone but not together: exactly one is accepted.
+func TestConcurrentRemovalsCannotBreakBalanceTogether(t *testing.T) {
+	for round := range 5 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			s := servertest.Start(t)
+			require.True(t, servertest.Submit(s, "cluster.create", cluster).OK)
+			for i := 1; i <= 9; i++ {
+				require.True(t, addHost(t, s, fmt.Sprintf("n%d", i), fmt.Sprintf("h%d", i), fmt.Sprintf("RACK%d", (i-1)/3+1)).OK)
+			}
+			require.True(t, servertest.Submit(s, "cluster.activate", `{}`).OK)
+			var wg sync.WaitGroup
+			replies := make([]commands.Reply, 2)
+			for i, name := range []string{"n1", "n2"} { // both in RACK1
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					replies[i] = servertest.Submit(s, "node.remove", fmt.Sprintf(`{"name":%q}`, name))
+				}()
+			}
+			wg.Wait()
+			ok := 0
+			for _, r := range replies {
+				if r.OK {
+					ok++
+				} else {
+					assert.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code, r.Error.Message)
+				}
+			}
+			assert.Equal(t, 1, ok)
+		})
+	}
+}

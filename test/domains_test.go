@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -76,6 +77,18 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	require.Len(t, rec.VolumeStores, 6)
 	require.Len(t, rec.JournalSets, 6)
 
+	out, code := run(t, "domains", "status", "--http", "http://"+s.httpAddr)
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, `"verdict": "balanced"`)
+	out, code = run(t, "domains", "stores", "--http", "http://"+s.httpAddr)
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, `"journal_sets"`)
+	out, code = run(t, "domains", "health", "--http", "http://"+s.httpAddr)
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, `"status": "ok"`)
+	_, code = run(t, "domains", "plan", "--http", "http://"+s.httpAddr)
+	require.Equal(t, 0, code)
+
 	health := func() (string, []string) {
 		status, body := httpJSON(t, "GET", s.url("/v1/health"), "")
 		require.Equal(t, 200, status)
@@ -111,4 +124,36 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	assert.Equal(t, "domain_unbalanced", r.Error.Code)
 	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n8","host":"h8","address":"10.0.1.8","failure_domain":"AZ1"}`)
 	assert.Equal(t, 422, status)
+}
+
+// The same cluster driven entirely with the nats CLI: built, activated, loaded with
+// volumes, a removal refused (the node holds a volume) and one accepted.
+func TestFailureDomainClusterWithTheNatsCLI(t *testing.T) {
+	natsCLI, err := exec.LookPath("nats")
+	if err != nil {
+		t.Skip("nats CLI not installed (.ci/run installs it)")
+	}
+	s := startServe(t, t.TempDir())
+	req := func(verb, body string) reply {
+		out, err := exec.Command(natsCLI, "--server", s.natsURL(), "req", "cairn.cmd."+verb, body, "--raw").Output()
+		require.NoError(t, err)
+		return decode[reply](t, string(out))
+	}
+	require.True(t, req("cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":2,"parity_chunks":1}`).OK)
+	for i := 1; i <= 6; i++ {
+		r := req("node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.2.%d","failure_domain":"RACK%d"}`, i, i, i, (i-1)/2+1))
+		require.True(t, r.OK, "%+v", r.Error)
+	}
+	require.True(t, req("cluster.activate", `{}`).OK)
+	for i := 1; i <= 6; i++ {
+		require.True(t, req("lvol.create", fmt.Sprintf(`{"name":"v%d","node":"n%d","size_kib":1048576}`, i, i)).OK)
+	}
+	require.True(t, req("node.add", `{"name":"n7","host":"h7","address":"10.0.2.7","failure_domain":"RACK1"}`).OK)
+	r := req("node.remove", `{"name":"n1"}`)
+	require.False(t, r.OK)
+	assert.Equal(t, "precondition_failed", r.Error.Code)
+	assert.Contains(t, r.Error.Message, "holds 1 logical volume(s)")
+	r = req("node.remove", `{"name":"n7"}`)
+	require.True(t, r.OK, "%+v", r.Error)
+	assert.Equal(t, "placement.updated", r.Events[1].Type)
 }
