@@ -148,10 +148,6 @@ func placementFor(v *projections.View, add *domains.Member, remove string) (*eve
 			after = append(after, m)
 		}
 	}
-	stores, journals, err := recordedPlacement(v, domainOf)
-	if err != nil {
-		return nil, err
-	}
 	copies := domains.JournalCopies(true, cl.ParityChunks)
 	switch {
 	case add != nil:
@@ -164,8 +160,9 @@ func placementFor(v *projections.View, add *domains.Member, remove string) (*eve
 			if s.Host != add.Host {
 				continue
 			}
+			// Only the new store is new: the recorded ones keep their paths.
 			vs := domains.PlaceVolumeStores(rot, cl.ParityChunks)[i]
-			if err := domains.CheckFailoverInvariant(append(stores, vs)); err != nil {
+			if err := domains.CheckFailoverInvariant([]domains.VolumeStore{vs}); err != nil {
 				return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "placing %s's volume store: %v", add.Host, err)
 			}
 			return &events.PlacementUpdated{Cluster: cl.Name, Reason: "host " + add.Host + " joined",
@@ -174,6 +171,10 @@ func placementFor(v *projections.View, add *domains.Member, remove string) (*eve
 		}
 		return nil, nil
 	case leaving != nil && hostNodes[leaving.Host] == 1:
+		stores, journals, err := recordedPlacement(v, domainOf)
+		if err != nil {
+			return nil, err
+		}
 		rot := domains.Rotation(domains.BuildTopology(after))
 		gone := domains.Slot{Host: leaving.Host, Domain: leaving.Domain}
 		rel, err := domains.PlanRemoval(stores, journals, rot, gone, copies, true)

@@ -136,9 +136,10 @@ const (
 
 // View is a consistent read of every view at one checkpoint. Close it when done.
 type View struct {
-	snap *pebble.Snapshot
-	r    reader
-	seq  uint64
+	snap  *pebble.Snapshot
+	r     reader
+	seq   uint64
+	nodes []Node // Nodes, read once: the snapshot never changes
 }
 
 // Read opens a consistent view of the store as of its current checkpoint.
@@ -180,9 +181,13 @@ func (v *View) Node(name string) (n Node, ok bool, err error) {
 	return
 }
 
-// Nodes returns every node in the cluster, sorted by name.
+// Nodes returns every node in the cluster, sorted by name. The slice is shared by
+// every caller of this view: do not modify it.
 func (v *View) Nodes() ([]Node, error) {
-	var out []Node
+	if v.nodes != nil {
+		return v.nodes, nil
+	}
+	out := []Node{}
 	last := ""
 	err := v.scan("v/node/", func(key string, val []byte) error {
 		name, part, _ := strings.Cut(strings.TrimPrefix(key, "v/node/"), "/")
@@ -199,6 +204,9 @@ func (v *View) Nodes() ([]Node, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		v.nodes = out
+	}
 	return out, err
 }
 
