@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/domains"
@@ -90,10 +91,75 @@ func journalHosts(owner string, set []domains.Slot) events.JournalSet {
 	return js
 }
 
-// recordedPlacement reads the recorded stores and journal sets as the placement rules
-// take them (slots carry the domain of their host).
-func recordedPlacement(v *projections.View, domainOf map[string]string) ([]domains.VolumeStore, []domains.JournalSet, error) {
-	shs, err := v.VolumeStores()
+// placementFor decides how the recorded placement of an activated failure-domain cluster
+// follows a node joining (add) or leaving (remove). It returns nil when nothing changes
+// (the cluster is not activated, the node's host stays in the cluster or was there already,
+// or the node is a dedicated secondary). Refuses with domain_unbalanced when a failover path
+// of the departing host has no valid target or the invariant would break. It reads only the
+// host index and the stores and journal sets that use the departing host.
+func placementFor(v *projections.View, add *domains.Member, remove string) (*events.PlacementUpdated, error) {
+	cl, ok, err := v.Cluster()
+	if err != nil || !ok || !cl.FailureDomains || !cl.Activated {
+		return nil, err
+	}
+	host, domain, counted, err := topologyChange(v, add, remove)
+	if err != nil || !counted {
+		return nil, err
+	}
+	top, err := indexTopology(v)
+	if err != nil {
+		return nil, err
+	}
+	copies := domains.JournalCopies(true, cl.ParityChunks)
+	if add != nil {
+		rot := domains.Rotation(withHost(top, host, domain))
+		for i, s := range rot {
+			if s.Host != host {
+				continue
+			}
+			// Only the new store is new: the recorded ones keep their paths.
+			vs := domains.PlaceVolumeStores(rot, cl.ParityChunks)[i]
+			if err := domains.CheckFailoverInvariant([]domains.VolumeStore{vs}); err != nil {
+				return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "placing %s's volume store: %v", host, err)
+			}
+			return &events.PlacementUpdated{Cluster: cl.Name, Reason: "host " + host + " joined",
+				VolumeStores: storeHosts([]domains.VolumeStore{vs}),
+				JournalSets:  []events.JournalSet{journalHosts(host, domains.PlaceJournal(rot, i, copies, true))}}, nil
+		}
+		return nil, nil
+	}
+	rot := domains.Rotation(withoutHost(top, host))
+	domainOf := map[string]string{host: domain}
+	for _, s := range rot {
+		domainOf[s.Host] = s.Domain
+	}
+	stores, journals, err := placementUsing(v, host, domainOf)
+	if err != nil {
+		return nil, err
+	}
+	gone := domains.Slot{Host: host, Domain: domain}
+	rel, err := domains.PlanRemoval(stores, journals, rot, gone, copies, true)
+	if err != nil {
+		return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "removing %s: %v", remove, err)
+	}
+	moved, _ := domains.ApplyRelocation(stores, journals, rot, host, rel)
+	if err := domains.CheckFailoverInvariant(moved); err != nil {
+		return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "removing %s would break the failover invariant: %v", remove, err)
+	}
+	up := &events.PlacementUpdated{Cluster: cl.Name, Reason: "host " + host + " left", RemovedHost: host}
+	for _, m := range rel.Moves {
+		up.Moves = append(up.Moves, events.PathMove(m))
+	}
+	for _, r := range rel.Replacements {
+		up.Replacements = append(up.Replacements, events.MemberReplacement(r))
+	}
+	return up, nil
+}
+
+// placementUsing reads the recorded stores with a failover path on host and the journal
+// sets with a copy there, as the placement rules take them.
+func placementUsing(v *projections.View, host string, domainOf map[string]string) ([]domains.VolumeStore, []domains.JournalSet, error) {
+	primaries, owners, err := v.Uses(host)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,115 +170,120 @@ func recordedPlacement(v *projections.View, domainOf map[string]string) ([]domai
 		return &domains.Slot{Host: h, Domain: domainOf[h]}
 	}
 	var stores []domains.VolumeStore
-	for _, sh := range shs {
-		stores = append(stores, domains.VolumeStore{Primary: *slot(sh.Primary), Secondary: slot(sh.Secondary), Tertiary: slot(sh.Tertiary)})
+	for _, p := range primaries {
+		sh, ok, err := v.Store(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			stores = append(stores, domains.VolumeStore{Primary: *slot(sh.Primary), Secondary: slot(sh.Secondary), Tertiary: slot(sh.Tertiary)})
+		}
 	}
-	jss, err := v.JournalSets()
 	var journals []domains.JournalSet
-	for _, js := range jss {
-		journals = append(journals, domains.JournalSet{Owner: js.Owner, Members: js.Members})
-	}
-	return stores, journals, err
-}
-
-// placementFor decides how the recorded placement of an activated failure-domain cluster
-// follows a node joining (add) or leaving (remove). It returns nil when nothing changes
-// (the cluster is not activated, the node's host stays in the cluster or was there already,
-// or the node is a dedicated secondary). Refuses with domain_unbalanced when a failover path
-// of the departing host has no valid target or the invariant would break.
-func placementFor(v *projections.View, add *domains.Member, remove string) (*events.PlacementUpdated, error) {
-	cl, ok, err := v.Cluster()
-	if err != nil || !ok || !cl.FailureDomains || !cl.Activated {
-		return nil, err
-	}
-	ms, _, err := members(v)
-	if err != nil {
-		return nil, err
-	}
-	hostNodes := map[string]int{}
-	domainOf := map[string]string{}
-	var leaving *domains.Member
-	for i, m := range ms {
-		if m.Role != events.RoleStorage {
-			continue
-		}
-		hostNodes[m.Host]++
-		domainOf[m.Host] = m.Domain
-		if m.Name == remove {
-			leaving = &ms[i]
-		}
-	}
-	var after []domains.Member
-	for _, m := range ms {
-		if m.Name != remove {
-			after = append(after, m)
-		}
-	}
-	copies := domains.JournalCopies(true, cl.ParityChunks)
-	switch {
-	case add != nil:
-		if add.Role != events.RoleStorage || hostNodes[add.Host] > 0 {
-			return nil, nil
-		}
-		after = append(after, *add)
-		rot := domains.Rotation(domains.BuildTopology(after))
-		for i, s := range rot {
-			if s.Host != add.Host {
-				continue
-			}
-			// Only the new store is new: the recorded ones keep their paths.
-			vs := domains.PlaceVolumeStores(rot, cl.ParityChunks)[i]
-			if err := domains.CheckFailoverInvariant([]domains.VolumeStore{vs}); err != nil {
-				return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "placing %s's volume store: %v", add.Host, err)
-			}
-			return &events.PlacementUpdated{Cluster: cl.Name, Reason: "host " + add.Host + " joined",
-				VolumeStores: storeHosts([]domains.VolumeStore{vs}),
-				JournalSets:  []events.JournalSet{journalHosts(add.Host, domains.PlaceJournal(rot, i, copies, true))}}, nil
-		}
-		return nil, nil
-	case leaving != nil && hostNodes[leaving.Host] == 1:
-		stores, journals, err := recordedPlacement(v, domainOf)
+	for _, o := range owners {
+		js, ok, err := v.Journal(o)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		rot := domains.Rotation(domains.BuildTopology(after))
-		gone := domains.Slot{Host: leaving.Host, Domain: leaving.Domain}
-		rel, err := domains.PlanRemoval(stores, journals, rot, gone, copies, true)
-		if err != nil {
-			return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "removing %s: %v", leaving.Name, err)
+		if ok {
+			journals = append(journals, domains.JournalSet{Owner: js.Owner, Members: js.Members})
 		}
-		afterStores, _ := domains.ApplyRelocation(stores, journals, rot, gone.Host, rel)
-		if err := domains.CheckFailoverInvariant(afterStores); err != nil {
-			return nil, cairn.Errorf(cairn.CodeDomainUnbalanced, "removing %s would break the failover invariant: %v", leaving.Name, err)
-		}
-		up := &events.PlacementUpdated{Cluster: cl.Name, Reason: "host " + gone.Host + " left", RemovedHost: gone.Host}
-		for _, m := range rel.Moves {
-			up.Moves = append(up.Moves, events.PathMove(m))
-		}
-		for _, r := range rel.Replacements {
-			up.Replacements = append(up.Replacements, events.MemberReplacement(r))
-		}
-		return up, nil
 	}
-	return nil, nil
+	return stores, journals, nil
 }
 
 // checkTopology applies the failure-domain rules of the view's cluster to a node
-// joining (add) or leaving (remove); see checkTopologyChange.
+// joining (add) or leaving (remove): a host keeps its domain, and, once activated, the
+// balance holds (domains.CheckChange, with the two-host floor once the cluster holds
+// data). It reads the host index (one key per host, one per domain), so its cost does not
+// grow with the cluster.
 func checkTopology(v *projections.View, add *domains.Member, remove string) error {
 	cl, ok, err := v.Cluster()
 	if err != nil || !ok || !cl.FailureDomains {
 		return err
 	}
-	ms, labels, err := members(v)
+	host, domain, counted, err := topologyChange(v, add, remove)
+	if err != nil || !cl.Activated || !counted {
+		return err
+	}
+	before, err := indexTopology(v)
 	if err != nil {
 		return err
+	}
+	after := withoutHost(before, host)
+	if add != nil {
+		after = withHost(before, host, domain)
 	}
 	holdsData, err := v.HoldsData()
 	if err != nil {
 		return err
 	}
-	return checkTopologyChange(&cl, ms, labels, add, remove, holdsData)
+	return domains.CheckChange(before, after, holdsData)
+}
+
+// topologyChange says which host a node change adds or removes from the balance, and
+// whether it counts at all (a storage node that is the first, or last, on its host). A
+// node joining a host that is in another domain is refused (precondition_failed).
+func topologyChange(v *projections.View, add *domains.Member, remove string) (host, domain string, counted bool, err error) {
+	if add != nil {
+		h, present, err := v.Host(add.Host)
+		if err != nil {
+			return "", "", false, err
+		}
+		if present && h.Domain != add.Domain {
+			return "", "", false, domains.CheckHostDomain(add.Host, h.Domain, add.Domain)
+		}
+		return add.Host, add.Domain, add.Role == events.RoleStorage && !present, nil
+	}
+	n, found, err := v.Node(remove)
+	if err != nil || !found || n.Spec.Role != events.RoleStorage {
+		return "", "", false, err
+	}
+	h, present, err := v.Host(n.Spec.Host)
+	if err != nil {
+		return "", "", false, err
+	}
+	return n.Spec.Host, n.Spec.FailureDomain, present && h.StorageNodes == 1, nil
+}
+
+// indexTopology is the balance topology from the host index, every domain ever created
+// included (with zero hosts when it has none left).
+func indexTopology(v *projections.View) (domains.Topology, error) {
+	byDomain, err := v.DomainHosts()
+	if err != nil {
+		return domains.Topology{}, err
+	}
+	ds, err := v.Domains()
+	if err != nil {
+		return domains.Topology{}, err
+	}
+	var t domains.Topology
+	for _, d := range ds {
+		t.Domains = append(t.Domains, domains.DomainHosts{Label: d.Label, Hosts: append([]string{}, byDomain[d.Label]...)})
+	}
+	return t, nil
+}
+
+func withHost(t domains.Topology, host, domain string) domains.Topology {
+	out := domains.Topology{}
+	for _, d := range t.Domains {
+		hosts := append([]string{}, d.Hosts...)
+		if d.Label == domain {
+			i, _ := slices.BinarySearch(hosts, host)
+			hosts = slices.Insert(hosts, i, host)
+		}
+		out.Domains = append(out.Domains, domains.DomainHosts{Label: d.Label, Hosts: hosts})
+	}
+	return out
+}
+
+func withoutHost(t domains.Topology, host string) domains.Topology {
+	out := domains.Topology{}
+	for _, d := range t.Domains {
+		hosts := slices.DeleteFunc(append([]string{}, d.Hosts...), func(h string) bool { return h == host })
+		out.Domains = append(out.Domains, domains.DomainHosts{Label: d.Label, Hosts: hosts})
+	}
+	return out
 }
 
 // checkRemoval applies the removal rules that do not depend on failure domains: the
@@ -233,55 +304,30 @@ func checkRemoval(v *projections.View, node string) error {
 	if err != nil || !ok || !cl.Activated {
 		return err
 	}
-	nodes, err := v.Nodes()
+	online, err := v.OnlineHosts()
 	if err != nil {
 		return err
 	}
-	online := map[string]bool{}
-	var leaving string
-	for _, n := range nodes {
-		if n.Spec.Name == node {
-			leaving = n.Spec.Host
-			continue
-		}
-		if n.Spec.Role == events.RoleStorage && n.Status.State == events.StateOnline {
-			online[n.Spec.Host] = true
-		}
+	n, _, err := v.Node(node)
+	if err != nil {
+		return err
 	}
-	delete(online, "") // defensive: a node without a host never counts
-	need := cl.DataChunks + cl.ParityChunks + 1
-	if len(online) < need {
-		return cairn.Errorf(cairn.CodePreconditionFailed,
-			"removing %s (host %s) leaves %d online storage host(s); scheme %d+%d needs at least %d to absorb a loss", node, leaving, len(online), cl.DataChunks, cl.ParityChunks, need).
-			WithDetails(map[string]any{"online_hosts": len(online), "needed": need})
-	}
-	return nil
-}
-
-// checkTopologyChange applies the failure-domain rules to a node joining (add) or
-// leaving: the host's label and, once activated, the balance (domains.CheckChange, with
-// the two-host floor once the cluster holds data). The placement follows in
-// placementForAdd and placementForRemoval.
-func checkTopologyChange(cluster *projections.Cluster, ms []domains.Member, labels []string, add *domains.Member, remove string, holdsData bool) error {
-	if cluster == nil || !cluster.FailureDomains {
-		return nil
-	}
-	after := make([]domains.Member, 0, len(ms)+1)
-	for _, m := range ms {
-		if m.Name != remove {
-			after = append(after, m)
-		}
-	}
-	if add != nil {
-		if err := domains.CheckHostLabel(ms, *add); err != nil {
+	if n.Spec.Role == events.RoleStorage && n.Status.State == events.StateOnline {
+		h, _, err := v.Host(n.Spec.Host)
+		if err != nil {
 			return err
 		}
-		after = append(after, *add)
+		if h.OnlineStorageNodes <= 1 {
+			online-- // its host goes offline with it
+		}
 	}
-	if !cluster.Activated {
-		return nil
+	need := cl.DataChunks + cl.ParityChunks + 1
+	if online < need {
+		return cairn.Errorf(cairn.CodePreconditionFailed,
+			"removing %s (host %s) leaves %d online storage host(s); scheme %d+%d needs at least %d to absorb a loss", node, n.Spec.Host, online, cl.DataChunks, cl.ParityChunks, need).
+			WithDetails(map[string]any{"online_hosts": online, "needed": need})
 	}
-	return domains.CheckChange(domains.BuildTopology(ms, labels...), domains.BuildTopology(after, labels...), holdsData)
+	return nil
 }
 
 // topologyBoundary is the boundary of node.add: the node's own subject when the cluster

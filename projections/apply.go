@@ -43,6 +43,7 @@ func (t *tx) put(key string, v any) error {
 }
 
 func (t *tx) putUint(key string, v uint64) { t.dirty[key] = encodeUint(v) }
+func (t *tx) mark(key string)              { t.dirty[key] = []byte("1") }
 func (t *tx) del(key string)               { t.dirty[key] = nil }
 
 // commit writes the dirty keys and the checkpoint in one batch. Views can always be
@@ -121,10 +122,28 @@ func apply(t *tx, names events.Names, it Item) error {
 		return t.put(clusterKey, c)
 	case *events.PlacementUpdated:
 		if d.RemovedHost != "" {
+			var own events.StoreHosts
+			if _, err := getJSON(t, storeKey(d.RemovedHost), &own); err != nil {
+				return err
+			}
+			for _, p := range []string{own.Secondary, own.Tertiary} {
+				if p != "" {
+					t.del(usesStoreKey(p, d.RemovedHost))
+				}
+			}
+			var js events.JournalSet
+			if _, err := getJSON(t, journalKey(d.RemovedHost), &js); err != nil {
+				return err
+			}
+			for _, m := range js.Members {
+				t.del(usesJournalKey(m, d.RemovedHost))
+			}
 			t.del(storeKey(d.RemovedHost))
 			t.del(journalKey(d.RemovedHost))
 		}
 		for _, m := range d.Moves {
+			t.del(usesStoreKey(m.From, m.Primary))
+			t.mark(usesStoreKey(m.To, m.Primary))
 			var s events.StoreHosts
 			if _, err := getJSON(t, storeKey(m.Primary), &s); err != nil {
 				return err
@@ -139,6 +158,10 @@ func apply(t *tx, names events.Names, it Item) error {
 			}
 		}
 		for _, r := range d.Replacements {
+			t.del(usesJournalKey(r.From, r.Owner))
+			if r.To != "" {
+				t.mark(usesJournalKey(r.To, r.Owner))
+			}
 			var js events.JournalSet
 			if _, err := getJSON(t, journalKey(r.Owner), &js); err != nil {
 				return err
@@ -166,6 +189,11 @@ func apply(t *tx, names events.Names, it Item) error {
 		if err := t.put(nodeSpecKey(d.Name), NodeSpec{Name: d.Name, Host: d.Host, Address: d.Address,
 			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
 			return err
+		}
+		if d.Role == events.RoleStorage {
+			if err := hostChange(t, d.Host, d.FailureDomain, 1, 1); err != nil {
+				return err
+			}
 		}
 		// A node is presumed online when it joins; the watchdog corrects that if no
 		// heartbeat follows.
@@ -208,10 +236,40 @@ func apply(t *tx, names events.Names, it Item) error {
 		}
 		return addUsage(t, d.Node, 0, -1)
 	case *events.NodeRemoved:
+		var spec NodeSpec
+		var st NodeStatus
+		if _, err := getJSON(t, nodeSpecKey(d.Name), &spec); err != nil {
+			return err
+		}
+		if _, err := getJSON(t, nodeStatusKey(d.Name), &st); err != nil {
+			return err
+		}
+		if spec.Role == events.RoleStorage {
+			online := 0
+			if st.State == events.StateOnline {
+				online = -1
+			}
+			if err := hostChange(t, spec.Host, spec.FailureDomain, -1, online); err != nil {
+				return err
+			}
+		}
 		t.del(nodeSpecKey(d.Name))
 		t.del(nodeStatusKey(d.Name))
 		return nil
 	case *events.NodeStateChanged:
+		var spec NodeSpec
+		if _, err := getJSON(t, nodeSpecKey(d.Name), &spec); err != nil {
+			return err
+		}
+		if spec.Role == events.RoleStorage && d.State != d.Previous {
+			delta := 1
+			if d.State != events.StateOnline {
+				delta = -1
+			}
+			if err := hostChange(t, spec.Host, spec.FailureDomain, 0, delta); err != nil {
+				return err
+			}
+		}
 		return t.put(nodeStatusKey(d.Name), NodeStatus{State: d.State, Since: ev.OccurredAt, Reason: d.Reason, Seq: ev.Seq})
 	}
 	return nil
@@ -223,13 +281,74 @@ func putPlacement(t *tx, stores []events.StoreHosts, journals []events.JournalSe
 		if err := t.put(storeKey(s.Primary), s); err != nil {
 			return err
 		}
+		for _, p := range []string{s.Secondary, s.Tertiary} {
+			if p != "" {
+				t.mark(usesStoreKey(p, s.Primary))
+			}
+		}
 	}
 	for _, j := range journals {
 		if err := t.put(journalKey(j.Owner), j); err != nil {
 			return err
 		}
+		for _, m := range j.Members {
+			t.mark(usesJournalKey(m, j.Owner))
+		}
 	}
 	return nil
+}
+
+// hostChange keeps the host index: a host's storage nodes in the cluster and online,
+// the sorted host list of its domain (a host joins it with its first storage node and
+// leaves with its last), and the count of hosts with an online storage node.
+func hostChange(t *tx, host, domain string, nodes, online int) error {
+	var h HostEntry
+	if _, err := getJSON(t, hostKey(host), &h); err != nil {
+		return err
+	}
+	wasPresent, wasOnline := h.StorageNodes > 0, h.OnlineStorageNodes > 0
+	h.Host = host
+	if h.Domain == "" || !wasPresent {
+		h.Domain = domain
+	}
+	h.StorageNodes += nodes
+	h.OnlineStorageNodes = max(h.OnlineStorageNodes+online, 0)
+	isPresent, isOnline := h.StorageNodes > 0, h.OnlineStorageNodes > 0
+	if wasPresent != isPresent {
+		var hosts []string
+		if _, err := getJSON(t, domainHostsKey(h.Domain), &hosts); err != nil {
+			return err
+		}
+		i, found := slices.BinarySearch(hosts, host)
+		switch {
+		case isPresent && !found:
+			hosts = slices.Insert(hosts, i, host)
+		case !isPresent && found:
+			hosts = slices.Delete(hosts, i, i+1)
+		}
+		if len(hosts) == 0 {
+			t.del(domainHostsKey(h.Domain))
+		} else if err := t.put(domainHostsKey(h.Domain), hosts); err != nil {
+			return err
+		}
+	}
+	if wasOnline != isOnline {
+		n, err := getUint(t, onlineHostsKey)
+		if err != nil {
+			return err
+		}
+		if isOnline {
+			n++
+		} else if n > 0 {
+			n--
+		}
+		t.putUint(onlineHostsKey, n)
+	}
+	if !isPresent {
+		t.del(hostKey(host))
+		return nil
+	}
+	return t.put(hostKey(host), h)
 }
 
 // countSnapshot changes a logical volume's snapshot count.

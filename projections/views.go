@@ -75,6 +75,15 @@ type Snapshot struct {
 	CreatedSeq uint64 `json:"created_seq"`
 }
 
+// HostEntry is a host as the failure-domain rules index it: its domain and how many of
+// its storage nodes are in the cluster and online.
+type HostEntry struct {
+	Host               string `json:"host"`
+	Domain             string `json:"domain"`
+	StorageNodes       int    `json:"storage_nodes"`
+	OnlineStorageNodes int    `json:"online_storage_nodes"`
+}
+
 // Usage counts what a node holds.
 type Usage struct {
 	Lvols     int `json:"lvols"`
@@ -123,9 +132,20 @@ func aggregateKey(agg string) string   { return "x/agg/" + agg }
 func domainKey(label string) string  { return "v/domain/" + label }
 func lvolKey(name string) string     { return "v/lvol/" + name }
 func storeKey(host string) string    { return "v/store/" + host }
-func journalKey(owner string) string { return "v/journal/" + owner }
-func snapshotKey(name string) string { return "v/snapshot/" + name }
-func usageKey(node string) string    { return "v/usage/" + node }
+func hostKey(host string) string     { return "v/host/" + host }
+func domainHostsKey(l string) string { return "v/hosts/" + l }
+func usesPrefix(host string) string  { return "v/uses/" + host + "/" }
+func usesStoreKey(host, primary string) string {
+	return usesPrefix(host) + "s/" + primary
+}
+func usesJournalKey(host, owner string) string {
+	return usesPrefix(host) + "j/" + owner
+}
+
+const onlineHostsKey = "v/online-hosts" // hosts with at least one online storage node
+func journalKey(owner string) string    { return "v/journal/" + owner }
+func snapshotKey(name string) string    { return "v/snapshot/" + name }
+func usageKey(node string) string       { return "v/usage/" + node }
 
 const lvolCountKey = "v/lvol-count" // logical volumes in the cluster
 
@@ -232,6 +252,62 @@ func (v *View) Usage(node string) (u Usage, err error) {
 func (v *View) HoldsData() (bool, error) {
 	n, err := getUint(v.r, lvolCountKey)
 	return n > 0, err
+}
+
+// Host returns a host's index entry; ok is false for a host with no storage node.
+func (v *View) Host(host string) (h HostEntry, ok bool, err error) {
+	ok, err = getJSON(v.r, hostKey(host), &h)
+	return
+}
+
+// DomainHosts returns the storage hosts of every domain that has one, by label: one key
+// per domain, whatever the cluster's size.
+func (v *View) DomainHosts() (map[string][]string, error) {
+	out := map[string][]string{}
+	err := v.scan("v/hosts/", func(key string, val []byte) error {
+		var hosts []string
+		if err := unmarshalInto(key, val, &hosts); err != nil {
+			return err
+		}
+		out[strings.TrimPrefix(key, "v/hosts/")] = hosts
+		return nil
+	})
+	return out, err
+}
+
+// OnlineHosts counts the hosts with at least one online storage node.
+func (v *View) OnlineHosts() (int, error) {
+	n, err := getUint(v.r, onlineHostsKey)
+	return int(n), err
+}
+
+// Uses returns the volume stores (by primary) that have a failover path on host and the
+// journal sets (by owner) that hold a copy there.
+func (v *View) Uses(host string) (stores, journals []string, err error) {
+	p := usesPrefix(host)
+	err = v.scan(p, func(key string, val []byte) error {
+		rest := strings.TrimPrefix(key, p)
+		switch {
+		case strings.HasPrefix(rest, "s/"):
+			stores = append(stores, rest[2:])
+		case strings.HasPrefix(rest, "j/"):
+			journals = append(journals, rest[2:])
+		}
+		return nil
+	})
+	return
+}
+
+// Store returns the recorded volume store of a host.
+func (v *View) Store(host string) (s events.StoreHosts, ok bool, err error) {
+	ok, err = getJSON(v.r, storeKey(host), &s)
+	return
+}
+
+// Journal returns the recorded journal set of a host.
+func (v *View) Journal(owner string) (j events.JournalSet, ok bool, err error) {
+	ok, err = getJSON(v.r, journalKey(owner), &j)
+	return
 }
 
 // VolumeStores returns the recorded volume stores, by primary host.

@@ -100,13 +100,22 @@ func (t Topology) String() string {
 func CheckHostLabel(members []Member, cand Member) error {
 	for _, m := range members {
 		if m.Host == cand.Host && m.Domain != cand.Domain {
-			return cairn.Errorf(cairn.CodePreconditionFailed,
-				"host %s is in failure domain %s (node %s); a host's domain cannot change while it is in the cluster: remove its nodes first, then add them with label %s",
-				cand.Host, m.Domain, m.Name, cand.Domain).
-				WithDetails(map[string]any{"host": cand.Host, "domain": m.Domain, "node": m.Name, "requested": cand.Domain})
+			return CheckHostDomain(cand.Host, m.Domain, cand.Domain)
 		}
 	}
 	return nil
+}
+
+// CheckHostDomain refuses (precondition_failed) a node for host in domain requested
+// when the host is in the cluster in domain current.
+func CheckHostDomain(host, current, requested string) error {
+	if current == requested {
+		return nil
+	}
+	return cairn.Errorf(cairn.CodePreconditionFailed,
+		"host %s is in failure domain %s; a host's domain cannot change while it is in the cluster: remove its nodes first, then add them with label %s",
+		host, current, requested).
+		WithDetails(map[string]any{"host": host, "domain": current, "requested": requested})
 }
 
 // CheckActivation decides cluster.activate. A fresh activation is refused
