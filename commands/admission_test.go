@@ -45,6 +45,8 @@ func TestBadInputIsRefusedAndAppendsNothing(t *testing.T) {
 		{"bad address", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.256"}`, cairn.CodeInvalidArgument, "address", "not valid"},
 		{"bad role", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1","role":"boss"}`, cairn.CodeInvalidArgument, "role", "must be one of"},
 		{"bad state", "node.set-state", `{"name":"n1","state":"sleeping"}`, cairn.CodeInvalidArgument, "state", "must be one of"},
+		{"set-state with nothing to set", "node.set-state", `{"name":"n1"}`, cairn.CodeInvalidArgument, "state", "is required"},
+		{"negative failed devices", "node.set-state", `{"name":"n1","devices_failed":-1}`, cairn.CodeInvalidArgument, "devices_failed", "minimum"},
 		{"bad scheme", "cluster.create", `{"name":"c2","failure_domains":true,"data_chunks":3,"parity_chunks":1}`, cairn.CodeInvalidArgument, "data_chunks", "must be one of"},
 		{"label required with failure domains", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, cairn.CodeInvalidArgument, "failure_domain", "required"},
 		{"payload over the limit", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1","pad":"` + strings.Repeat("x", 70<<10) + `"}`, cairn.CodePayloadTooLarge, "", "over the limit"},

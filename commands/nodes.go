@@ -33,9 +33,10 @@ type NodeRemove struct {
 
 // NodeSetState is the body of node.set-state.
 type NodeSetState struct {
-	Name   string `json:"name"`
-	State  string `json:"state"`
-	Reason string `json:"reason"`
+	Name          string `json:"name"`
+	State         string `json:"state,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+	DevicesFailed *int   `json:"devices_failed,omitempty"` // nil: unchanged
 }
 
 // DecideClusterCreate creates the deployment's one cluster. Refuses with already_exists
@@ -86,16 +87,24 @@ func DecideNodeRemove(existing *projections.Node, c NodeRemove) (*events.NodeRem
 	return &events.NodeRemoved{Name: c.Name}, nil
 }
 
-// DecideNodeSetState records a change of a node's liveness. Refuses with not_found for a
-// node not in the cluster; setting the state it already has is a no-op with a warning.
+// DecideNodeSetState records a change of a node's liveness or of its failed devices
+// (fields left out keep their value). Refuses with not_found for a node not in the
+// cluster; a change to what the node already has is a no-op with a warning.
 func DecideNodeSetState(existing *projections.Node, c NodeSetState) (*events.NodeStateChanged, []string, error) {
 	if existing == nil {
 		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name)
 	}
-	if existing.Status.State == c.State {
-		return nil, []string{fmt.Sprintf("node %s is already %s; nothing changed", c.Name, c.State)}, nil
+	state, devices := existing.Status.State, existing.Status.DevicesFailed
+	if c.State != "" {
+		state = c.State
 	}
-	return &events.NodeStateChanged{Name: c.Name, State: c.State, Previous: existing.Status.State, Reason: c.Reason}, nil, nil
+	if c.DevicesFailed != nil {
+		devices = *c.DevicesFailed
+	}
+	if state == existing.Status.State && devices == existing.Status.DevicesFailed {
+		return nil, []string{fmt.Sprintf("node %s is already %s with %d failed device(s); nothing changed", c.Name, state, devices)}, nil
+	}
+	return &events.NodeStateChanged{Name: c.Name, State: state, Previous: existing.Status.State, Reason: c.Reason, DevicesFailed: devices}, nil, nil
 }
 
 // nodeHandlers returns the handlers of the cluster and node verbs. Each computes its

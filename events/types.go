@@ -81,10 +81,11 @@ type NodeRemoved struct {
 
 // NodeStateChanged: the observed liveness of a node changed (operator or watchdog).
 type NodeStateChanged struct {
-	Name     string `json:"name"`
-	State    string `json:"state"`
-	Previous string `json:"previous"`
-	Reason   string `json:"reason,omitempty"`
+	Name          string `json:"name"`
+	State         string `json:"state"`
+	Previous      string `json:"previous"`
+	Reason        string `json:"reason,omitempty"`
+	DevicesFailed int    `json:"devices_failed,omitempty"`
 }
 
 func (*ClusterCreated) EventType() string   { return "cluster.created" }

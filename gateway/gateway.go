@@ -247,7 +247,8 @@ func (g *Gateway) recordedPlacement(w http.ResponseWriter, r *http.Request) {
 }
 
 // clusterHealth serves the cluster status (ok, degraded, suspended) with its reasons,
-// from the nodes' observed state: a host is down when a storage node on it is offline.
+// from the nodes' observed state: a host is out when a storage node on it is offline or
+// has failed devices.
 func (g *Gateway) clusterHealth(w http.ResponseWriter, r *http.Request) {
 	g.withView(w, func(v *projections.View) (any, error) {
 		cl, ok, err := v.Cluster()
@@ -265,7 +266,7 @@ func (g *Gateway) clusterHealth(w http.ResponseWriter, r *http.Request) {
 		down := map[string]bool{}
 		for _, n := range nodes {
 			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
-			if n.Spec.Role == "storage" && n.Status.State == "offline" {
+			if n.Spec.Role == "storage" && (n.Status.State == "offline" || n.Status.DevicesFailed > 0) {
 				down[n.Spec.Host] = true
 			}
 		}

@@ -270,7 +270,15 @@ func apply(t *tx, names events.Names, it Item) error {
 				return err
 			}
 		}
-		return t.put(nodeStatusKey(d.Name), NodeStatus{State: d.State, Since: ev.OccurredAt, Reason: d.Reason, Seq: ev.Seq})
+		since := ev.OccurredAt
+		if d.State == d.Previous { // only the devices changed: the state keeps its age
+			var cur NodeStatus
+			if _, err := getJSON(t, nodeStatusKey(d.Name), &cur); err != nil {
+				return err
+			}
+			since = cur.Since
+		}
+		return t.put(nodeStatusKey(d.Name), NodeStatus{State: d.State, Since: since, Reason: d.Reason, DevicesFailed: d.DevicesFailed, Seq: ev.Seq})
 	}
 	return nil
 }

@@ -46,10 +46,11 @@ type NodeSpec struct {
 
 // NodeStatus is what is observed of a node; only node.state-changed writes it.
 type NodeStatus struct {
-	State  string    `json:"state"`
-	Since  time.Time `json:"since"`
-	Reason string    `json:"reason,omitempty"`
-	Seq    uint64    `json:"seq"`
+	State         string    `json:"state"`
+	Since         time.Time `json:"since"`
+	Reason        string    `json:"reason,omitempty"`
+	DevicesFailed int       `json:"devices_failed,omitempty"`
+	Seq           uint64    `json:"seq"`
 }
 
 // Node joins a node's spec and status for reads.

@@ -108,6 +108,13 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	}
 	st, reasons := health()
 	assert.Equal(t, "degraded", st, "%v", reasons)
+	// a failed device in another domain is one outage too much for 2+1
+	_, code = cmd("node.set-state", `{"name":"n1","devices_failed":1}`)
+	require.Equal(t, 0, code)
+	st, _ = health()
+	assert.Equal(t, "suspended", st)
+	_, code = cmd("node.set-state", `{"name":"n1","devices_failed":0}`)
+	require.Equal(t, 0, code)
 	_, code = cmd("node.set-state", `{"name":"n1","state":"offline"}`)
 	require.Equal(t, 0, code)
 	st, _ = health()

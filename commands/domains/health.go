@@ -29,7 +29,8 @@ type Health struct {
 	Restarts   []Restart `json:"restarts,omitempty"`
 }
 
-// AssessHealth derives the cluster status from host outages. A domain with outages
+// AssessHealth derives the cluster status from host outages (a host is out when a node
+// on it is offline or has failed devices). A domain with outages
 // contributes min(hosts down, c) to the parity budget m, where c = ceil((k+m)/domains) is
 // the most chunks of a stripe it holds (without failure domains every host is its own
 // domain, c = 1). Within the budget the cluster is degraded but serving; beyond it,
@@ -60,7 +61,7 @@ func AssessHealth(t Topology, down map[string]bool, s Scheme, failureDomains boo
 		} else {
 			h.BudgetUsed += len(hosts)
 		}
-		h.Reasons = append(h.Reasons, fmt.Sprintf("%d of %d host(s) down in %s", len(hosts), len(d.Hosts), label(d.Label)))
+		h.Reasons = append(h.Reasons, fmt.Sprintf("%d of %d host(s) with node or device outages in %s", len(hosts), len(d.Hosts), label(d.Label)))
 		mode := "one-by-one"
 		if failureDomains && len(hosts) == len(d.Hosts) {
 			mode = "parallel"
