@@ -24,6 +24,7 @@ type NodeAdd struct {
 	Address       string `json:"address"`
 	FailureDomain string `json:"failure_domain"`
 	Role          string `json:"role"`
+	PhysicalLabel string `json:"physical_label"`
 }
 
 // NodeRemove is the body of node.remove.
@@ -76,7 +77,7 @@ func DecideNodeAdd(cluster *projections.Cluster, existing *projections.NodeSpec,
 	if role == "" {
 		role = events.RoleStorage
 	}
-	return &events.NodeAdded{Name: c.Name, Host: c.Host, Address: c.Address, FailureDomain: c.FailureDomain, Role: role}, warnings, nil
+	return &events.NodeAdded{Name: c.Name, Host: c.Host, Address: c.Address, FailureDomain: c.FailureDomain, Role: role, PhysicalLabel: c.PhysicalLabel}, warnings, nil
 }
 
 // DecideNodeRemove removes a node. Refuses with not_found for a node not in the cluster.
@@ -142,7 +143,7 @@ func nodeHandlers() []Handler {
 			if err != nil {
 				return d, err
 			}
-			m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role}
+			m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role, Physical: ev.PhysicalLabel}
 			if err := checkTopology(v, &m, ""); err != nil {
 				return d, err
 			}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/cairn-io/cairn"
@@ -28,7 +29,7 @@ func members(v *projections.View) ([]domains.Member, []string, error) {
 	}
 	out := make([]domains.Member, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
+		out = append(out, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role, Physical: n.Spec.PhysicalLabel})
 	}
 	ds, err := v.Domains()
 	labels := make([]string, 0, len(ds))
@@ -112,7 +113,7 @@ func placementFor(v *projections.View, add *domains.Member, remove string) (*eve
 	}
 	copies := domains.JournalCopies(true, cl.ParityChunks)
 	if add != nil {
-		rot := domains.Rotation(withHost(top, host, domain))
+		rot := domains.Rotation(withHost(top, host, domain, add.Physical))
 		for i, s := range rot {
 			if s.Host != host {
 				continue
@@ -133,7 +134,7 @@ func placementFor(v *projections.View, add *domains.Member, remove string) (*eve
 	for _, s := range rot {
 		domainOf[s.Host] = s.Domain
 	}
-	stores, journals, err := placementUsing(v, host, domainOf)
+	stores, journals, err := placementUsing(v, host, domainOf, top.Physical)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func placementFor(v *projections.View, add *domains.Member, remove string) (*eve
 
 // placementUsing reads the recorded stores with a failover path on host and the journal
 // sets with a copy there, as the placement rules take them.
-func placementUsing(v *projections.View, host string, domainOf map[string]string) ([]domains.VolumeStore, []domains.JournalSet, error) {
+func placementUsing(v *projections.View, host string, domainOf, physical map[string]string) ([]domains.VolumeStore, []domains.JournalSet, error) {
 	primaries, owners, err := v.Uses(host)
 	if err != nil {
 		return nil, nil, err
@@ -167,7 +168,7 @@ func placementUsing(v *projections.View, host string, domainOf map[string]string
 		if h == "" {
 			return nil
 		}
-		return &domains.Slot{Host: h, Domain: domainOf[h]}
+		return &domains.Slot{Host: h, Domain: domainOf[h], Physical: physical[h]}
 	}
 	var stores []domains.VolumeStore
 	for _, p := range primaries {
@@ -212,7 +213,7 @@ func checkTopology(v *projections.View, add *domains.Member, remove string) erro
 	}
 	after := withoutHost(before, host)
 	if add != nil {
-		after = withHost(before, host, domain)
+		after = withHost(before, host, domain, add.Physical)
 	}
 	holdsData, err := v.HoldsData()
 	if err != nil {
@@ -257,15 +258,28 @@ func indexTopology(v *projections.View) (domains.Topology, error) {
 	if err != nil {
 		return domains.Topology{}, err
 	}
-	var t domains.Topology
+	t := domains.Topology{Physical: map[string]string{}}
 	for _, d := range ds {
-		t.Domains = append(t.Domains, domains.DomainHosts{Label: d.Label, Hosts: append([]string{}, byDomain[d.Label]...)})
+		hosts := []string{}
+		for _, h := range byDomain[d.Label] {
+			hosts = append(hosts, h.Host)
+			if h.Physical != "" {
+				t.Physical[h.Host] = h.Physical
+			}
+		}
+		t.Domains = append(t.Domains, domains.DomainHosts{Label: d.Label, Hosts: hosts})
 	}
 	return t, nil
 }
 
-func withHost(t domains.Topology, host, domain string) domains.Topology {
-	out := domains.Topology{}
+func withHost(t domains.Topology, host, domain, physical string) domains.Topology {
+	out := domains.Topology{Physical: maps.Clone(t.Physical)}
+	if physical != "" {
+		if out.Physical == nil {
+			out.Physical = map[string]string{}
+		}
+		out.Physical[host] = physical
+	}
 	for _, d := range t.Domains {
 		hosts := append([]string{}, d.Hosts...)
 		if d.Label == domain {
@@ -278,7 +292,7 @@ func withHost(t domains.Topology, host, domain string) domains.Topology {
 }
 
 func withoutHost(t domains.Topology, host string) domains.Topology {
-	out := domains.Topology{}
+	out := domains.Topology{Physical: t.Physical}
 	for _, d := range t.Domains {
 		hosts := slices.DeleteFunc(append([]string{}, d.Hosts...), func(h string) bool { return h == host })
 		out.Domains = append(out.Domains, domains.DomainHosts{Label: d.Label, Hosts: hosts})

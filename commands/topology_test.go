@@ -113,6 +113,14 @@ func TestActivationAndBalanceThroughAdmission(t *testing.T) {
 	n, _, err := v.Node("n5")
 	require.NoError(t, err)
 	assert.Equal(t, 3, n.Spec.FailureDomainID)
+	r = servertest.Submit(s, "node.add", `{"name":"p1","host":"h1","address":"10.0.0.1","failure_domain":"RACK1","physical_label":"PDU-A"}`)
+	require.True(t, r.OK, "%+v", r.Error)
+	v2, err := s.DB.Read()
+	require.NoError(t, err)
+	defer v2.Close()
+	p1, _, err := v2.Node("p1")
+	require.NoError(t, err)
+	assert.Equal(t, "PDU-A", p1.Spec.PhysicalLabel)
 }
 
 // Two adds each admissible alone but not together: exactly one is accepted.

@@ -72,6 +72,7 @@ type NodeAdded struct {
 	Address       string `json:"address"`
 	FailureDomain string `json:"failure_domain,omitempty"`
 	Role          string `json:"role"`
+	PhysicalLabel string `json:"physical_label,omitempty"`
 }
 
 // NodeRemoved: a node left the cluster.

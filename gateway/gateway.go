@@ -200,7 +200,7 @@ func (g *Gateway) placementPlan(w http.ResponseWriter, r *http.Request) {
 		}
 		var ms []domains.Member
 		for _, n := range nodes {
-			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
+			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role, Physical: n.Spec.PhysicalLabel})
 		}
 		top := domains.BuildTopology(ms)
 		rot := domains.Rotation(top)

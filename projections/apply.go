@@ -5,6 +5,7 @@ import (
 	json "github.com/goccy/go-json"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cockroachdb/pebble/v2"
@@ -187,11 +188,11 @@ func apply(t *tx, names events.Names, it Item) error {
 			return err
 		}
 		if err := t.put(nodeSpecKey(d.Name), NodeSpec{Name: d.Name, Host: d.Host, Address: d.Address,
-			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
+			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, PhysicalLabel: d.PhysicalLabel, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
 			return err
 		}
 		if d.Role == events.RoleStorage {
-			if err := hostChange(t, d.Host, d.FailureDomain, 1, 1); err != nil {
+			if err := hostChange(t, d.Host, d.FailureDomain, d.PhysicalLabel, 1, 1); err != nil {
 				return err
 			}
 		}
@@ -249,7 +250,7 @@ func apply(t *tx, names events.Names, it Item) error {
 			if st.State == events.StateOnline {
 				online = -1
 			}
-			if err := hostChange(t, spec.Host, spec.FailureDomain, -1, online); err != nil {
+			if err := hostChange(t, spec.Host, spec.FailureDomain, spec.PhysicalLabel, -1, online); err != nil {
 				return err
 			}
 		}
@@ -266,7 +267,7 @@ func apply(t *tx, names events.Names, it Item) error {
 			if d.State != events.StateOnline {
 				delta = -1
 			}
-			if err := hostChange(t, spec.Host, spec.FailureDomain, 0, delta); err != nil {
+			if err := hostChange(t, spec.Host, spec.FailureDomain, spec.PhysicalLabel, 0, delta); err != nil {
 				return err
 			}
 		}
@@ -309,7 +310,7 @@ func putPlacement(t *tx, stores []events.StoreHosts, journals []events.JournalSe
 // hostChange keeps the host index: a host's storage nodes in the cluster and online,
 // the sorted host list of its domain (a host joins it with its first storage node and
 // leaves with its last), and the count of hosts with an online storage node.
-func hostChange(t *tx, host, domain string, nodes, online int) error {
+func hostChange(t *tx, host, domain, physical string, nodes, online int) error {
 	var h HostEntry
 	if _, err := getJSON(t, hostKey(host), &h); err != nil {
 		return err
@@ -317,20 +318,20 @@ func hostChange(t *tx, host, domain string, nodes, online int) error {
 	wasPresent, wasOnline := h.StorageNodes > 0, h.OnlineStorageNodes > 0
 	h.Host = host
 	if h.Domain == "" || !wasPresent {
-		h.Domain = domain
+		h.Domain, h.Physical = domain, physical // the host's first storage node names them
 	}
 	h.StorageNodes += nodes
 	h.OnlineStorageNodes = max(h.OnlineStorageNodes+online, 0)
 	isPresent, isOnline := h.StorageNodes > 0, h.OnlineStorageNodes > 0
 	if wasPresent != isPresent {
-		var hosts []string
+		var hosts []HostRef
 		if _, err := getJSON(t, domainHostsKey(h.Domain), &hosts); err != nil {
 			return err
 		}
-		i, found := slices.BinarySearch(hosts, host)
+		i, found := slices.BinarySearchFunc(hosts, host, func(r HostRef, h string) int { return strings.Compare(r.Host, h) })
 		switch {
 		case isPresent && !found:
-			hosts = slices.Insert(hosts, i, host)
+			hosts = slices.Insert(hosts, i, HostRef{Host: host, Physical: h.Physical})
 		case !isPresent && found:
 			hosts = slices.Delete(hosts, i, i+1)
 		}

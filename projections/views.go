@@ -40,6 +40,7 @@ type NodeSpec struct {
 	// FailureDomainID is the integer id of FailureDomain (0 without a label).
 	FailureDomainID int       `json:"failure_domain_id,omitempty"`
 	Role            string    `json:"role"`
+	PhysicalLabel   string    `json:"physical_label,omitempty"`
 	AddedAt         time.Time `json:"added_at"`
 	AddedSeq        uint64    `json:"added_seq"`
 }
@@ -81,6 +82,7 @@ type Snapshot struct {
 type HostEntry struct {
 	Host               string `json:"host"`
 	Domain             string `json:"domain"`
+	Physical           string `json:"physical,omitempty"`
 	StorageNodes       int    `json:"storage_nodes"`
 	OnlineStorageNodes int    `json:"online_storage_nodes"`
 }
@@ -261,12 +263,18 @@ func (v *View) Host(host string) (h HostEntry, ok bool, err error) {
 	return
 }
 
-// DomainHosts returns the storage hosts of every domain that has one, by label: one key
-// per domain, whatever the cluster's size.
-func (v *View) DomainHosts() (map[string][]string, error) {
-	out := map[string][]string{}
+// HostRef is a host in its domain's host list, with its physical label.
+type HostRef struct {
+	Host     string `json:"host"`
+	Physical string `json:"physical,omitempty"`
+}
+
+// DomainHosts returns the storage hosts of every domain that has one, by label, sorted
+// by host: one key per domain, whatever the cluster's size.
+func (v *View) DomainHosts() (map[string][]HostRef, error) {
+	out := map[string][]HostRef{}
 	err := v.scan("v/hosts/", func(key string, val []byte) error {
-		var hosts []string
+		var hosts []HostRef
 		if err := unmarshalInto(key, val, &hosts); err != nil {
 			return err
 		}

@@ -10,10 +10,11 @@ import (
 
 // Member is a node as the failure-domain rules see it.
 type Member struct {
-	Name   string
-	Host   string
-	Domain string // failure-domain label
-	Role   string // "storage" counts toward balance; "secondary" does not
+	Name     string
+	Host     string
+	Domain   string // failure-domain label
+	Role     string // "storage" counts toward balance; "secondary" does not
+	Physical string // physical label (chassis, PDU): the last placement preference
 }
 
 // DomainHosts is one domain and the hosts that count toward its balance.
@@ -27,6 +28,8 @@ type DomainHosts struct {
 // only nodes in the cluster (removed nodes leave the count, offline ones stay in it).
 type Topology struct {
 	Domains []DomainHosts `json:"domains"`
+	// Physical maps a host to its physical label, for hosts that have one.
+	Physical map[string]string `json:"physical,omitempty"`
 }
 
 // BuildTopology groups the storage members by domain and host. Known labels are domains
@@ -37,16 +40,24 @@ func BuildTopology(members []Member, known ...string) Topology {
 	for _, l := range known {
 		byDomain[l] = map[string]bool{}
 	}
+	var t Topology
 	for _, m := range members {
 		if m.Role != "" && m.Role != "storage" {
 			continue
+		}
+		if m.Physical != "" {
+			if t.Physical == nil {
+				t.Physical = map[string]string{}
+			}
+			if _, seen := t.Physical[m.Host]; !seen {
+				t.Physical[m.Host] = m.Physical
+			}
 		}
 		if byDomain[m.Domain] == nil {
 			byDomain[m.Domain] = map[string]bool{}
 		}
 		byDomain[m.Domain][m.Host] = true
 	}
-	var t Topology
 	for label, hosts := range byDomain {
 		d := DomainHosts{Label: label, Hosts: []string{}}
 		for h := range hosts {
@@ -190,7 +201,7 @@ func CheckChange(before, after Topology, holdsData bool) error {
 // domain whose last host leaves counts as zero hosts, it does not vanish from the balance.
 func (t Topology) keeping(other Topology) Topology {
 	have := t.Counts()
-	out := Topology{Domains: append([]DomainHosts(nil), t.Domains...)}
+	out := Topology{Domains: append([]DomainHosts(nil), t.Domains...), Physical: t.Physical}
 	for _, d := range other.Domains {
 		if _, ok := have[d.Label]; !ok {
 			out.Domains = append(out.Domains, DomainHosts{Label: d.Label})

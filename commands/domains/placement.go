@@ -7,21 +7,29 @@ import (
 
 // Slot is one host in the activation rotation.
 type Slot struct {
-	Host   string `json:"host"`
-	Domain string `json:"domain"`
+	Host     string `json:"host"`
+	Domain   string `json:"domain"`
+	Physical string `json:"physical,omitempty"`
 }
 
-// Rotation orders the storage hosts round-robin across the domains (labels sorted,
-// hosts sorted within a domain): the first host of every domain, then the second of
-// every domain that has one, and so on. On equally sized domains each host's successor
-// is in another domain.
+// Rotation orders the storage hosts round-robin across the domains (labels sorted): the
+// first host of every domain, then the second of every domain that has one, and so on.
+// On equally sized domains each host's successor is in another domain. Within a domain
+// the hosts are interleaved across their physical labels the same way (labels sorted,
+// hosts sorted within a label), so hosts of one domain that follow each other in the
+// rotation sit on different physical labels where the domain allows it: distinct hosts
+// first, distinct domains next, distinct physical labels last.
 func Rotation(t Topology) []Slot {
+	ordered := make([][]string, len(t.Domains))
+	for i, d := range t.Domains {
+		ordered[i] = interleave(d.Hosts, t.Physical)
+	}
 	var out []Slot
 	for i := 0; ; i++ {
 		added := false
-		for _, d := range t.Domains {
-			if i < len(d.Hosts) {
-				out = append(out, Slot{Host: d.Hosts[i], Domain: d.Label})
+		for j, d := range t.Domains {
+			if i < len(ordered[j]) {
+				out = append(out, Slot{Host: ordered[j][i], Domain: d.Label, Physical: t.Physical[ordered[j][i]]})
 				added = true
 			}
 		}
@@ -29,6 +37,35 @@ func Rotation(t Topology) []Slot {
 			return out
 		}
 	}
+}
+
+// interleave orders hosts round-robin across their physical labels.
+func interleave(hosts []string, physical map[string]string) []string {
+	groups := map[string][]string{}
+	var labels []string
+	for _, h := range hosts {
+		l := physical[h]
+		if _, ok := groups[l]; !ok {
+			labels = append(labels, l)
+		}
+		groups[l] = append(groups[l], h)
+	}
+	if len(labels) <= 1 {
+		return hosts
+	}
+	sort.Strings(labels)
+	for _, l := range labels {
+		sort.Strings(groups[l])
+	}
+	out := make([]string, 0, len(hosts))
+	for i := 0; len(out) < len(hosts); i++ {
+		for _, l := range labels {
+			if i < len(groups[l]) {
+				out = append(out, groups[l][i])
+			}
+		}
+	}
+	return out
 }
 
 // VolumeStore is a host's logical volume store and its failover paths.

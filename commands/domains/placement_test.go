@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestPlacement runs testdata/placement. Input lines are "LABEL host host ...".
+// TestPlacement runs testdata/placement. Input lines are "LABEL host[:physical] ...".
 //
 //	place parity=N         rotation, each volume store's paths, the invariant
 //	stripe chunks=N        chunks per domain for one stripe
@@ -21,7 +21,8 @@ func TestPlacement(t *testing.T) {
 		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 			f := strings.Fields(line)
 			for _, h := range f[1:] {
-				members = append(members, domains.Member{Name: h, Host: h, Domain: f[0], Role: "storage"})
+				host, physical, _ := strings.Cut(h, ":") // host[:physical label]
+				members = append(members, domains.Member{Name: host, Host: host, Domain: f[0], Role: "storage", Physical: physical})
 			}
 		}
 		top := domains.BuildTopology(members)

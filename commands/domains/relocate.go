@@ -130,7 +130,7 @@ func pickPath(rot []Slot, start int, vs VolumeStore, mustCross bool, leaving str
 		if c.Domain != vs.Primary.Domain {
 			return c, true
 		}
-		if fallback == nil {
+		if fallback == nil || (fallback.Physical == vs.Primary.Physical && c.Physical != vs.Primary.Physical) {
 			fallback = &c
 		}
 	}
