@@ -17,21 +17,83 @@ type tx struct {
 	db    *DB
 	dirty map[string][]byte // nil value = deleted
 	seq   uint64
+	// cache holds values read or written by earlier batches (nil = absent). The projector
+	// is the views' only writer, so it stays coherent; it is dropped when it grows past
+	// cacheLimit keys, which bounds its memory.
+	cache map[string][]byte
+	// specs and hosts cache decoded node specs and host entries by key (a missing spec
+	// is cached as found=false), for the status events that read them on every change.
+	specs map[string]cachedSpec
+	hosts map[string]HostEntry
 }
 
-func newTx(db *DB) *tx { return &tx{db: db, dirty: map[string][]byte{}} }
+type cachedSpec struct {
+	spec  NodeSpec
+	found bool
+}
+
+const cacheLimit = 200_000
+
+func newTx(db *DB) *tx {
+	return &tx{db: db, dirty: map[string][]byte{}, cache: map[string][]byte{},
+		specs: map[string]cachedSpec{}, hosts: map[string]HostEntry{}}
+}
+
+// nodeSpec reads a node's spec through the decoded cache.
+func (t *tx) nodeSpec(name string) (NodeSpec, bool, error) {
+	key := nodeSpecKey(name)
+	if c, ok := t.specs[key]; ok {
+		return c.spec, c.found, nil
+	}
+	var spec NodeSpec
+	found, err := getJSON(t, key, &spec)
+	if err == nil {
+		t.specs[key] = cachedSpec{spec, found}
+	}
+	return spec, found, err
+}
+
+func (t *tx) putNodeSpec(spec NodeSpec) error {
+	t.specs[nodeSpecKey(spec.Name)] = cachedSpec{spec, true}
+	return t.put(nodeSpecKey(spec.Name), spec)
+}
+
+func (t *tx) delNodeSpec(name string) {
+	t.specs[nodeSpecKey(name)] = cachedSpec{}
+	t.del(nodeSpecKey(name))
+}
+
+// hostEntry reads a host's index entry through the decoded cache (zero for none).
+func (t *tx) hostEntry(host string) (HostEntry, error) {
+	if h, ok := t.hosts[host]; ok {
+		return h, nil
+	}
+	var h HostEntry
+	_, err := getJSON(t, hostKey(host), &h)
+	if err == nil {
+		t.hosts[host] = h
+	}
+	return h, err
+}
 
 func (t *tx) Get(key []byte) ([]byte, error) {
 	if v, ok := t.dirty[string(key)]; ok {
 		return v, nil
 	}
-	return pebbleReader{get: func(k []byte) ([]byte, interface{ Close() error }, error) {
+	if v, ok := t.cache[string(key)]; ok {
+		return v, nil
+	}
+	v, err := pebbleReader{get: func(k []byte) ([]byte, interface{ Close() error }, error) {
 		v, c, err := t.db.pdb.Get(k)
 		if c == nil {
 			return v, nil, err
 		}
 		return v, c, err
 	}}.Get(key)
+	if err == nil {
+		t.cache[string(key)] = v
+	}
+	return v, err
 }
 
 func (t *tx) put(key string, v any) error {
@@ -76,6 +138,19 @@ func (t *tx) commit() error {
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
+	}
+	if len(t.cache)+len(t.dirty) > cacheLimit {
+		clear(t.cache)
+	}
+	if len(t.specs)+len(t.hosts) > cacheLimit {
+		clear(t.specs)
+		clear(t.hosts)
+	}
+	for k, v := range t.dirty {
+		if strings.HasPrefix(k, "v/cmd/") {
+			continue // written once, never read back by apply
+		}
+		t.cache[k] = v
 	}
 	clear(t.dirty)
 	return nil
@@ -187,7 +262,7 @@ func apply(t *tx, names events.Names, it Item) error {
 		if err != nil {
 			return err
 		}
-		if err := t.put(nodeSpecKey(d.Name), NodeSpec{Name: d.Name, Host: d.Host, Address: d.Address,
+		if err := t.putNodeSpec(NodeSpec{Name: d.Name, Host: d.Host, Address: d.Address,
 			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, PhysicalLabel: d.PhysicalLabel, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
 			return err
 		}
@@ -237,9 +312,9 @@ func apply(t *tx, names events.Names, it Item) error {
 		}
 		return addUsage(t, d.Node, 0, -1)
 	case *events.NodeRemoved:
-		var spec NodeSpec
 		var st NodeStatus
-		if _, err := getJSON(t, nodeSpecKey(d.Name), &spec); err != nil {
+		spec, _, err := t.nodeSpec(d.Name)
+		if err != nil {
 			return err
 		}
 		if _, err := getJSON(t, nodeStatusKey(d.Name), &st); err != nil {
@@ -254,12 +329,12 @@ func apply(t *tx, names events.Names, it Item) error {
 				return err
 			}
 		}
-		t.del(nodeSpecKey(d.Name))
+		t.delNodeSpec(d.Name)
 		t.del(nodeStatusKey(d.Name))
 		return nil
 	case *events.NodeStateChanged:
-		var spec NodeSpec
-		if _, err := getJSON(t, nodeSpecKey(d.Name), &spec); err != nil {
+		spec, _, err := t.nodeSpec(d.Name)
+		if err != nil {
 			return err
 		}
 		if spec.Role == events.RoleStorage && d.State != d.Previous {
@@ -311,8 +386,8 @@ func putPlacement(t *tx, stores []events.StoreHosts, journals []events.JournalSe
 // the sorted host list of its domain (a host joins it with its first storage node and
 // leaves with its last), and the count of hosts with an online storage node.
 func hostChange(t *tx, host, domain, physical string, nodes, online int) error {
-	var h HostEntry
-	if _, err := getJSON(t, hostKey(host), &h); err != nil {
+	h, err := t.hostEntry(host)
+	if err != nil {
 		return err
 	}
 	wasPresent, wasOnline := h.StorageNodes > 0, h.OnlineStorageNodes > 0
@@ -354,9 +429,11 @@ func hostChange(t *tx, host, domain, physical string, nodes, online int) error {
 		t.putUint(onlineHostsKey, n)
 	}
 	if !isPresent {
+		t.hosts[host] = HostEntry{}
 		t.del(hostKey(host))
 		return nil
 	}
+	t.hosts[host] = h
 	return t.put(hostKey(host), h)
 }
 
