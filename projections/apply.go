@@ -383,8 +383,9 @@ func putPlacement(t *tx, stores []events.StoreHosts, journals []events.JournalSe
 }
 
 // hostChange keeps the host index: a host's storage nodes in the cluster and online,
-// the sorted host list of its domain (a host joins it with its first storage node and
-// leaves with its last), and the count of hosts with an online storage node.
+// the sorted host list of its domain on failure-domain clusters (a host joins it with its
+// first storage node and leaves with its last), and the count of hosts with an online
+// storage node.
 func hostChange(t *tx, host, domain, physical string, nodes, online int) error {
 	h, err := t.hostEntry(host)
 	if err != nil {
@@ -398,7 +399,7 @@ func hostChange(t *tx, host, domain, physical string, nodes, online int) error {
 	h.StorageNodes += nodes
 	h.OnlineStorageNodes = max(h.OnlineStorageNodes+online, 0)
 	isPresent, isOnline := h.StorageNodes > 0, h.OnlineStorageNodes > 0
-	if wasPresent != isPresent {
+	if wasPresent != isPresent && h.Domain != "" { // only failure-domain clusters keep domain host lists
 		var hosts []HostRef
 		if _, err := getJSON(t, domainHostsKey(h.Domain), &hosts); err != nil {
 			return err
