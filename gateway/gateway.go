@@ -181,26 +181,33 @@ func (g *Gateway) listDomains(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// clusterMembers reads the cluster (not_found before cluster.create) and its nodes, also
+// as the failure-domain rules see them.
+func clusterMembers(v *projections.View) (projections.Cluster, []projections.Node, []domains.Member, error) {
+	cl, ok, err := v.Cluster()
+	if err == nil && !ok {
+		err = cairn.Errorf(cairn.CodeNotFound, "no cluster yet: send cluster.create")
+	}
+	if err != nil {
+		return cl, nil, nil, err
+	}
+	nodes, err := v.Nodes()
+	ms := make([]domains.Member, 0, len(nodes))
+	for _, n := range nodes {
+		ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role, Physical: n.Spec.PhysicalLabel})
+	}
+	return cl, nodes, ms, err
+}
+
 // placementPlan serves the placement the rules give the current topology: the
 // rotation, every host's volume store with its failover paths, the journal sets, the
 // spread of one stripe and the tolerance. It is computed on each request from the views
 // (a plan, not recorded state).
 func (g *Gateway) placementPlan(w http.ResponseWriter, r *http.Request) {
 	g.withView(w, func(v *projections.View) (any, error) {
-		cl, ok, err := v.Cluster()
-		if err == nil && !ok {
-			err = cairn.Errorf(cairn.CodeNotFound, "no cluster yet: send cluster.create")
-		}
+		cl, _, ms, err := clusterMembers(v)
 		if err != nil {
 			return nil, err
-		}
-		nodes, err := v.Nodes()
-		if err != nil {
-			return nil, err
-		}
-		var ms []domains.Member
-		for _, n := range nodes {
-			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role, Physical: n.Spec.PhysicalLabel})
 		}
 		top := domains.BuildTopology(ms)
 		rot := domains.Rotation(top)
@@ -251,21 +258,12 @@ func (g *Gateway) recordedPlacement(w http.ResponseWriter, r *http.Request) {
 // has failed devices.
 func (g *Gateway) clusterHealth(w http.ResponseWriter, r *http.Request) {
 	g.withView(w, func(v *projections.View) (any, error) {
-		cl, ok, err := v.Cluster()
-		if err == nil && !ok {
-			err = cairn.Errorf(cairn.CodeNotFound, "no cluster yet: send cluster.create")
-		}
+		cl, nodes, ms, err := clusterMembers(v)
 		if err != nil {
 			return nil, err
 		}
-		nodes, err := v.Nodes()
-		if err != nil {
-			return nil, err
-		}
-		var ms []domains.Member
 		down := map[string]bool{}
 		for _, n := range nodes {
-			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
 			if n.Spec.Role == "storage" && (n.Status.State == "offline" || n.Status.DevicesFailed > 0) {
 				down[n.Spec.Host] = true
 			}
