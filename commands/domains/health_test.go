@@ -13,13 +13,7 @@ import (
 // topology in the input ("LABEL host host ...").
 func TestHealth(t *testing.T) {
 	datadriven.RunTest(t, "testdata/health", func(t *testing.T, d *datadriven.TestData) string {
-		var members []domains.Member
-		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
-			f := strings.Fields(line)
-			for _, h := range f[1:] {
-				members = append(members, domains.Member{Name: h, Host: h, Domain: f[0]})
-			}
-		}
+		members := parseHosts(d.Input)
 		var scheme, down string
 		d.ScanArgs(t, "scheme", &scheme)
 		if d.HasArg("down") {

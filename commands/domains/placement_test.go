@@ -15,17 +15,22 @@ import (
 //	place parity=N         rotation, each volume store's paths, the invariant
 //	stripe chunks=N        chunks per domain for one stripe
 //	journal copies=N [fd]  each journal set's members and copies per domain
+// parseHosts reads "LABEL host[:physical] ..." lines into storage members.
+func parseHosts(input string) []domains.Member {
+	var members []domains.Member
+	for _, line := range strings.Split(strings.TrimSpace(input), "\n") {
+		f := strings.Fields(line)
+		for _, h := range f[1:] {
+			host, physical, _ := strings.Cut(h, ":")
+			members = append(members, domains.Member{Name: host, Host: host, Domain: f[0], Role: "storage", Physical: physical})
+		}
+	}
+	return members
+}
+
 func TestPlacement(t *testing.T) {
 	datadriven.RunTest(t, "testdata/placement", func(t *testing.T, d *datadriven.TestData) string {
-		var members []domains.Member
-		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
-			f := strings.Fields(line)
-			for _, h := range f[1:] {
-				host, physical, _ := strings.Cut(h, ":") // host[:physical label]
-				members = append(members, domains.Member{Name: host, Host: host, Domain: f[0], Role: "storage", Physical: physical})
-			}
-		}
-		top := domains.BuildTopology(members)
+		top := domains.BuildTopology(parseHosts(d.Input))
 		rot := domains.Rotation(top)
 		var b strings.Builder
 		switch d.Cmd {
