@@ -15,6 +15,7 @@ import (
 //	place parity=N         rotation, each volume store's paths, the invariant
 //	stripe chunks=N        chunks per domain for one stripe
 //	journal copies=N [fd]  each journal set's members and copies per domain
+//
 // parseHosts reads "LABEL host[:physical] ..." lines into storage members.
 func parseHosts(input string) []domains.Member {
 	var members []domains.Member
