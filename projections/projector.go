@@ -247,7 +247,7 @@ type decodePipeline struct {
 	cur     *decodedChunk
 }
 
-const maxChunk = 256
+const maxChunk = 1024
 
 func newDecodePipeline(ctx context.Context) *decodePipeline {
 	workers := runtime.GOMAXPROCS(0)

@@ -63,7 +63,7 @@ func ProjectInto(ctx context.Context, db *projections.DB, js jetstream.JetStream
 	}
 	// A replay allocates at a high rate and keeps little: trade memory headroom for
 	// less collector work while it runs.
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetGCPercent(debug.SetGCPercent(800))
 	p, err := projections.NewProjector(db, js, names, log)
 	if err != nil {
 		return projections.Digest{}, err
