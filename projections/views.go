@@ -321,59 +321,16 @@ func (v *View) Journal(owner string) (j events.JournalSet, ok bool, err error) {
 
 // VolumeStores returns the recorded volume stores, by primary host.
 func (v *View) VolumeStores() ([]events.StoreHosts, error) {
-	var out []events.StoreHosts
-	err := v.scan("v/store/", func(key string, val []byte) error {
-		var s events.StoreHosts
-		if err := unmarshalInto(key, val, &s); err != nil {
-			return err
-		}
-		out = append(out, s)
-		return nil
-	})
-	return out, err
+	return scanAll[events.StoreHosts](v, "v/store/")
 }
 
 // JournalSets returns the recorded journal sets, by owner host.
 func (v *View) JournalSets() ([]events.JournalSet, error) {
-	var out []events.JournalSet
-	err := v.scan("v/journal/", func(key string, val []byte) error {
-		var s events.JournalSet
-		if err := unmarshalInto(key, val, &s); err != nil {
-			return err
-		}
-		out = append(out, s)
-		return nil
-	})
-	return out, err
-}
-
-// Lvols returns every logical volume, sorted by name.
-func (v *View) Lvols() ([]Lvol, error) {
-	var out []Lvol
-	err := v.scan("v/lvol/", func(key string, val []byte) error {
-		var l Lvol
-		if err := unmarshalInto(key, val, &l); err != nil {
-			return err
-		}
-		out = append(out, l)
-		return nil
-	})
-	return out, err
+	return scanAll[events.JournalSet](v, "v/journal/")
 }
 
 // Domains returns every failure domain ever created, sorted by label.
-func (v *View) Domains() ([]Domain, error) {
-	var out []Domain
-	err := v.scan("v/domain/", func(key string, val []byte) error {
-		var d Domain
-		if err := unmarshalInto(key, val, &d); err != nil {
-			return err
-		}
-		out = append(out, d)
-		return nil
-	})
-	return out, err
-}
+func (v *View) Domains() ([]Domain, error) { return scanAll[Domain](v, "v/domain/") }
 
 // Command returns the record of an accepted command; ok is false if the id is unknown.
 func (v *View) Command(id string) (rec CommandRecord, ok bool, err error) {
@@ -400,14 +357,17 @@ func (v *View) AggregateSeq(aggregate string) (uint64, error) {
 }
 
 // Rejected lists the stored messages the projector skipped as invalid.
-func (v *View) Rejected() ([]Rejected, error) {
-	var out []Rejected
-	err := v.scan("v/rejected/", func(key string, val []byte) error {
-		var r Rejected
-		if err := unmarshalInto(key, val, &r); err != nil {
+func (v *View) Rejected() ([]Rejected, error) { return scanAll[Rejected](v, "v/rejected/") }
+
+// scanAll decodes every value under prefix, in key order.
+func scanAll[T any](v *View, prefix string) ([]T, error) {
+	var out []T
+	err := v.scan(prefix, func(key string, val []byte) error {
+		var x T
+		if err := unmarshalInto(key, val, &x); err != nil {
 			return err
 		}
-		out = append(out, r)
+		out = append(out, x)
 		return nil
 	})
 	return out, err
