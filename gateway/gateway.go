@@ -144,7 +144,7 @@ type DomainView struct {
 // storage hosts and nodes, and the verdict (balanced, within +-1, unbalanced).
 func (g *Gateway) listDomains(w http.ResponseWriter, r *http.Request) {
 	g.withView(w, func(v *projections.View) (any, error) {
-		cl, _, err := v.Cluster()
+		cl, nodes, ms, err := clusterMembers(v)
 		if err != nil {
 			return nil, err
 		}
@@ -152,25 +152,23 @@ func (g *Gateway) listDomains(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		nodes, err := v.Nodes()
-		if err != nil {
-			return nil, err
-		}
-		var ms []domains.Member
 		byLabel := map[string]*DomainView{}
 		out := make([]*DomainView, 0, len(ds))
+		labels := make([]string, 0, len(ds))
 		for _, d := range ds {
 			dv := &DomainView{Label: d.Label, ID: d.ID, Hosts: []string{}, Nodes: []string{}}
 			byLabel[d.Label] = dv
 			out = append(out, dv)
+			labels = append(labels, d.Label)
 		}
 		for _, n := range nodes {
-			ms = append(ms, domains.Member{Name: n.Spec.Name, Host: n.Spec.Host, Domain: n.Spec.FailureDomain, Role: n.Spec.Role})
 			if dv := byLabel[n.Spec.FailureDomain]; dv != nil {
 				dv.Nodes = append(dv.Nodes, n.Spec.Name)
 			}
 		}
-		top := domains.BuildTopology(ms)
+		// Every domain ever created counts, with zero hosts once its last one left: the
+		// verdict is the one admission decides on.
+		top := domains.BuildTopology(ms, labels...)
 		for _, d := range top.Domains {
 			if dv := byLabel[d.Label]; dv != nil {
 				dv.Hosts = d.Hosts
