@@ -123,6 +123,31 @@ func TestActivationAndBalanceThroughAdmission(t *testing.T) {
 	assert.Equal(t, "PDU-A", p1.Spec.PhysicalLabel)
 }
 
+// exactlyOneAccepted sends two commands at once and asserts that exactly one is accepted
+// and the other refused with domain_unbalanced.
+func exactlyOneAccepted(t *testing.T, s *server.Server, verb string, bodies [2]string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var replies [2]commands.Reply
+	for i, body := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i] = servertest.Submit(s, verb, body)
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, r := range replies {
+		if r.OK {
+			ok++
+		} else {
+			assert.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code, r.Error.Message)
+		}
+	}
+	assert.Equal(t, 1, ok)
+}
+
 // Two adds each admissible alone but not together: exactly one is accepted.
 func TestConcurrentAddsCannotBreakBalanceTogether(t *testing.T) {
 	for round := range 5 {
@@ -130,25 +155,9 @@ func TestConcurrentAddsCannotBreakBalanceTogether(t *testing.T) {
 			s := servertest.Start(t)
 			sixHosts(t, s)
 			require.True(t, servertest.Submit(s, "cluster.activate", `{}`).OK)
-			var wg sync.WaitGroup
-			replies := make([]commands.Reply, 2)
-			for i := range replies {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					replies[i] = addHost(t, s, fmt.Sprintf("x%d", i), fmt.Sprintf("hx%d", i), "RACK1")
-				}()
-			}
-			wg.Wait()
-			ok := 0
-			for _, r := range replies {
-				if r.OK {
-					ok++
-				} else {
-					assert.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code)
-				}
-			}
-			assert.Equal(t, 1, ok)
+			exactlyOneAccepted(t, s, "node.add", [2]string{
+				`{"name":"x0","host":"hx0","address":"10.0.0.1","failure_domain":"RACK1"}`,
+				`{"name":"x1","host":"hx1","address":"10.0.0.1","failure_domain":"RACK1"}`})
 		})
 	}
 }
@@ -163,25 +172,7 @@ func TestConcurrentRemovalsCannotBreakBalanceTogether(t *testing.T) {
 				require.True(t, addHost(t, s, fmt.Sprintf("n%d", i), fmt.Sprintf("h%d", i), fmt.Sprintf("RACK%d", (i-1)/3+1)).OK)
 			}
 			require.True(t, servertest.Submit(s, "cluster.activate", `{}`).OK)
-			var wg sync.WaitGroup
-			replies := make([]commands.Reply, 2)
-			for i, name := range []string{"n1", "n2"} { // both in RACK1
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					replies[i] = servertest.Submit(s, "node.remove", fmt.Sprintf(`{"name":%q}`, name))
-				}()
-			}
-			wg.Wait()
-			ok := 0
-			for _, r := range replies {
-				if r.OK {
-					ok++
-				} else {
-					assert.Equal(t, cairn.CodeDomainUnbalanced, r.Error.Code, r.Error.Message)
-				}
-			}
-			assert.Equal(t, 1, ok)
+			exactlyOneAccepted(t, s, "node.remove", [2]string{`{"name":"n1"}`, `{"name":"n2"}`}) // both in RACK1
 		})
 	}
 }
