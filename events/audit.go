@@ -39,11 +39,13 @@ func (s *Store) Audit(ctx context.Context, r Range, m Match, limit int, fn func(
 	n := 0
 	return s.ReadRaw(ctx, r, func(raw Raw) bool {
 		rec := Record{Seq: raw.Seq, Stored: raw.Stored}
-		if err := json.Unmarshal(raw.Data, &rec.Envelope); err != nil {
-			rec.Invalid = "not a JSON envelope: " + err.Error()
-			rec.Subject = raw.Subject
-		} else if _, err := DecodeStored(raw); err != nil {
+		ev, err := DecodeStored(raw)
+		rec.Envelope = ev.Envelope // as written, even when it does not decode as an event
+		if err != nil {
 			rec.Invalid = err.Error()
+			if rec.Subject == "" {
+				rec.Subject = raw.Subject
+			}
 		}
 		if (m.Type != "" && rec.Type != m.Type) || (m.Actor != "" && rec.Actor != m.Actor) ||
 			(m.CommandID != "" && rec.CommandID != m.CommandID) {

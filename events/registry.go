@@ -3,7 +3,6 @@ package events
 import (
 	"fmt"
 	json "github.com/goccy/go-json"
-	"sort"
 	"sync"
 
 	"github.com/cairn-io/cairn/schemas"
@@ -65,18 +64,6 @@ func Lookup(name string) (*Type, bool) {
 	defer regMu.RUnlock()
 	t, ok := registry[name]
 	return t, ok
-}
-
-// Types lists the registered types sorted by name.
-func Types() []*Type {
-	regMu.RLock()
-	defer regMu.RUnlock()
-	out := make([]*Type, 0, len(registry))
-	for _, t := range registry {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }
 
 // DecodeError says why a stored message is not a valid event.

@@ -33,19 +33,6 @@ type Expect struct {
 	Filter  string // for ExpectFilter
 }
 
-// String describes the boundary for logs and error messages.
-func (e Expect) String() string {
-	switch e.Kind {
-	case ExpectSubject:
-		return fmt.Sprintf("subject@%d", e.Seq)
-	case ExpectFilter:
-		return fmt.Sprintf("%s@%d", e.Filter, e.Seq)
-	case ExpectStream:
-		return fmt.Sprintf("stream@%d", e.Seq)
-	}
-	return "none"
-}
-
 // ErrWrongLastSequence: the boundary moved since the state the command decided on.
 // The caller must catch up and decide again; it must never append blindly.
 var ErrWrongLastSequence = errors.New("events: boundary moved (wrong last sequence)")
