@@ -1,0 +1,117 @@
+// Package drbd holds everything Cairn knows about DRBD that is not a network call: the
+// per-node desired state the dispatcher publishes, option resolution, the resource file
+// renderer, GI strings and day-0 seeding plans, drbdmeta/drbdadm command builders and
+// the drbdsetup events2 parser.
+package drbd
+
+// Provider names a kind of backing storage.
+type Provider string
+
+// The providers Cairn can put a replica's disk on.
+const (
+	ProviderLVM      Provider = "lvm"
+	ProviderLVMThin  Provider = "lvm_thin"
+	ProviderZFS      Provider = "zfs"
+	ProviderZFSThin  Provider = "zfs_thin"
+	ProviderFile     Provider = "file"
+	ProviderFileThin Provider = "file_thin"
+)
+
+// Providers lists every provider, in the order the docs list them.
+var Providers = []Provider{ProviderLVM, ProviderLVMThin, ProviderZFS, ProviderZFSThin, ProviderFile, ProviderFileThin}
+
+// Valid reports whether p is a known provider.
+func (p Provider) Valid() bool {
+	for _, q := range Providers {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// ZeroesUnwritten reports whether a fresh volume of this provider reads back zeros
+// everywhere nothing was written since it was created (thin LVM, ZFS zvols, sparse
+// files). Only such volumes may start from the day-0 GI: DRBD then resyncs just the
+// blocks written since day 0. Thick LVM and preallocated files hold whatever was on the
+// device before, so a new replica on them gets fresh metadata and a full sync.
+func (p Provider) ZeroesUnwritten() bool {
+	switch p {
+	case ProviderLVMThin, ProviderZFS, ProviderZFSThin, ProviderFileThin:
+		return true
+	}
+	return false
+}
+
+// Desired is the desired state of one resource on one node: the message the dispatcher
+// keeps on <prefix>.node.<node>.drbd.<resource> (one per subject, latest wins). An empty
+// message on that subject means the resource is gone from the node (tear it down).
+//
+// Revision is the CAIRN_EVENTS sequence of the last event that changed anything in it;
+// an agent never acts on a Desired older than one it has already carried out.
+type Desired struct {
+	Resource string `json:"resource"`
+	Node     string `json:"node"`
+	Revision uint64 `json:"revision"`
+	// Active is false after resource.deactivate: the agent takes the resource down but
+	// keeps disk, metadata and file.
+	Active bool `json:"active"`
+	// Port is the definition's TCP port, the same on every host.
+	Port int `json:"port"`
+	// Options are resolved (controller -> group -> definition -> resource).
+	Options Options `json:"options"`
+	// Replicas are every replica of the definition, this node's included, by node id.
+	Replicas []Replica `json:"replicas"`
+	// Volumes are the definition's volumes, by number.
+	Volumes []Volume `json:"volumes"`
+	// Local is this node's own replica's disk and seeding, nil when it has none (then
+	// the resource is removed from this node).
+	Local *Local `json:"local,omitempty"`
+}
+
+// Replica is one replica of a definition as every peer sees it.
+type Replica struct {
+	Node    string `json:"node"`
+	Host    string `json:"host"` // the name DRBD's `on` section uses (uname -n)
+	Address string `json:"address"`
+	NodeID  int    `json:"node_id"`
+	// Diskless replicas attach no disk; a Tiebreaker is a diskless replica the control
+	// plane added only to break quorum ties.
+	Diskless   bool `json:"diskless,omitempty"`
+	Tiebreaker bool `json:"tiebreaker,omitempty"`
+	// Minors are this replica's device minors by volume number (unique per node).
+	Minors map[int]int `json:"minors"`
+}
+
+// Volume is one volume definition of a resource.
+type Volume struct {
+	Number  int    `json:"number"`
+	SizeKiB uint64 `json:"size_kib"`
+	// Day0GI is the random day-0 current UUID stored at vd.create (hex, settable once).
+	Day0GI string `json:"day0_gi"`
+}
+
+// Local is what only the node that carries the replica needs.
+type Local struct {
+	NodeID   int      `json:"node_id"`
+	Diskless bool     `json:"diskless,omitempty"`
+	Provider Provider `json:"provider,omitempty"`
+	// Pool is the provider's storage pool: the LVM volume group (for lvm_thin
+	// "vg/thinpool"), the zpool, or the directory for file providers.
+	Pool string `json:"pool,omitempty"`
+	// Incarnation identifies this replica's life on this node: the event sequence of the
+	// replica.added (or disk toggle) that created its current disk. Metadata is created
+	// and seeded once per incarnation; a plan from an older incarnation is never applied.
+	Incarnation uint64 `json:"incarnation"`
+	// Seeds are the set-gi calls to make after create-md and before the first adjust,
+	// per volume. Empty (with FullSync) means fresh metadata and a full initial sync.
+	Seeds    []Seed `json:"seeds,omitempty"`
+	FullSync bool   `json:"full_sync,omitempty"`
+}
+
+// Seed is one `drbdmeta --force --node-id NodeID <minor> v09 <disk> internal set-gi GI`.
+type Seed struct {
+	Volume int    `json:"volume"`
+	NodeID int    `json:"node_id"`
+	GI     string `json:"gi"`
+}
