@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cairn-io/cairn/commands/replicas"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -49,6 +50,9 @@ type Options struct {
 	AppendTimeout time.Duration // how long one append waits for JetStream's acknowledgement (5 s)
 	RecentReplies int           // refusals remembered for retried command ids (10000, for 15 min)
 	Now           func() time.Time
+	// Ports and Minors are the ranges DRBD TCP ports (per definition) and device minors
+	// (per node) are allocated from (7000-7999, 1000-49999).
+	Ports, Minors replicas.Range
 }
 
 // Admission validates commands, decides them against the views and appends their events.
@@ -88,7 +92,14 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	}
 	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts,
 		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
-	for _, h := range append(append(nodeHandlers(), activateHandler()), volumeHandlers()...) {
+	if opts.Ports == (replicas.Range{}) {
+		opts.Ports = replicas.DefaultPorts
+	}
+	if opts.Minors == (replicas.Range{}) {
+		opts.Minors = replicas.DefaultMinors
+	}
+	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
+	for _, h := range append(handlers, resourceHandlers(opts)...) {
 		a.Register(h)
 	}
 	return a

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/domains"
@@ -19,12 +20,13 @@ type ClusterCreate struct {
 
 // NodeAdd is the body of node.add.
 type NodeAdd struct {
-	Name          string `json:"name"`
-	Host          string `json:"host"`
-	Address       string `json:"address"`
-	FailureDomain string `json:"failure_domain"`
-	Role          string `json:"role"`
-	PhysicalLabel string `json:"physical_label"`
+	Name          string            `json:"name"`
+	Host          string            `json:"host"`
+	Address       string            `json:"address"`
+	FailureDomain string            `json:"failure_domain"`
+	Role          string            `json:"role"`
+	PhysicalLabel string            `json:"physical_label"`
+	Properties    map[string]string `json:"properties,omitempty"`
 }
 
 // NodeRemove is the body of node.remove.
@@ -77,7 +79,7 @@ func DecideNodeAdd(cluster *projections.Cluster, existing *projections.NodeSpec,
 	if role == "" {
 		role = events.RoleStorage
 	}
-	return &events.NodeAdded{Name: c.Name, Host: c.Host, Address: c.Address, FailureDomain: c.FailureDomain, Role: role, PhysicalLabel: c.PhysicalLabel}, warnings, nil
+	return &events.NodeAdded{Name: c.Name, Host: c.Host, Address: c.Address, FailureDomain: c.FailureDomain, Role: role, PhysicalLabel: c.PhysicalLabel, Properties: c.Properties}, warnings, nil
 }
 
 // DecideNodeRemove removes a node. Refuses with not_found for a node not in the cluster.
@@ -170,6 +172,12 @@ func nodeHandlers() []Handler {
 			}
 			if err := checkRemoval(v, c.Name); err != nil {
 				return d, err
+			}
+			if rds, err := v.NodeResources(c.Name); err != nil {
+				return d, err
+			} else if len(rds) > 0 {
+				return d, cairn.Errorf(cairn.CodePreconditionFailed, "node %s holds replicas of %d resource(s) (%s); remove them first",
+					c.Name, len(rds), strings.Join(rds[:min(len(rds), 10)], ", ")).WithDetails(map[string]any{"resources": rds})
 			}
 			if err := checkTopology(v, nil, c.Name); err != nil {
 				return d, err

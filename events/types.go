@@ -73,6 +73,9 @@ type NodeAdded struct {
 	FailureDomain string `json:"failure_domain,omitempty"`
 	Role          string `json:"role"`
 	PhysicalLabel string `json:"physical_label,omitempty"`
+	// Properties are the operator's labels of the node (site, room, …), which resource
+	// groups' replicas-on-same / replicas-on-different rules refer to.
+	Properties map[string]string `json:"properties,omitempty"`
 }
 
 // NodeRemoved: a node left the cluster.

@@ -147,7 +147,7 @@ func (t *tx) commit() error {
 		clear(t.hosts)
 	}
 	for k, v := range t.dirty {
-		if strings.HasPrefix(k, "v/cmd/") {
+		if strings.HasPrefix(k, "v/cmd/") || strings.HasPrefix(k, outboxPrefix) {
 			continue // written once, never read back by apply
 		}
 		t.cache[k] = v
@@ -180,6 +180,9 @@ func apply(t *tx, names events.Names, it Item) error {
 	// One key per event of a command: no read-modify-write on the hot path.
 	t.dirty[commandEventKey(ev.CommandID, ev.Seq)] = encodeEventRef(EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject})
 
+	if handled, err := applyResource(t, ev); handled || err != nil {
+		return err
+	}
 	switch d := ev.Data.(type) {
 	case *events.ClusterCreated:
 		return t.put(clusterKey, Cluster{Name: d.Name, FailureDomains: d.FailureDomains,
@@ -263,7 +266,7 @@ func apply(t *tx, names events.Names, it Item) error {
 			return err
 		}
 		if err := t.putNodeSpec(NodeSpec{Name: d.Name, Host: d.Host, Address: d.Address,
-			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, PhysicalLabel: d.PhysicalLabel, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
+			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, PhysicalLabel: d.PhysicalLabel, Properties: d.Properties, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
 			return err
 		}
 		if d.Role == events.RoleStorage {

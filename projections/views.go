@@ -38,11 +38,12 @@ type NodeSpec struct {
 	Address       string `json:"address"`
 	FailureDomain string `json:"failure_domain,omitempty"`
 	// FailureDomainID is the integer id of FailureDomain (0 without a label).
-	FailureDomainID int       `json:"failure_domain_id,omitempty"`
-	Role            string    `json:"role"`
-	PhysicalLabel   string    `json:"physical_label,omitempty"`
-	AddedAt         time.Time `json:"added_at"`
-	AddedSeq        uint64    `json:"added_seq"`
+	FailureDomainID int               `json:"failure_domain_id,omitempty"`
+	Role            string            `json:"role"`
+	PhysicalLabel   string            `json:"physical_label,omitempty"`
+	Properties      map[string]string `json:"properties,omitempty"`
+	AddedAt         time.Time         `json:"added_at"`
+	AddedSeq        uint64            `json:"added_seq"`
 }
 
 // NodeStatus is what is observed of a node; only node.state-changed writes it.

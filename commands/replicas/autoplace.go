@@ -1,0 +1,297 @@
+package replicas
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/drbd"
+)
+
+// Built-in node properties every node has for replicas-on-same / replicas-on-different,
+// besides the operator's own node properties.
+const (
+	PropNode          = "node"
+	PropHost          = "host"
+	PropFailureDomain = "failure_domain"
+	PropPhysical      = "physical_label"
+)
+
+// StoragePool is a storage pool of a node as placement sees it.
+type StoragePool struct {
+	Name     string        `json:"name"`
+	Provider drbd.Provider `json:"provider"`
+	Pool     string        `json:"pool"`
+	FreeKiB  uint64        `json:"free_kib"`
+}
+
+// Candidate is a node placement may choose.
+type Candidate struct {
+	Node    string
+	Online  bool
+	Storage bool // a storage node (dedicated secondaries carry no replicas)
+	Domain  string
+	// Props are the node's properties, built-ins included (see PropNode...).
+	Props map[string]string
+	Pools []StoragePool
+}
+
+// Member is a replica a definition already has.
+type Member struct {
+	Node       string
+	Diskless   bool
+	Tiebreaker bool
+	Domain     string
+	Props      map[string]string
+}
+
+// Rules are what a resource group asks of placement.
+type Rules struct {
+	StoragePool         string        // "" = any pool that fits
+	Provider            drbd.Provider // "" = any provider
+	ReplicasOnSame      []string
+	ReplicasOnDifferent []string
+	// SpreadDomains prefers failure domains holding fewer of the definition's replicas
+	// (set when the cluster has failure domains).
+	SpreadDomains bool
+}
+
+// Choice is one node chosen for a new diskful replica, with the pool its disk goes on.
+type Choice struct {
+	Node string
+	Pool StoragePool
+}
+
+// Autoplace chooses count nodes for new diskful replicas needing needKiB each, next to
+// members. A node qualifies when it is an online storage node without a replica of the
+// definition, has a pool matching the rules with needKiB free, shares every
+// replicas-on-same property with the members and differs from every member and every
+// other choice in each replicas-on-different property. Among qualifying nodes it picks
+// one at a time: fewest replicas in the node's failure domain (with SpreadDomains), then
+// most free space, then name. Without members, replicas-on-same tries each value group,
+// largest total free space first. Refuses with precondition_failed naming how many it
+// could place and why each other node was passed over (details "rejected").
+func Autoplace(rules Rules, needKiB uint64, count int, members []Member, candidates []Candidate) ([]Choice, error) {
+	if count <= 0 {
+		return nil, nil
+	}
+	groups := [][]Candidate{candidates}
+	if len(rules.ReplicasOnSame) > 0 && len(members) == 0 {
+		groups = sameValueGroups(rules.ReplicasOnSame, candidates)
+	}
+	var best []Choice
+	var bestRejected map[string]string
+	for _, g := range groups {
+		chosen, rejected := placeIn(rules, needKiB, count, members, g)
+		if len(chosen) == count {
+			return chosen, nil
+		}
+		if best == nil || len(chosen) > len(best) {
+			best, bestRejected = chosen, rejected
+		}
+	}
+	if bestRejected == nil {
+		bestRejected = map[string]string{}
+	}
+	placed := make([]string, 0, len(best))
+	for _, c := range best {
+		placed = append(placed, c.Node)
+	}
+	reasons := make([]string, 0, len(bestRejected))
+	for _, n := range slices.Sorted(maps.Keys(bestRejected)) {
+		reasons = append(reasons, n+": "+bestRejected[n])
+	}
+	msg := fmt.Sprintf("autoplace needs %d more diskful replica(s) of %d KiB and found %d eligible node(s)", count, needKiB, len(best))
+	if len(reasons) > 0 {
+		msg += "; passed over " + strings.Join(reasons, "; ")
+	}
+	return nil, cairn.Errorf(cairn.CodePreconditionFailed, "%s", msg).WithDetails(map[string]any{
+		"needed": count, "placeable": placed, "short": count - len(best), "rejected": bestRejected})
+}
+
+// placeIn places greedily within one group of candidates and says why others were
+// passed over.
+func placeIn(rules Rules, needKiB uint64, count int, members []Member, cands []Candidate) ([]Choice, map[string]string) {
+	rejected := map[string]string{}
+	holding := map[string]bool{}
+	domainCount := map[string]int{}
+	for _, m := range members {
+		holding[m.Node] = true
+		if !m.Diskless {
+			domainCount[m.Domain]++
+		}
+	}
+	type eligible struct {
+		c    Candidate
+		pool StoragePool
+	}
+	var pool []eligible
+	for _, c := range cands {
+		if reason := disqualify(rules, needKiB, members, holding, c); reason != "" {
+			rejected[c.Node] = reason
+			continue
+		}
+		pool = append(pool, eligible{c, bestPool(rules, needKiB, c.Pools)})
+	}
+	var chosen []Choice
+	var chosenProps []map[string]string
+	for len(chosen) < count && len(pool) > 0 {
+		sort.SliceStable(pool, func(i, j int) bool {
+			a, b := pool[i], pool[j]
+			if rules.SpreadDomains && domainCount[a.c.Domain] != domainCount[b.c.Domain] {
+				return domainCount[a.c.Domain] < domainCount[b.c.Domain]
+			}
+			if a.pool.FreeKiB != b.pool.FreeKiB {
+				return a.pool.FreeKiB > b.pool.FreeKiB
+			}
+			return a.c.Node < b.c.Node
+		})
+		pick := pool[0]
+		pool = pool[1:]
+		chosen = append(chosen, Choice{Node: pick.c.Node, Pool: pick.pool})
+		chosenProps = append(chosenProps, pick.c.Props)
+		domainCount[pick.c.Domain]++
+		// Drop the nodes the choice rules out.
+		kept := pool[:0]
+		for _, e := range pool {
+			if key, ok := clash(rules.ReplicasOnDifferent, e.c.Props, chosenProps); ok {
+				rejected[e.c.Node] = fmt.Sprintf("same %s as a chosen node", key)
+				continue
+			}
+			kept = append(kept, e)
+		}
+		pool = kept
+	}
+	return chosen, rejected
+}
+
+// disqualify says why c cannot take a new diskful replica ("" when it can).
+func disqualify(rules Rules, needKiB uint64, members []Member, holding map[string]bool, c Candidate) string {
+	switch {
+	case holding[c.Node]:
+		return "already holds a replica"
+	case !c.Storage:
+		return "not a storage node"
+	case !c.Online:
+		return "offline"
+	}
+	var matching []StoragePool
+	for _, p := range c.Pools {
+		if (rules.StoragePool == "" || p.Name == rules.StoragePool) && (rules.Provider == "" || p.Provider == rules.Provider) {
+			matching = append(matching, p)
+		}
+	}
+	if len(matching) == 0 {
+		return strings.TrimSpace("no storage pool " + describePool(rules))
+	}
+	if bestPool(rules, needKiB, c.Pools).Name == "" {
+		most := uint64(0)
+		for _, p := range matching {
+			most = max(most, p.FreeKiB)
+		}
+		return fmt.Sprintf("only %d KiB free in %s (needs %d)", most, strings.TrimSpace("storage pool "+describePool(rules)), needKiB)
+	}
+	for _, key := range rules.ReplicasOnSame {
+		for _, m := range members {
+			if m.Props[key] != c.Props[key] {
+				return fmt.Sprintf("%s %q differs from %s's %q (replicas_on_same)", key, c.Props[key], m.Node, m.Props[key])
+			}
+		}
+	}
+	memberProps := make([]map[string]string, 0, len(members))
+	for _, m := range members {
+		if !m.Diskless {
+			memberProps = append(memberProps, m.Props)
+		}
+	}
+	if key, ok := clash(rules.ReplicasOnDifferent, c.Props, memberProps); ok {
+		return fmt.Sprintf("same %s as an existing replica (replicas_on_different)", key)
+	}
+	return ""
+}
+
+func describePool(rules Rules) string {
+	var parts []string
+	if rules.StoragePool != "" {
+		parts = append(parts, "named "+rules.StoragePool)
+	}
+	if rules.Provider != "" {
+		parts = append(parts, "of provider "+string(rules.Provider))
+	}
+	return strings.Join(parts, " ")
+}
+
+// bestPool is the matching pool with the most free space that fits needKiB (zero
+// StoragePool when none fits).
+func bestPool(rules Rules, needKiB uint64, pools []StoragePool) StoragePool {
+	var best StoragePool
+	for _, p := range pools {
+		if rules.StoragePool != "" && p.Name != rules.StoragePool || rules.Provider != "" && p.Provider != rules.Provider {
+			continue
+		}
+		if p.FreeKiB >= needKiB && (best.Name == "" || p.FreeKiB > best.FreeKiB || p.FreeKiB == best.FreeKiB && p.Name < best.Name) {
+			best = p
+		}
+	}
+	return best
+}
+
+// clash reports the first replicas-on-different key whose value props shares with any
+// of others (an absent value never clashes).
+func clash(keys []string, props map[string]string, others []map[string]string) (string, bool) {
+	for _, key := range keys {
+		v, ok := props[key]
+		if !ok || v == "" {
+			continue
+		}
+		for _, o := range others {
+			if o[key] == v {
+				return key, true
+			}
+		}
+	}
+	return "", false
+}
+
+// sameValueGroups splits candidates by their values of keys, the group with the most
+// total free space first (then by the values, for determinism). Nodes missing a value
+// form no group.
+func sameValueGroups(keys []string, cands []Candidate) [][]Candidate {
+	byKey := map[string][]Candidate{}
+	free := map[string]uint64{}
+	for _, c := range cands {
+		vals := make([]string, 0, len(keys))
+		complete := true
+		for _, k := range keys {
+			v, ok := c.Props[k]
+			if !ok || v == "" {
+				complete = false
+				break
+			}
+			vals = append(vals, v)
+		}
+		if !complete {
+			continue
+		}
+		id := strings.Join(vals, "\x00")
+		byKey[id] = append(byKey[id], c)
+		for _, p := range c.Pools {
+			free[id] += p.FreeKiB
+		}
+	}
+	ids := slices.Collect(maps.Keys(byKey))
+	sort.Slice(ids, func(i, j int) bool {
+		if free[ids[i]] != free[ids[j]] {
+			return free[ids[i]] > free[ids[j]]
+		}
+		return ids[i] < ids[j]
+	})
+	out := make([][]Candidate, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, byKey[id])
+	}
+	return out
+}

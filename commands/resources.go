@@ -1,0 +1,743 @@
+package commands
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// Bodies of the resource verbs (see schemas/commands/).
+type (
+	// StoragePoolCreate is the body of sp.create.
+	StoragePoolCreate struct {
+		Node        string        `json:"node"`
+		Name        string        `json:"name"`
+		Provider    drbd.Provider `json:"provider"`
+		Pool        string        `json:"pool"`
+		CapacityKiB uint64        `json:"capacity_kib"`
+	}
+	// ResourceGroupCreate is the body of rg.create.
+	ResourceGroupCreate = events.ResourceGroupCreated
+	// ResourceGroupSpawn is the body of rg.spawn: size_kib is one size or one per volume.
+	ResourceGroupSpawn struct {
+		ResourceGroup string          `json:"resource_group"`
+		Name          string          `json:"name"`
+		SizeKiB       json.RawMessage `json:"size_kib"`
+		DRBDOptions   drbd.Options    `json:"drbd_options"`
+	}
+	// ResourceDefinitionCreate is the body of rd.create.
+	ResourceDefinitionCreate struct {
+		Name          string       `json:"name"`
+		ResourceGroup string       `json:"resource_group"`
+		DRBDOptions   drbd.Options `json:"drbd_options"`
+	}
+	// VolumeDefinitionCreate is the body of vd.create.
+	VolumeDefinitionCreate struct {
+		Resource string `json:"resource"`
+		Volume   int    `json:"volume"`
+		SizeKiB  uint64 `json:"size_kib"`
+	}
+	// ReplicaAdd is the body of replica.add; without Node it autoplaces.
+	ReplicaAdd struct {
+		Resource         string       `json:"resource"`
+		Node             string       `json:"node"`
+		Diskless         bool         `json:"diskless"`
+		StoragePool      string       `json:"storage_pool"`
+		PlaceCount       int          `json:"place_count"`
+		ForceInitialSync bool         `json:"force_initial_sync"`
+		DRBDOptions      drbd.Options `json:"drbd_options"`
+	}
+	// ReplicaRef is the body of replica.remove.
+	ReplicaRef struct {
+		Resource string `json:"resource"`
+		Node     string `json:"node"`
+	}
+	// ReplicaToggleDisk is the body of replica.toggle-disk.
+	ReplicaToggleDisk struct {
+		Resource    string `json:"resource"`
+		Node        string `json:"node"`
+		Diskless    bool   `json:"diskless"`
+		StoragePool string `json:"storage_pool"`
+	}
+	// ResourceActivate is the body of resource.activate and resource.deactivate.
+	ResourceActivate struct {
+		Resource       string `json:"resource"`
+		Node           string `json:"node"`
+		ReallocatePort bool   `json:"reallocate_port"`
+	}
+)
+
+// resourcePlan decides one command on one resource definition: it holds the state read
+// from the view, applies each decided event to it, so later decisions of the same
+// command see earlier ones (a tiebreaker after an autoplace), and collects the events.
+type resourcePlan struct {
+	v       *projections.View
+	names   events.Names
+	opts    Options
+	rand    io.Reader
+	cluster projections.Cluster
+	rd      projections.ResourceDefinition
+	group   *projections.ResourceGroup
+	cands   []replicas.Candidate
+	byNode  map[string]int // index into cands
+	d       Decision
+}
+
+func newResourcePlan(v *projections.View, names events.Names, opts Options, d Decision) (*resourcePlan, error) {
+	cl, ok, err := v.Cluster()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "there is no cluster yet: run cluster.create first")
+	}
+	p := &resourcePlan{v: v, names: names, opts: opts, rand: rand.Reader, cluster: cl, d: d, byNode: map[string]int{}}
+	nodes, err := v.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	pools, err := v.StoragePools()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		props := map[string]string{replicas.PropNode: n.Spec.Name, replicas.PropHost: n.Spec.Host}
+		if n.Spec.FailureDomain != "" {
+			props[replicas.PropFailureDomain] = n.Spec.FailureDomain
+		}
+		if n.Spec.PhysicalLabel != "" {
+			props[replicas.PropPhysical] = n.Spec.PhysicalLabel
+		}
+		for k, val := range n.Spec.Properties {
+			props[k] = val
+		}
+		p.byNode[n.Spec.Name] = len(p.cands)
+		p.cands = append(p.cands, replicas.Candidate{Node: n.Spec.Name, Online: n.Status.State == events.StateOnline,
+			Storage: n.Spec.Role == events.RoleStorage, Domain: n.Spec.FailureDomain, Props: props})
+	}
+	for _, sp := range pools {
+		if i, ok := p.byNode[sp.Node]; ok {
+			p.cands[i].Pools = append(p.cands[i].Pools, replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB()})
+		}
+	}
+	return p, nil
+}
+
+// load reads the definition (not_found when it does not exist) and its group.
+func (p *resourcePlan) load(name string) error {
+	rd, ok, err := p.v.ResourceDefinition(name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", name)
+	}
+	p.rd = rd
+	return p.loadGroup(rd.ResourceGroup)
+}
+
+func (p *resourcePlan) loadGroup(name string) error {
+	if name == "" {
+		return nil
+	}
+	g, ok, err := p.v.ResourceGroup(name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource group %s does not exist", name)
+	}
+	p.group = &g
+	return nil
+}
+
+func (p *resourcePlan) emit(payload events.Payload) {
+	p.d = p.d.with(p.names.Event("rd", p.rd.Name), payload, nil)
+}
+
+func (p *resourcePlan) warn(format string, args ...any) {
+	p.d.Warnings = append(p.d.Warnings, fmt.Sprintf(format, args...))
+}
+
+func (p *resourcePlan) candidate(node string) (*replicas.Candidate, bool) {
+	i, ok := p.byNode[node]
+	if !ok {
+		return nil, false
+	}
+	return &p.cands[i], true
+}
+
+// members are the definition's replicas as the placement rules see them.
+func (p *resourcePlan) members() []replicas.Member {
+	out := make([]replicas.Member, 0, len(p.rd.Replicas))
+	for _, r := range p.rd.Replicas {
+		m := replicas.Member{Node: r.Node, Diskless: r.Diskless, Tiebreaker: r.Tiebreaker}
+		if c, ok := p.candidate(r.Node); ok {
+			m.Domain, m.Props = c.Domain, c.Props
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (p *resourcePlan) rules() replicas.Rules {
+	r := replicas.Rules{SpreadDomains: p.cluster.FailureDomains}
+	if p.group != nil {
+		r.StoragePool, r.Provider = p.group.StoragePool, p.group.Provider
+		r.ReplicasOnSame, r.ReplicasOnDifferent = p.group.ReplicasOnSame, p.group.ReplicasOnDifferent
+	}
+	return r
+}
+
+// pickPool chooses the storage pool of node for a new disk: the named one, else the
+// group's, else the matching pool with most free space; refuses when none fits.
+func (p *resourcePlan) pickPool(node, named string) (replicas.StoragePool, error) {
+	c, _ := p.candidate(node)
+	rules := p.rules()
+	if named != "" {
+		rules.StoragePool = named
+	}
+	need := p.rd.SizeKiB()
+	var matching []replicas.StoragePool
+	for _, sp := range c.Pools {
+		if (rules.StoragePool == "" || sp.Name == rules.StoragePool) && (rules.Provider == "" || sp.Provider == rules.Provider) {
+			matching = append(matching, sp)
+		}
+	}
+	if len(matching) == 0 {
+		what := "any storage pool"
+		if rules.StoragePool != "" {
+			what = "storage pool " + rules.StoragePool
+		}
+		if rules.Provider != "" {
+			what += " of provider " + string(rules.Provider)
+		}
+		return replicas.StoragePool{}, cairn.Errorf(cairn.CodePreconditionFailed, "node %s has no %s for a disk of %s", node, what, p.rd.Name)
+	}
+	best := matching[0]
+	for _, sp := range matching[1:] {
+		if sp.FreeKiB > best.FreeKiB {
+			best = sp
+		}
+	}
+	if best.FreeKiB < need {
+		return replicas.StoragePool{}, cairn.Errorf(cairn.CodePreconditionFailed,
+			"storage pool %s on node %s has %d KiB free; %s needs %d KiB", best.Name, node, best.FreeKiB, p.rd.Name, need).
+			WithDetails(map[string]any{"node": node, "storage_pool": best.Name, "free_kib": best.FreeKiB, "needed_kib": need})
+	}
+	return best, nil
+}
+
+// addReplica allocates a node id and minors and decides the seeding plan of a new
+// replica, then emits replica.added. pool is nil for a diskless replica.
+func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebreaker bool, reason string, force bool, opts drbd.Options) error {
+	used := make([]int, 0, len(p.rd.Replicas))
+	hasDiskful := false
+	for _, r := range p.rd.Replicas {
+		used = append(used, r.NodeID)
+		hasDiskful = hasDiskful || !r.Diskless
+	}
+	id, err := replicas.NodeID(p.rd.Name, used)
+	if err != nil {
+		return err
+	}
+	minors, err := p.takeMinors(node, len(p.rd.Volumes))
+	if err != nil {
+		return err
+	}
+	ev := &events.ReplicaAdded{Resource: p.rd.Name, Node: node, NodeID: id, Diskless: pool == nil,
+		Tiebreaker: tiebreaker, DRBDOptions: opts, Reason: reason}
+	for i, vol := range p.rd.Volumes {
+		ev.Minors = append(ev.Minors, events.VolumeMinor{Volume: vol.Volume, Minor: minors[i]})
+	}
+	if pool != nil {
+		ev.StoragePool, ev.Provider, ev.Pool = pool.Name, pool.Provider, pool.Pool
+		ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, hasDiskful, force)
+		if err != nil {
+			return err
+		}
+		c, _ := p.candidate(node)
+		for i := range c.Pools {
+			if c.Pools[i].Name == pool.Name {
+				c.Pools[i].FreeKiB -= min(c.Pools[i].FreeKiB, p.rd.SizeKiB())
+			}
+		}
+	}
+	p.emit(ev)
+	p.rd.Replicas = append(p.rd.Replicas, projections.Replica{Node: node, NodeID: id, Minors: ev.Minors,
+		Diskless: ev.Diskless, Tiebreaker: tiebreaker, StoragePool: ev.StoragePool, Provider: ev.Provider, Pool: ev.Pool})
+	return nil
+}
+
+// takeMinors hands out n minors on node from the configured range. A node appears once
+// per definition, so minors taken earlier in the same command are on other nodes.
+func (p *resourcePlan) takeMinors(node string, n int) ([]int, error) {
+	st, err := p.v.MinorAllocator(node, p.opts.Minors.Min, n)
+	if err != nil {
+		return nil, err
+	}
+	return replicas.Take(replicas.Pool(st), p.opts.Minors, n, "minor on node "+node)
+}
+
+// seeds plans the set-gi calls of a new disk with node id id (see drbd.PlanSeeds).
+func (p *resourcePlan) seeds(id int, provider drbd.Provider, hasDiskful, force bool) ([]drbd.Seed, bool, error) {
+	vols := make([]drbd.SeedVolume, 0, len(p.rd.Volumes))
+	for _, v := range p.rd.Volumes {
+		vols = append(vols, drbd.SeedVolume{Volume: v.Volume, Day0GI: v.Day0GI})
+	}
+	return drbd.PlanSeeds(drbd.SeedInput{NodeID: id, Provider: provider, Volumes: vols,
+		First: !hasDiskful, ForceInitialSync: force, Random: p.rand})
+}
+
+// tiebreaker applies the tiebreaker rule after the command's other changes.
+func (p *resourcePlan) tiebreaker() error {
+	plan := replicas.PlanTiebreaker(p.members(), p.cands)
+	switch {
+	case plan.Add != "":
+		return p.addReplica(plan.Add, nil, true, "tiebreaker", false, drbd.Options{})
+	case plan.Remove != "":
+		return p.removeReplica(plan.Remove, "tiebreaker no longer needed")
+	case plan.Warning != "":
+		p.warn("%s", plan.Warning)
+	}
+	return nil
+}
+
+func (p *resourcePlan) removeReplica(node, reason string) error {
+	r, ok := p.rd.Replica(node)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, node)
+	}
+	p.emit(&events.ReplicaRemoved{Resource: p.rd.Name, Node: node, NodeID: r.NodeID, Minors: r.Minors, Reason: reason})
+	if !r.Diskless {
+		if c, ok := p.candidate(node); ok {
+			for i := range c.Pools {
+				if c.Pools[i].Name == r.StoragePool {
+					c.Pools[i].FreeKiB += p.rd.SizeKiB()
+				}
+			}
+		}
+	}
+	for i := range p.rd.Replicas {
+		if p.rd.Replicas[i].Node == node {
+			p.rd.Replicas = append(p.rd.Replicas[:i], p.rd.Replicas[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+// autoplace adds diskful replicas until there are target of them.
+func (p *resourcePlan) autoplace(target int, force bool, opts drbd.Options) error {
+	diskful := 0
+	for _, r := range p.rd.Replicas {
+		if !r.Diskless {
+			diskful++
+		}
+	}
+	if diskful >= target {
+		p.warn("resource %s already has %d diskful replica(s) (place count %d); nothing placed", p.rd.Name, diskful, target)
+		return nil
+	}
+	choices, err := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, p.members(), p.cands)
+	if err != nil {
+		return err
+	}
+	for _, c := range choices {
+		if err := p.addReplica(c.Node, &c.Pool, false, "autoplace", force, opts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *resourcePlan) takePort() (int, error) {
+	st, err := p.v.PortAllocator(p.opts.Ports.Min, 1)
+	if err != nil {
+		return 0, err
+	}
+	ports, err := replicas.Take(replicas.Pool(st), p.opts.Ports, 1, "TCP port")
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
+// createDefinition emits rd.created with a fresh port. Refuses already_exists.
+func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options) error {
+	if _, exists, err := p.v.ResourceDefinition(name); err != nil {
+		return err
+	} else if exists {
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already exists", name)
+	}
+	if err := p.loadGroup(group); err != nil {
+		return err
+	}
+	port, err := p.takePort()
+	if err != nil {
+		return err
+	}
+	p.rd = projections.ResourceDefinition{Name: name, ResourceGroup: group, Port: port, DRBDOptions: opts}
+	p.emit(&events.ResourceDefinitionCreated{Name: name, ResourceGroup: group, Port: port, DRBDOptions: opts})
+	return nil
+}
+
+// createVolume emits vd.created with a random day-0 GI. Volumes are defined before the
+// first replica: refuses precondition_failed afterwards, already_exists for a taken number.
+func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
+	if len(p.rd.Replicas) > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s already has replicas; define its volumes before the first replica.add", p.rd.Name)
+	}
+	for _, v := range p.rd.Volumes {
+		if v.Volume == volume {
+			return cairn.Errorf(cairn.CodeAlreadyExists, "resource %s already has volume %d (%d KiB)", p.rd.Name, volume, v.SizeKiB)
+		}
+	}
+	gi, err := drbd.NewDay0GI(p.rand)
+	if err != nil {
+		return err
+	}
+	p.emit(&events.VolumeDefinitionCreated{Resource: p.rd.Name, Volume: volume, SizeKiB: sizeKiB, Day0GI: gi.String()})
+	p.rd.Volumes = append(p.rd.Volumes, projections.VolumeDefinition{Volume: volume, SizeKiB: sizeKiB, Day0GI: gi.String()})
+	return nil
+}
+
+// DecideReplicaAdd adds one replica on c.Node, or autoplaces up to the place count.
+func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
+	if len(p.rd.Volumes) == 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s has no volumes; define them with vd.create first", p.rd.Name)
+	}
+	if c.Node == "" {
+		if c.Diskless {
+			return cairn.InvalidField("node", "node is required for a diskless replica (autoplace places disks)")
+		}
+		target := c.PlaceCount
+		if target == 0 && p.group != nil {
+			target = p.group.PlaceCount
+		}
+		if target == 0 {
+			return cairn.InvalidField("place_count", "place_count is required to autoplace a replica of %s, which has no resource group", p.rd.Name)
+		}
+		if err := p.autoplace(target, c.ForceInitialSync, c.DRBDOptions); err != nil {
+			return err
+		}
+		return p.tiebreaker()
+	}
+	cand, ok := p.candidate(c.Node)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node)
+	}
+	if r, exists := p.rd.Replica(c.Node); exists {
+		kind := "diskful"
+		if r.Diskless {
+			kind = "diskless"
+		}
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource %s already has a %s replica on node %s (node id %d)", p.rd.Name, kind, c.Node, r.NodeID)
+	}
+	if !cand.Online {
+		p.warn("node %s is offline: its agent carries the replica out when it is back", c.Node)
+	}
+	var pool *replicas.StoragePool
+	if !c.Diskless {
+		if !cand.Storage {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "node %s is not a storage node; it can only hold a diskless replica", c.Node)
+		}
+		sp, err := p.pickPool(c.Node, c.StoragePool)
+		if err != nil {
+			return err
+		}
+		pool = &sp
+	}
+	if err := p.addReplica(c.Node, pool, false, "explicit", c.ForceInitialSync, c.DRBDOptions); err != nil {
+		return err
+	}
+	return p.tiebreaker()
+}
+
+func (p *resourcePlan) replicaRemove(c ReplicaRef) error {
+	r, ok := p.rd.Replica(c.Node)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node)
+	}
+	diskful, diskless := 0, 0
+	for _, x := range p.rd.Replicas {
+		if x.Diskless {
+			diskless++
+		} else {
+			diskful++
+		}
+	}
+	if !r.Diskless && diskful == 1 && diskless > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed,
+			"replica on %s is the last one of %s with a disk and %d diskless replica(s) depend on it; remove them first", c.Node, p.rd.Name, diskless)
+	}
+	if r.Diskless {
+		// Would the definition need a tiebreaker without it? Then it stays, as one.
+		rest := make([]replicas.Member, 0, len(p.rd.Replicas))
+		for _, m := range p.members() {
+			if m.Node != c.Node {
+				rest = append(rest, m)
+			}
+		}
+		if replicas.NeedsTiebreaker(rest) {
+			if r.Tiebreaker {
+				p.warn("replica on %s is the tiebreaker of %s's two diskful replicas; kept", c.Node, p.rd.Name)
+				return nil
+			}
+			p.emit(&events.ReplicaTiebreakerChanged{Resource: p.rd.Name, Node: c.Node, Tiebreaker: true,
+				Reason: "removed by the operator while it broke ties between two diskful replicas; kept as tiebreaker"})
+			p.warn("replica on %s breaks ties between %s's two diskful replicas; kept as its tiebreaker", c.Node, p.rd.Name)
+			return nil
+		}
+	}
+	if err := p.removeReplica(c.Node, "removed by the operator"); err != nil {
+		return err
+	}
+	return p.tiebreaker()
+}
+
+func (p *resourcePlan) toggleDisk(c ReplicaToggleDisk) error {
+	r, ok := p.rd.Replica(c.Node)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node)
+	}
+	if r.Diskless == c.Diskless {
+		p.warn("replica of %s on %s is already %s; nothing changed", p.rd.Name, c.Node, diskWord(c.Diskless))
+		return nil
+	}
+	if c.Diskless {
+		diskful := 0
+		for _, x := range p.rd.Replicas {
+			if !x.Diskless {
+				diskful++
+			}
+		}
+		if diskful == 1 {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "replica on %s holds the only disk of %s; add another diskful replica first", c.Node, p.rd.Name)
+		}
+		p.emit(&events.ReplicaDiskToggled{Resource: p.rd.Name, Node: c.Node, Diskless: true})
+		r.Diskless, r.StoragePool = true, ""
+		return p.tiebreaker()
+	}
+	cand, _ := p.candidate(c.Node)
+	if cand == nil || !cand.Storage {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "node %s is not a storage node; it cannot hold a disk", c.Node)
+	}
+	sp, err := p.pickPool(c.Node, c.StoragePool)
+	if err != nil {
+		return err
+	}
+	// A diskless replica promoted to a disk holds nothing: it gets fresh metadata and a
+	// full sync, never a seed that could skip data its peers hold.
+	p.emit(&events.ReplicaDiskToggled{Resource: p.rd.Name, Node: c.Node, Diskless: false,
+		StoragePool: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FullSync: true})
+	r.Diskless, r.Tiebreaker, r.StoragePool, r.Provider, r.Pool = false, false, sp.Name, sp.Provider, sp.Pool
+	return p.tiebreaker()
+}
+
+func diskWord(diskless bool) string {
+	if diskless {
+		return "diskless"
+	}
+	return "diskful"
+}
+
+func (p *resourcePlan) activate(c ResourceActivate, active bool) error {
+	if c.Node != "" {
+		r, ok := p.rd.Replica(c.Node)
+		if !ok {
+			return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node)
+		}
+		if r.Inactive == !active && !c.ReallocatePort {
+			p.warn("resource %s is already %s on %s; nothing changed", p.rd.Name, activeWord(active), c.Node)
+			return nil
+		}
+	}
+	if !active {
+		p.emit(&events.ResourceDeactivated{Resource: p.rd.Name, Node: c.Node})
+		return nil
+	}
+	ev := &events.ResourceActivated{Resource: p.rd.Name, Node: c.Node}
+	if c.ReallocatePort {
+		port, err := p.takePort()
+		if err != nil {
+			return err
+		}
+		ev.Port, ev.PreviousPort = port, p.rd.Port
+	}
+	p.emit(ev)
+	return nil
+}
+
+func activeWord(active bool) string {
+	if active {
+		return "active"
+	}
+	return "inactive"
+}
+
+// spawnSizes decodes rg.spawn's size_kib: one number, or one per volume.
+func spawnSizes(raw json.RawMessage) ([]uint64, error) {
+	var one uint64
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []uint64{one}, nil
+	}
+	var many []uint64
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, cairn.InvalidField("size_kib", "size_kib must be a size in KiB or a list of them: %v", err)
+	}
+	return many, nil
+}
+
+// resourceHandlers decide the storage-pool, group, definition and replica verbs.
+// Definition and replica verbs allocate cluster-wide (ports) and per node (minors) and
+// read nodes and pools, so their boundary is the whole stream; rg.create and sp.create
+// depend only on their own subject.
+func resourceHandlers(opts Options) []Handler {
+	decode := func(body []byte, v any) error {
+		if err := json.Unmarshal(body, v); err != nil {
+			return cairn.InvalidField("", "body: %v", err)
+		}
+		return nil
+	}
+	// onResource runs fn on a plan for an existing definition.
+	onResource := func(verb string, cmd func() any, name func(any) string, fn func(*resourcePlan, any) error) Handler {
+		return Handler{Verb: verb, Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			c := cmd()
+			if err := decode(body, c); err != nil {
+				return Decision{}, err
+			}
+			d := Decision{Expect: streamBoundary(v)}
+			p, err := newResourcePlan(v, names, opts, d)
+			if err != nil {
+				return d, err
+			}
+			if err := p.load(name(c)); err != nil {
+				return d, err
+			}
+			if err := fn(p, c); err != nil {
+				return d, err
+			}
+			return p.d, nil
+		}}
+	}
+	return []Handler{
+		{Verb: "sp.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c StoragePoolCreate
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			subject := names.Event("node", c.Node)
+			exp, err := subjectBoundary(v, subject)
+			d := Decision{Expect: exp}
+			if err != nil {
+				return d, err
+			}
+			if _, ok, err := v.Node(c.Node); err != nil || !ok {
+				if err == nil {
+					err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node)
+				}
+				return d, err
+			}
+			if sp, ok, err := v.StoragePool(c.Node, c.Name); err != nil || ok {
+				if err == nil {
+					err = cairn.Errorf(cairn.CodeAlreadyExists, "node %s already has storage pool %s (%s on %s)", c.Node, c.Name, sp.Provider, sp.Pool)
+				}
+				return d, err
+			}
+			return d.with(subject, &events.StoragePoolCreated{Node: c.Node, Name: c.Name, Provider: c.Provider, Pool: c.Pool, CapacityKiB: c.CapacityKiB}, nil), nil
+		}},
+		{Verb: "rg.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c ResourceGroupCreate
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			subject := names.Event("rg", c.Name)
+			exp, err := subjectBoundary(v, subject)
+			d := Decision{Expect: exp}
+			if err != nil {
+				return d, err
+			}
+			if _, ok, err := v.ResourceGroup(c.Name); err != nil || ok {
+				if err == nil {
+					err = cairn.Errorf(cairn.CodeAlreadyExists, "resource group %s already exists", c.Name)
+				}
+				return d, err
+			}
+			return d.with(subject, &c, nil), nil
+		}},
+		{Verb: "rd.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c ResourceDefinitionCreate
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			d := Decision{Expect: streamBoundary(v)}
+			p, err := newResourcePlan(v, names, opts, d)
+			if err != nil {
+				return d, err
+			}
+			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions); err != nil {
+				return d, err
+			}
+			return p.d, nil
+		}},
+		{Verb: "rg.spawn", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c ResourceGroupSpawn
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			d := Decision{Expect: streamBoundary(v)}
+			sizes, err := spawnSizes(c.SizeKiB)
+			if err != nil {
+				return d, err
+			}
+			p, err := newResourcePlan(v, names, opts, d)
+			if err != nil {
+				return d, err
+			}
+			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions); err != nil {
+				return d, err
+			}
+			for i, size := range sizes {
+				if err := p.createVolume(i, size); err != nil {
+					return d, err
+				}
+			}
+			if err := p.autoplace(p.group.PlaceCount, false, drbd.Options{}); err != nil {
+				return d, err
+			}
+			if err := p.tiebreaker(); err != nil {
+				return d, err
+			}
+			return p.d, nil
+		}},
+		onResource("vd.create", func() any { return new(VolumeDefinitionCreate) },
+			func(c any) string { return c.(*VolumeDefinitionCreate).Resource },
+			func(p *resourcePlan, c any) error {
+				vc := c.(*VolumeDefinitionCreate)
+				return p.createVolume(vc.Volume, vc.SizeKiB)
+			}),
+		onResource("replica.add", func() any { return new(ReplicaAdd) },
+			func(c any) string { return c.(*ReplicaAdd).Resource },
+			func(p *resourcePlan, c any) error { return p.replicaAdd(*c.(*ReplicaAdd)) }),
+		onResource("replica.remove", func() any { return new(ReplicaRef) },
+			func(c any) string { return c.(*ReplicaRef).Resource },
+			func(p *resourcePlan, c any) error { return p.replicaRemove(*c.(*ReplicaRef)) }),
+		onResource("replica.toggle-disk", func() any { return new(ReplicaToggleDisk) },
+			func(c any) string { return c.(*ReplicaToggleDisk).Resource },
+			func(p *resourcePlan, c any) error { return p.toggleDisk(*c.(*ReplicaToggleDisk)) }),
+		onResource("resource.activate", func() any { return new(ResourceActivate) },
+			func(c any) string { return c.(*ResourceActivate).Resource },
+			func(p *resourcePlan, c any) error { return p.activate(*c.(*ResourceActivate), true) }),
+		onResource("resource.deactivate", func() any { return new(ResourceActivate) },
+			func(c any) string { return c.(*ResourceActivate).Resource },
+			func(p *resourcePlan, c any) error { return p.activate(*c.(*ResourceActivate), false) }),
+	}
+}

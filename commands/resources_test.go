@@ -1,0 +1,286 @@
+package commands_test
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/server"
+	"github.com/cairn-io/cairn/server/servertest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// drbdCluster makes a cluster of n storage nodes in three racks, each with a thin pool
+// "thin" of capacity KiB (and "thick" on the even ones).
+func drbdCluster(t *testing.T, s *server.Server, n int, capacity uint64) {
+	t.Helper()
+	must(t, s, "cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= n; i++ {
+		must(t, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"RACK%d","properties":{"site":"S%d"}}`, i, i, i, (i-1)%3+1, (i-1)/6+1))
+		must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":%d}`, i, capacity))
+		if i%2 == 0 {
+			must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thick","provider":"lvm","pool":"vg0","capacity_kib":%d}`, i, capacity))
+		}
+	}
+}
+
+func must(t *testing.T, s *server.Server, verb, body string) commands.Reply {
+	t.Helper()
+	r := servertest.Submit(s, verb, body)
+	require.True(t, r.OK, "%s %s: %+v", verb, body, r.Error)
+	return r
+}
+
+func refused(t *testing.T, s *server.Server, verb, body, code, msg string) {
+	t.Helper()
+	before := servertest.LastSeq(t, s)
+	r := servertest.Submit(s, verb, body)
+	require.False(t, r.OK, "%s %s accepted", verb, body)
+	assert.Equal(t, code, r.Error.Code, r.Error.Message)
+	assert.Contains(t, r.Error.Message, msg)
+	assert.Equal(t, before, servertest.LastSeq(t, s), "a refused command appended")
+}
+
+func definition(t *testing.T, s *server.Server, name string) projections.ResourceDefinition {
+	t.Helper()
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	defer v.Close()
+	rd, ok, err := v.ResourceDefinition(name)
+	require.NoError(t, err)
+	require.True(t, ok, "no definition %s", name)
+	return rd
+}
+
+// layout summarises a definition as node:kind sorted ("n1:disk n4:disk n2:tb").
+func layout(rd projections.ResourceDefinition) string {
+	var parts []string
+	for _, r := range rd.Replicas {
+		kind := "disk"
+		switch {
+		case r.Tiebreaker:
+			kind = "tb"
+		case r.Diskless:
+			kind = "diskless"
+		}
+		parts = append(parts, r.Node+":"+kind)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func TestResourceLifecycle(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 6, 10<<20)
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin","replicas_on_different":["failure_domain"],"drbd_options":{"auto_promote":false}}`)
+
+	// a group spawns a definition: two diskful replicas in different racks and a
+	// tiebreaker in the third rack
+	r := must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":1048576}`)
+	rd := definition(t, s, "r1")
+	assert.Equal(t, 7000, rd.Port)
+	require.Len(t, rd.Volumes, 1)
+	assert.Regexp(t, "^[0-9A-F]{16}$", rd.Volumes[0].Day0GI)
+	require.Len(t, rd.Replicas, 3, layout(rd))
+	domains := map[string]bool{}
+	for _, rep := range rd.Replicas {
+		domains[fmt.Sprintf("RACK%d", (nodeNum(rep.Node)-1)%3+1)] = true
+		assert.Len(t, rep.Minors, 1)
+		assert.GreaterOrEqual(t, rep.Minors[0].Minor, 1000)
+	}
+	assert.Len(t, domains, 3, "replicas and tiebreaker spread over the racks: %s", layout(rd))
+	assert.Equal(t, 1, strings.Count(layout(rd), ":tb"), layout(rd))
+	types := []string{}
+	for _, e := range r.Events {
+		types = append(types, e.Type)
+	}
+	assert.Equal(t, []string{"rd.created", "vd.created", "replica.added", "replica.added", "replica.added"}, types)
+	ids := map[int]bool{}
+	for _, rep := range rd.Replicas {
+		assert.False(t, ids[rep.NodeID], "duplicate node id")
+		ids[rep.NodeID] = true
+	}
+	// the first diskful replica seeds RANDOM:DAY0, the second starts at day 0
+	first, second := rd.Replicas[0], rd.Replicas[1]
+	require.NotEmpty(t, first.Seeds)
+	day0 := rd.Volumes[0].Day0GI
+	for _, sd := range first.Seeds {
+		if sd.NodeID == first.NodeID {
+			assert.True(t, strings.HasSuffix(sd.GI, ":"+day0+":::1:1"), sd.GI)
+		}
+	}
+	for _, sd := range second.Seeds {
+		if sd.NodeID == second.NodeID {
+			assert.Equal(t, day0+"::::1:1", sd.GI)
+		}
+	}
+
+	// a third diskful replica: the tiebreaker goes
+	tb := ""
+	for _, rep := range rd.Replicas {
+		if rep.Tiebreaker {
+			tb = rep.Node
+		}
+	}
+	target := ""
+	for i := 1; i <= 6; i++ {
+		if _, has := rd.Replica(fmt.Sprintf("n%d", i)); !has {
+			target = fmt.Sprintf("n%d", i)
+			break
+		}
+	}
+	r = must(t, s, "replica.add", fmt.Sprintf(`{"resource":"r1","node":%q}`, target))
+	assert.Equal(t, []string{"replica.added", "replica.removed"}, eventTypes(r))
+	rd = definition(t, s, "r1")
+	assert.NotContains(t, layout(rd), ":tb")
+	_, still := rd.Replica(tb)
+	assert.False(t, still, "tiebreaker %s still there: %s", tb, layout(rd))
+
+	// back to two: the tiebreaker returns
+	r = must(t, s, "replica.remove", fmt.Sprintf(`{"resource":"r1","node":%q}`, target))
+	assert.Equal(t, []string{"replica.removed", "replica.added"}, eventTypes(r))
+	rd = definition(t, s, "r1")
+	assert.Equal(t, 1, strings.Count(layout(rd), ":tb"), layout(rd))
+
+	// removing the tiebreaker keeps it
+	for _, rep := range rd.Replicas {
+		if rep.Tiebreaker {
+			tb = rep.Node
+		}
+	}
+	r = must(t, s, "replica.remove", fmt.Sprintf(`{"resource":"r1","node":%q}`, tb))
+	assert.Empty(t, r.Events)
+	assert.Contains(t, strings.Join(r.Warnings, " "), "kept")
+
+	// promoting the tiebreaker to a disk: full sync, no seeds, and no tiebreaker needed
+	r = must(t, s, "replica.toggle-disk", fmt.Sprintf(`{"resource":"r1","node":%q,"diskless":false}`, tb))
+	rd = definition(t, s, "r1")
+	p, _ := rd.Replica(tb)
+	assert.True(t, p.FullSync)
+	assert.Empty(t, p.Seeds)
+	assert.False(t, p.Diskless)
+	assert.Equal(t, "disk disk disk", strings.Join(strings.Fields(strings.NewReplacer("n1:", "", "n2:", "", "n3:", "", "n4:", "", "n5:", "", "n6:", "").Replace(layout(rd))), " "))
+
+	// refusals
+	refused(t, s, "replica.add", `{"resource":"r1","node":"`+tb+`"}`, cairn.CodeAlreadyExists, "already has a diskful replica")
+	refused(t, s, "replica.add", `{"resource":"ghost","node":"n1"}`, cairn.CodeNotFound, "ghost does not exist")
+	refused(t, s, "replica.add", `{"resource":"r1","node":"ghost"}`, cairn.CodeNotFound, "not in the cluster")
+	refused(t, s, "node.remove", `{"name":"`+tb+`"}`, cairn.CodePreconditionFailed, "holds replicas of 1 resource(s) (r1)")
+	refused(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`, cairn.CodeAlreadyExists, "r1 already exists")
+	refused(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":4096}`, cairn.CodePreconditionFailed, "before the first replica.add")
+	refused(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":1}`, cairn.CodeInvalidArgument, "minimum")
+
+	// activation: reallocate_port is the only way a port changes
+	must(t, s, "resource.deactivate", `{"resource":"r1"}`)
+	assert.True(t, definition(t, s, "r1").Replicas[0].Inactive)
+	must(t, s, "resource.activate", `{"resource":"r1","reallocate_port":true}`)
+	rd = definition(t, s, "r1")
+	assert.Equal(t, 7001, rd.Port)
+	assert.False(t, rd.Replicas[0].Inactive)
+	must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r2","size_kib":4096}`)
+	assert.Equal(t, 7000, definition(t, s, "r2").Port, "the freed port is reused first")
+}
+
+func nodeNum(n string) int {
+	var i int
+	fmt.Sscanf(n, "n%d", &i)
+	return i
+}
+
+func eventTypes(r commands.Reply) []string {
+	out := []string{}
+	for _, e := range r.Events {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func TestAutoplaceRefusalNamesWhatIsShort(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 8192)
+	must(t, s, "rg.create", `{"name":"big","place_count":3,"storage_pool":"thick"}`)
+	refused(t, s, "rg.spawn", `{"resource_group":"big","name":"r1","size_kib":4096}`, cairn.CodePreconditionFailed,
+		"autoplace needs 3 more diskful replica(s) of 4096 KiB and found 1 eligible node(s); passed over n1: no storage pool named thick; n3: no storage pool named thick")
+	must(t, s, "rg.create", `{"name":"huge","place_count":2,"storage_pool":"thin"}`)
+	refused(t, s, "rg.spawn", `{"resource_group":"huge","name":"r1","size_kib":16384}`, cairn.CodePreconditionFailed, "only 8192 KiB free in storage pool named thin (needs 16384)")
+	must(t, s, "node.set-state", `{"name":"n3","state":"offline"}`)
+	must(t, s, "rg.create", `{"name":"three","place_count":3}`)
+	refused(t, s, "rg.spawn", `{"resource_group":"three","name":"r1","size_kib":4096}`, cairn.CodePreconditionFailed, "n3: offline")
+}
+
+func TestAllocationRangesRunOutCleanly(t *testing.T) {
+	s := servertest.Start(t, func(c *server.Config) {
+		c.Admission.Ports = replicas.Range{Min: 7000, Max: 7001}
+		c.Admission.Minors = replicas.Range{Min: 1000, Max: 1002}
+	})
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rg.create", `{"name":"one","place_count":1}`)
+	must(t, s, "rg.spawn", `{"resource_group":"one","name":"a","size_kib":4096}`)
+	must(t, s, "rg.spawn", `{"resource_group":"one","name":"b","size_kib":4096}`)
+	refused(t, s, "rg.spawn", `{"resource_group":"one","name":"c","size_kib":4096}`, cairn.CodePreconditionFailed, "no free TCP port left in range 7000-7001")
+	refused(t, s, "rd.create", `{"name":"x"}`, cairn.CodePreconditionFailed, "no free TCP port")
+	// minors: a's and b's replicas took 1000 on one node each; three volumes on one node run out
+	must(t, s, "rg.create", `{"name":"all","place_count":1}`)
+	refused(t, s, "rg.spawn", `{"resource_group":"all","name":"c","size_kib":[4096,4096,4096,4096]}`, cairn.CodePreconditionFailed, "no free TCP port")
+}
+
+// TestConcurrentReplicaAdds: 100 concurrent replica.add across 20 definitions and 10
+// nodes never hand out a node id twice in a definition, a port twice, or a minor twice
+// on a node; every refusal says why.
+func TestConcurrentReplicaAdds(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 10, 1<<30)
+	nc := servertest.Client(t, s)
+	for i := range 20 {
+		must(t, s, "rd.create", fmt.Sprintf(`{"name":"r%d"}`, i))
+		must(t, s, "vd.create", fmt.Sprintf(`{"resource":"r%d","volume":0,"size_kib":4096}`, i))
+	}
+	var wg sync.WaitGroup
+	replies := make([]commands.Reply, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i] = servertest.Send(t, nc, "replica.add", fmt.Sprintf(`{"resource":"r%d","node":"n%d","diskless":%t}`, i%20, (i/20+i)%10+1, i%7 == 0))
+		}()
+	}
+	wg.Wait()
+	for _, r := range replies {
+		if !r.OK {
+			assert.NotEmpty(t, r.Error.Message)
+			assert.Contains(t, []string{cairn.CodeAlreadyExists}, r.Error.Code, r.Error.Message)
+		}
+	}
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	defer v.Close()
+	rds, err := v.ResourceDefinitions()
+	require.NoError(t, err)
+	ports := map[int]string{}
+	minors := map[string]string{}
+	total := 0
+	for _, rd := range rds {
+		assert.True(t, rd.Port >= 7000 && rd.Port <= 7999)
+		require.NotContains(t, ports, rd.Port, "port handed out twice")
+		ports[rd.Port] = rd.Name
+		ids := map[int]bool{}
+		for _, r := range rd.Replicas {
+			total++
+			require.False(t, ids[r.NodeID], "node id %d twice in %s", r.NodeID, rd.Name)
+			ids[r.NodeID] = true
+			for _, m := range r.Minors {
+				key := fmt.Sprintf("%s/%d", r.Node, m.Minor)
+				require.NotContains(t, minors, key, "minor handed out twice")
+				minors[key] = rd.Name
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, total, 90, "most adds succeed (a few meet a tiebreaker on their node)")
+}

@@ -1,0 +1,144 @@
+package events
+
+import "github.com/cairn-io/cairn/drbd"
+
+// Events of the DRBD resource model: storage pools (on the node aggregate), resource
+// groups (cairn.ev.rg.<name>) and resource definitions with their volumes and replicas
+// (cairn.ev.rd.<name>). Every allocated identity (port, node id, minor, day-0 GI, seeds)
+// is recorded in the event that allocated it and never changed by a later event, except
+// the port through resource.activated with reallocate_port.
+
+// StoragePoolCreated: a node offers a storage pool of a provider with a capacity.
+type StoragePoolCreated struct {
+	Node        string        `json:"node"`
+	Name        string        `json:"name"`
+	Provider    drbd.Provider `json:"provider"`
+	Pool        string        `json:"pool"`
+	CapacityKiB uint64        `json:"capacity_kib"`
+}
+
+// ResourceGroupCreated: a template for resource definitions and their placement.
+type ResourceGroupCreated struct {
+	Name                string        `json:"name"`
+	PlaceCount          int           `json:"place_count"`
+	Provider            drbd.Provider `json:"provider,omitempty"`
+	StoragePool         string        `json:"storage_pool,omitempty"`
+	ReplicasOnSame      []string      `json:"replicas_on_same,omitempty"`
+	ReplicasOnDifferent []string      `json:"replicas_on_different,omitempty"`
+	DRBDOptions         drbd.Options  `json:"drbd_options,omitzero"`
+}
+
+// ResourceDefinitionCreated: a DRBD resource exists, with its TCP port allocated.
+type ResourceDefinitionCreated struct {
+	Name          string       `json:"name"`
+	ResourceGroup string       `json:"resource_group,omitempty"`
+	Port          int          `json:"port"`
+	DRBDOptions   drbd.Options `json:"drbd_options,omitzero"`
+}
+
+// VolumeDefinitionCreated: a volume of a definition, with its random day-0 GI.
+type VolumeDefinitionCreated struct {
+	Resource string `json:"resource"`
+	Volume   int    `json:"volume"`
+	SizeKiB  uint64 `json:"size_kib"`
+	Day0GI   string `json:"day0_gi"`
+}
+
+// VolumeMinor is the device minor a replica uses for one volume.
+type VolumeMinor struct {
+	Volume int `json:"volume"`
+	Minor  int `json:"minor"`
+}
+
+// ReplicaAdded: a replica of a definition on a node, with its node id and minors and,
+// when diskful, its storage pool and seeding plan (Seeds, or FullSync).
+type ReplicaAdded struct {
+	Resource    string        `json:"resource"`
+	Node        string        `json:"node"`
+	NodeID      int           `json:"node_id"`
+	Minors      []VolumeMinor `json:"minors"`
+	Diskless    bool          `json:"diskless,omitempty"`
+	Tiebreaker  bool          `json:"tiebreaker,omitempty"`
+	StoragePool string        `json:"storage_pool,omitempty"`
+	Provider    drbd.Provider `json:"provider,omitempty"`
+	Pool        string        `json:"pool,omitempty"`
+	Seeds       []drbd.Seed   `json:"seeds,omitempty"`
+	FullSync    bool          `json:"full_sync,omitempty"`
+	DRBDOptions drbd.Options  `json:"drbd_options,omitzero"`
+	// Reason: explicit, autoplace or tiebreaker.
+	Reason string `json:"reason"`
+}
+
+// ReplicaRemoved: a replica left its definition; its node id and minors are free again.
+type ReplicaRemoved struct {
+	Resource string        `json:"resource"`
+	Node     string        `json:"node"`
+	NodeID   int           `json:"node_id"`
+	Minors   []VolumeMinor `json:"minors"`
+	Reason   string        `json:"reason"`
+}
+
+// ReplicaDiskToggled: a replica gained a disk (Diskless false: a new disk, FullSync) or
+// gave it up (Diskless true).
+type ReplicaDiskToggled struct {
+	Resource    string        `json:"resource"`
+	Node        string        `json:"node"`
+	Diskless    bool          `json:"diskless"`
+	StoragePool string        `json:"storage_pool,omitempty"`
+	Provider    drbd.Provider `json:"provider,omitempty"`
+	Pool        string        `json:"pool,omitempty"`
+	FullSync    bool          `json:"full_sync,omitempty"`
+}
+
+// ReplicaTiebreakerChanged: a diskless replica became the definition's tiebreaker (an
+// operator removed it while it was the one breaking ties) or stopped being one.
+type ReplicaTiebreakerChanged struct {
+	Resource   string `json:"resource"`
+	Node       string `json:"node"`
+	Tiebreaker bool   `json:"tiebreaker"`
+	Reason     string `json:"reason"`
+}
+
+// ResourceActivated: the resource runs again on Node ("" = every replica); with a
+// reallocated port, Port is the new one and PreviousPort the one freed.
+type ResourceActivated struct {
+	Resource     string `json:"resource"`
+	Node         string `json:"node,omitempty"`
+	Port         int    `json:"port,omitempty"`
+	PreviousPort int    `json:"previous_port,omitempty"`
+}
+
+// ResourceDeactivated: the resource is taken down on Node ("" = every replica), disks
+// and metadata kept.
+type ResourceDeactivated struct {
+	Resource string `json:"resource"`
+	Node     string `json:"node,omitempty"`
+}
+
+func (*StoragePoolCreated) EventType() string        { return "sp.created" }
+func (*ResourceGroupCreated) EventType() string      { return "rg.created" }
+func (*ResourceDefinitionCreated) EventType() string { return "rd.created" }
+func (*VolumeDefinitionCreated) EventType() string   { return "vd.created" }
+func (*ReplicaAdded) EventType() string              { return "replica.added" }
+func (*ReplicaRemoved) EventType() string            { return "replica.removed" }
+func (*ReplicaDiskToggled) EventType() string        { return "replica.disk-toggled" }
+func (*ReplicaTiebreakerChanged) EventType() string  { return "replica.tiebreaker-changed" }
+func (*ResourceActivated) EventType() string         { return "resource.activated" }
+func (*ResourceDeactivated) EventType() string       { return "resource.deactivated" }
+
+func init() {
+	for _, t := range []Type{
+		{Name: "sp.created", Version: 1, New: func() Payload { return new(StoragePoolCreated) }},
+		{Name: "rg.created", Version: 1, New: func() Payload { return new(ResourceGroupCreated) }},
+		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
+		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},
+		{Name: "replica.added", Version: 1, New: func() Payload { return new(ReplicaAdded) }},
+		{Name: "replica.removed", Version: 1, New: func() Payload { return new(ReplicaRemoved) }},
+		{Name: "replica.disk-toggled", Version: 1, New: func() Payload { return new(ReplicaDiskToggled) }},
+		{Name: "replica.tiebreaker-changed", Version: 1, New: func() Payload { return new(ReplicaTiebreakerChanged) }},
+		{Name: "resource.activated", Version: 1, New: func() Payload { return new(ResourceActivated) }},
+		{Name: "resource.deactivated", Version: 1, New: func() Payload { return new(ResourceDeactivated) }},
+	} {
+		Register(t)
+	}
+}

@@ -1,0 +1,435 @@
+package projections
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// StoragePool is a node's storage pool and how much of it replicas have taken.
+type StoragePool struct {
+	Node         string        `json:"node"`
+	Name         string        `json:"name"`
+	Provider     drbd.Provider `json:"provider"`
+	Pool         string        `json:"pool"`
+	CapacityKiB  uint64        `json:"capacity_kib"`
+	AllocatedKiB uint64        `json:"allocated_kib"`
+	CreatedSeq   uint64        `json:"created_seq"`
+}
+
+// FreeKiB is the capacity no replica has taken.
+func (p StoragePool) FreeKiB() uint64 {
+	if p.AllocatedKiB >= p.CapacityKiB {
+		return 0
+	}
+	return p.CapacityKiB - p.AllocatedKiB
+}
+
+// ResourceGroup is a resource group as created.
+type ResourceGroup struct {
+	events.ResourceGroupCreated
+	CreatedSeq uint64 `json:"created_seq"`
+}
+
+// VolumeDefinition is one volume of a definition.
+type VolumeDefinition struct {
+	Volume     int    `json:"volume"`
+	SizeKiB    uint64 `json:"size_kib"`
+	Day0GI     string `json:"day0_gi"`
+	CreatedSeq uint64 `json:"created_seq"`
+}
+
+// Replica is one replica of a definition (its desired state; what agents observe is
+// kept apart).
+type Replica struct {
+	Node        string               `json:"node"`
+	NodeID      int                  `json:"node_id"`
+	Minors      []events.VolumeMinor `json:"minors"`
+	Diskless    bool                 `json:"diskless,omitempty"`
+	Tiebreaker  bool                 `json:"tiebreaker,omitempty"`
+	StoragePool string               `json:"storage_pool,omitempty"`
+	Provider    drbd.Provider        `json:"provider,omitempty"`
+	Pool        string               `json:"pool,omitempty"`
+	Seeds       []drbd.Seed          `json:"seeds,omitempty"`
+	FullSync    bool                 `json:"full_sync,omitempty"`
+	DRBDOptions drbd.Options         `json:"drbd_options,omitzero"`
+	Inactive    bool                 `json:"inactive,omitempty"`
+	// Incarnation is the sequence of the event that created the replica's current disk
+	// (replica.added, or replica.disk-toggled to diskful).
+	Incarnation uint64 `json:"incarnation"`
+	AddedSeq    uint64 `json:"added_seq"`
+}
+
+// Minor returns the replica's minor of a volume (ok false when it has none).
+func (r Replica) Minor(volume int) (int, bool) {
+	for _, m := range r.Minors {
+		if m.Volume == volume {
+			return m.Minor, true
+		}
+	}
+	return 0, false
+}
+
+// ResourceDefinition is a DRBD resource: its port, volumes and replicas (by node id).
+type ResourceDefinition struct {
+	Name          string             `json:"name"`
+	ResourceGroup string             `json:"resource_group,omitempty"`
+	Port          int                `json:"port"`
+	DRBDOptions   drbd.Options       `json:"drbd_options,omitzero"`
+	Volumes       []VolumeDefinition `json:"volumes"`
+	Replicas      []Replica          `json:"replicas"`
+	CreatedSeq    uint64             `json:"created_seq"`
+	// Seq is the sequence of the last event that changed the definition.
+	Seq uint64 `json:"seq"`
+}
+
+// Replica returns the replica on node, if any.
+func (rd *ResourceDefinition) Replica(node string) (*Replica, bool) {
+	for i := range rd.Replicas {
+		if rd.Replicas[i].Node == node {
+			return &rd.Replicas[i], true
+		}
+	}
+	return nil, false
+}
+
+// SizeKiB is the sum of the definition's volume sizes (what a diskful replica takes).
+func (rd *ResourceDefinition) SizeKiB() uint64 {
+	var s uint64
+	for _, v := range rd.Volumes {
+		s += v.SizeKiB
+	}
+	return s
+}
+
+func spKey(node, name string) string   { return "v/sp/" + node + "/" + name }
+func spNamesKey(node string) string    { return "v/sp-names/" + node }
+func rgKey(name string) string         { return "v/rg/" + name }
+func rdKey(name string) string         { return "v/rd/" + name }
+func nodeRDPrefix(node string) string  { return "v/node-rd/" + node + "/" }
+func nodeRDKey(node, rd string) string { return nodeRDPrefix(node) + rd }
+
+const (
+	portHighKey    = "v/port-high"
+	portUsedPrefix = "v/port/"
+	portFreePrefix = "v/port-free/"
+	outboxPrefix   = "o/dispatch/"
+)
+
+func portKey(prefix string, port int) string { return fmt.Sprintf("%s%05d", prefix, port) }
+func minorHighKey(node string) string        { return "v/minor-high/" + node }
+func minorUsedPrefix(node string) string     { return "v/minor/" + node + "/" }
+func minorFreePrefix(node string) string     { return "v/minor-free/" + node + "/" }
+func minorKey(prefix string, minor int) string {
+	return fmt.Sprintf("%s%07d", prefix, minor)
+}
+
+// applyResource folds the resource model's events; handled is false for other types.
+func applyResource(t *tx, ev events.Event) (handled bool, err error) {
+	switch d := ev.Data.(type) {
+	case *events.StoragePoolCreated:
+		var names []string
+		if _, err := getJSON(t, spNamesKey(d.Node), &names); err != nil {
+			return true, err
+		}
+		if !slices.Contains(names, d.Name) {
+			names = append(names, d.Name)
+			slices.Sort(names)
+		}
+		if err := t.put(spNamesKey(d.Node), names); err != nil {
+			return true, err
+		}
+		return true, t.put(spKey(d.Node, d.Name), StoragePool{Node: d.Node, Name: d.Name, Provider: d.Provider,
+			Pool: d.Pool, CapacityKiB: d.CapacityKiB, CreatedSeq: ev.Seq})
+	case *events.NodeRemoved:
+		var names []string
+		if _, err := getJSON(t, spNamesKey(d.Name), &names); err != nil {
+			return false, err
+		}
+		for _, n := range names {
+			t.del(spKey(d.Name, n))
+		}
+		t.del(spNamesKey(d.Name))
+		return false, nil // the node views handle the rest
+	case *events.ResourceGroupCreated:
+		return true, t.put(rgKey(d.Name), ResourceGroup{ResourceGroupCreated: *d, CreatedSeq: ev.Seq})
+	case *events.ResourceDefinitionCreated:
+		if err := takePort(t, d.Name, d.Port); err != nil {
+			return true, err
+		}
+		return true, t.put(rdKey(d.Name), ResourceDefinition{Name: d.Name, ResourceGroup: d.ResourceGroup,
+			Port: d.Port, DRBDOptions: d.DRBDOptions, Volumes: []VolumeDefinition{}, Replicas: []Replica{},
+			CreatedSeq: ev.Seq, Seq: ev.Seq})
+	case *events.VolumeDefinitionCreated:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			rd.Volumes = append(rd.Volumes, VolumeDefinition{Volume: d.Volume, SizeKiB: d.SizeKiB, Day0GI: d.Day0GI, CreatedSeq: ev.Seq})
+			slices.SortFunc(rd.Volumes, func(a, b VolumeDefinition) int { return a.Volume - b.Volume })
+			return nil
+		})
+	case *events.ReplicaAdded:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			if _, dup := rd.Replica(d.Node); dup {
+				return fmt.Errorf("replica.added: %s already has a replica on %s", d.Resource, d.Node)
+			}
+			r := Replica{Node: d.Node, NodeID: d.NodeID, Minors: d.Minors, Diskless: d.Diskless, Tiebreaker: d.Tiebreaker,
+				StoragePool: d.StoragePool, Provider: d.Provider, Pool: d.Pool, Seeds: d.Seeds, FullSync: d.FullSync,
+				DRBDOptions: d.DRBDOptions, Incarnation: ev.Seq, AddedSeq: ev.Seq}
+			rd.Replicas = append(rd.Replicas, r)
+			slices.SortFunc(rd.Replicas, func(a, b Replica) int { return a.NodeID - b.NodeID })
+			for _, m := range d.Minors {
+				if err := takeMinor(t, d.Node, m.Minor, d.Resource, m.Volume); err != nil {
+					return err
+				}
+			}
+			t.mark(nodeRDKey(d.Node, d.Resource))
+			if !d.Diskless {
+				return allocate(t, d.Node, d.StoragePool, int64(rd.SizeKiB()))
+			}
+			return nil
+		})
+	case *events.ReplicaRemoved:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			r, ok := rd.Replica(d.Node)
+			if !ok {
+				return fmt.Errorf("replica.removed: %s has no replica on %s", d.Resource, d.Node)
+			}
+			if !r.Diskless {
+				if err := allocate(t, d.Node, r.StoragePool, -int64(rd.SizeKiB())); err != nil {
+					return err
+				}
+			}
+			for _, m := range r.Minors {
+				if err := freeMinor(t, d.Node, m.Minor); err != nil {
+					return err
+				}
+			}
+			t.del(nodeRDKey(d.Node, d.Resource))
+			outbox(t, ev.Seq, d.Node, d.Resource) // the node tears the resource down
+			rd.Replicas = slices.DeleteFunc(rd.Replicas, func(x Replica) bool { return x.Node == d.Node })
+			return nil
+		})
+	case *events.ReplicaDiskToggled:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			r, ok := rd.Replica(d.Node)
+			if !ok {
+				return fmt.Errorf("replica.disk-toggled: %s has no replica on %s", d.Resource, d.Node)
+			}
+			size := int64(rd.SizeKiB())
+			if d.Diskless {
+				if err := allocate(t, d.Node, r.StoragePool, -size); err != nil {
+					return err
+				}
+				r.Diskless, r.StoragePool, r.Provider, r.Pool, r.Seeds, r.FullSync = true, "", "", "", nil, false
+				return nil
+			}
+			r.Diskless, r.Tiebreaker = false, false
+			r.StoragePool, r.Provider, r.Pool, r.Seeds, r.FullSync = d.StoragePool, d.Provider, d.Pool, nil, d.FullSync
+			r.Incarnation = ev.Seq
+			return allocate(t, d.Node, d.StoragePool, size)
+		})
+	case *events.ReplicaTiebreakerChanged:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			r, ok := rd.Replica(d.Node)
+			if !ok {
+				return fmt.Errorf("replica.tiebreaker-changed: %s has no replica on %s", d.Resource, d.Node)
+			}
+			r.Tiebreaker = d.Tiebreaker
+			return nil
+		})
+	case *events.ResourceActivated:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			if d.Port != 0 && d.Port != rd.Port {
+				if err := freePort(t, rd.Port); err != nil {
+					return err
+				}
+				if err := takePort(t, rd.Name, d.Port); err != nil {
+					return err
+				}
+				rd.Port = d.Port
+			}
+			setInactive(rd, d.Node, false)
+			return nil
+		})
+	case *events.ResourceDeactivated:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			setInactive(rd, d.Node, true)
+			return nil
+		})
+	}
+	return false, nil
+}
+
+func setInactive(rd *ResourceDefinition, node string, inactive bool) {
+	for i := range rd.Replicas {
+		if node == "" || rd.Replicas[i].Node == node {
+			rd.Replicas[i].Inactive = inactive
+		}
+	}
+}
+
+// updateRD reads a definition, changes it, writes it back and queues its desired state
+// for every node holding a replica.
+func updateRD(t *tx, name string, seq uint64, change func(*ResourceDefinition) error) error {
+	var rd ResourceDefinition
+	found, err := getJSON(t, rdKey(name), &rd)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("resource definition %s does not exist", name)
+	}
+	if err := change(&rd); err != nil {
+		return err
+	}
+	rd.Seq = seq
+	for _, r := range rd.Replicas {
+		outbox(t, seq, r.Node, name)
+	}
+	return t.put(rdKey(name), rd)
+}
+
+// allocate adds delta KiB to a storage pool's allocation (clamped at zero).
+func allocate(t *tx, node, pool string, delta int64) error {
+	if pool == "" {
+		return nil
+	}
+	var sp StoragePool
+	found, err := getJSON(t, spKey(node, pool), &sp)
+	if err != nil || !found {
+		return err
+	}
+	if delta < 0 && uint64(-delta) > sp.AllocatedKiB {
+		sp.AllocatedKiB = 0
+	} else {
+		sp.AllocatedKiB = uint64(int64(sp.AllocatedKiB) + delta)
+	}
+	return t.put(spKey(node, pool), sp)
+}
+
+func takePort(t *tx, rd string, port int) error {
+	t.dirty[portKey(portUsedPrefix, port)] = []byte(rd)
+	t.del(portKey(portFreePrefix, port))
+	high, err := getUint(t, portHighKey)
+	if err != nil {
+		return err
+	}
+	if uint64(port+1) > high {
+		t.putUint(portHighKey, uint64(port+1))
+	}
+	return nil
+}
+
+func freePort(t *tx, port int) error {
+	t.del(portKey(portUsedPrefix, port))
+	t.mark(portKey(portFreePrefix, port))
+	return nil
+}
+
+func takeMinor(t *tx, node string, minor int, rd string, volume int) error {
+	t.dirty[minorKey(minorUsedPrefix(node), minor)] = []byte(rd + "/" + strconv.Itoa(volume))
+	t.del(minorKey(minorFreePrefix(node), minor))
+	high, err := getUint(t, minorHighKey(node))
+	if err != nil {
+		return err
+	}
+	if uint64(minor+1) > high {
+		t.putUint(minorHighKey(node), uint64(minor+1))
+	}
+	return nil
+}
+
+func freeMinor(t *tx, node string, minor int) error {
+	t.del(minorKey(minorUsedPrefix(node), minor))
+	t.mark(minorKey(minorFreePrefix(node), minor))
+	return nil
+}
+
+// outbox queues the desired state of rd on node for the dispatcher. Entries are keyed by
+// sequence, written once and deleted only by the dispatcher once published.
+func outbox(t *tx, seq uint64, node, rd string) {
+	t.mark(fmt.Sprintf("%s%020d/%s/%s", outboxPrefix, seq, node, rd))
+}
+
+// StoragePool returns a node's storage pool.
+func (v *View) StoragePool(node, name string) (p StoragePool, ok bool, err error) {
+	ok, err = getJSON(v.r, spKey(node, name), &p)
+	return
+}
+
+// StoragePools lists every storage pool, by node then name.
+func (v *View) StoragePools() ([]StoragePool, error) { return scanAll[StoragePool](v, "v/sp/") }
+
+// ResourceGroup returns a resource group.
+func (v *View) ResourceGroup(name string) (g ResourceGroup, ok bool, err error) {
+	ok, err = getJSON(v.r, rgKey(name), &g)
+	return
+}
+
+// ResourceGroups lists every resource group by name.
+func (v *View) ResourceGroups() ([]ResourceGroup, error) { return scanAll[ResourceGroup](v, "v/rg/") }
+
+// ResourceDefinition returns a resource definition with its volumes and replicas.
+func (v *View) ResourceDefinition(name string) (rd ResourceDefinition, ok bool, err error) {
+	ok, err = getJSON(v.r, rdKey(name), &rd)
+	return
+}
+
+// ResourceDefinitions lists every resource definition by name.
+func (v *View) ResourceDefinitions() ([]ResourceDefinition, error) {
+	return scanAll[ResourceDefinition](v, "v/rd/")
+}
+
+// NodeResources lists the definitions with a replica on node, by name.
+func (v *View) NodeResources(node string) ([]string, error) {
+	var out []string
+	prefix := nodeRDPrefix(node)
+	err := v.scan(prefix, func(key string, _ []byte) error {
+		out = append(out, strings.TrimPrefix(key, prefix))
+		return nil
+	})
+	return out, err
+}
+
+// AllocatorState is an allocator's state for replicas.Take: its high-water mark and the
+// lowest freed values at or above from (at most limit of them).
+type AllocatorState struct {
+	HighWater int
+	Free      []int
+}
+
+// PortAllocator returns the TCP port allocator's state.
+func (v *View) PortAllocator(from, limit int) (AllocatorState, error) {
+	return v.allocator(portHighKey, portFreePrefix, 5, from, limit)
+}
+
+// MinorAllocator returns a node's minor allocator's state.
+func (v *View) MinorAllocator(node string, from, limit int) (AllocatorState, error) {
+	return v.allocator(minorHighKey(node), minorFreePrefix(node), 7, from, limit)
+}
+
+func (v *View) allocator(highKey, freePrefix string, width, from, limit int) (AllocatorState, error) {
+	high, err := getUint(v.r, highKey)
+	if err != nil {
+		return AllocatorState{}, err
+	}
+	st := AllocatorState{HighWater: int(high)}
+	lower := fmt.Sprintf("%s%0*d", freePrefix, width, max(from, 0))
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte(lower), UpperBound: prefixEnd([]byte(freePrefix))})
+	if err != nil {
+		return st, err
+	}
+	defer it.Close()
+	for it.First(); it.Valid() && len(st.Free) < limit; it.Next() {
+		n, err := strconv.Atoi(strings.TrimPrefix(string(it.Key()), freePrefix))
+		if err != nil {
+			return st, fmt.Errorf("allocator key %s: %w", it.Key(), err)
+		}
+		st.Free = append(st.Free, n)
+	}
+	return st, it.Error()
+}
