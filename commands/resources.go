@@ -259,7 +259,7 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 	}
 	if pool != nil {
 		ev.StoragePool, ev.Provider, ev.Pool = pool.Name, pool.Provider, pool.Pool
-		ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, hasDiskful, force)
+		ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, !hasDiskful, force)
 		if err != nil {
 			return err
 		}
@@ -287,13 +287,13 @@ func (p *resourcePlan) takeMinors(node string, n int) ([]int, error) {
 }
 
 // seeds plans the set-gi calls of a new disk with node id id (see drbd.PlanSeeds).
-func (p *resourcePlan) seeds(id int, provider drbd.Provider, hasDiskful, force bool) ([]drbd.Seed, bool, error) {
+// first is set when no other replica holds data: the disk is the volume's first.
+func (p *resourcePlan) seeds(id int, provider drbd.Provider, first, force bool) ([]drbd.Seed, bool, error) {
 	vols := make([]drbd.SeedVolume, 0, len(p.rd.Volumes))
 	for _, v := range p.rd.Volumes {
-		vols = append(vols, drbd.SeedVolume{Volume: v.Volume, Day0GI: v.Day0GI})
+		vols = append(vols, drbd.SeedVolume{Number: v.Volume, Day0GI: v.Day0GI, First: first})
 	}
-	return drbd.PlanSeeds(drbd.SeedInput{NodeID: id, Provider: provider, Volumes: vols,
-		First: !hasDiskful, ForceInitialSync: force, Random: p.rand})
+	return drbd.PlanSeeds(drbd.SeedInput{NodeID: id, Provider: provider, Volumes: vols, ForceInitialSync: force, Rand: p.rand})
 }
 
 // tiebreaker applies the tiebreaker rule after the command's other changes.

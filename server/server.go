@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/dispatch"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/gateway"
 	"github.com/cairn-io/cairn/projections"
@@ -49,8 +50,10 @@ type Server struct {
 	Projector *projections.Projector
 	Admission *commands.Admission
 	Watchdog  *Watchdog
-	HTTPAddr  string // actual gateway address
-	NATSAddr  string // client URL of the embedded server
+	// Dispatcher publishes per-node desired state from the views.
+	Dispatcher *dispatch.Dispatcher
+	HTTPAddr   string // actual gateway address
+	NATSAddr   string // client URL of the embedded server
 
 	startTarget uint64
 	cancel      context.CancelFunc
@@ -159,6 +162,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if _, err := s.Admission.Listen(runCtx, s.NC, 0); err != nil {
 		return nil, err
 	}
+	s.Dispatcher = &dispatch.Dispatcher{DB: db, Projector: s.Projector, JS: s.JS, Names: names,
+		Log: cfg.Log.With().Str("part", "dispatcher").Logger()}
+	go func() {
+		if err := s.Dispatcher.Run(runCtx); err != nil {
+			cfg.Log.Error().Err(err).Msg("dispatcher stopped")
+		}
+	}()
 	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())
 	go func() {
 		if err := s.Watchdog.Run(runCtx, s.NC); err != nil {

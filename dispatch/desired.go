@@ -1,0 +1,43 @@
+// Package dispatch turns the resource views into per-node desired state: for every
+// (node, resource) the projector queued in its outbox it publishes the node's
+// drbd.Desired on <prefix>.node.<node>.drbd.<resource> (CAIRN_NODES keeps the latest per
+// subject), and an empty message when the node no longer holds the resource.
+package dispatch
+
+import (
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// Desired builds the desired state of rd on node. ok is false when node holds no
+// replica of rd: the node must tear the resource down. Options resolve controller ->
+// group -> definition -> the node's replica, over Cairn's quorum default for the number
+// of voters. nodes gives every replica's host name and address.
+func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup, nodes map[string]projections.NodeSpec,
+	controller drbd.Options, node string) (d drbd.Desired, ok bool) {
+	local, has := rd.Replica(node)
+	if !has {
+		return drbd.Desired{}, false
+	}
+	d = drbd.Desired{Resource: rd.Name, Node: node, Revision: rd.Seq, Active: !local.Inactive, Port: rd.Port}
+	for _, r := range rd.Replicas {
+		spec := nodes[r.Node]
+		rep := drbd.Replica{Node: r.Node, Host: spec.Host, Address: spec.Address, NodeID: r.NodeID,
+			Diskless: r.Diskless, Tiebreaker: r.Tiebreaker, Minors: map[int]int{}}
+		for _, m := range r.Minors {
+			rep.Minors[m.Volume] = m.Minor
+		}
+		d.Replicas = append(d.Replicas, rep)
+	}
+	for _, v := range rd.Volumes {
+		d.Volumes = append(d.Volumes, drbd.Volume{Number: v.Volume, SizeKiB: v.SizeKiB, Day0GI: v.Day0GI})
+	}
+	var groupOpts drbd.Options
+	if group != nil {
+		groupOpts = group.DRBDOptions
+	}
+	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas)
+	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
+		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync}
+	return d, true
+}

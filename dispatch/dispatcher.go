@@ -1,0 +1,146 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/rs/zerolog"
+)
+
+var (
+	published = promauto.NewCounterVec(prometheus.CounterOpts{Name: "cairn_dispatch_published_total",
+		Help: "Desired-state messages published to nodes, by kind (desired, removal)."}, []string{"kind"})
+	dispatchErrors = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_dispatch_errors_total",
+		Help: "Dispatch rounds that failed and will be retried."})
+)
+
+// Dispatcher publishes queued desired state. It is crash-safe: outbox entries are
+// deleted only after JetStream acknowledged every message of their batch, so a crash
+// republishes (latest per subject, harmless) and never loses a change.
+type Dispatcher struct {
+	DB         *projections.DB
+	Projector  *projections.Projector
+	JS         jetstream.JetStream
+	Names      events.Names
+	Controller drbd.Options // controller-level DRBD options
+	Log        zerolog.Logger
+	BatchSize  int           // outbox entries per round (512)
+	Idle       time.Duration // poll interval when nothing moves (1 s)
+}
+
+// Run dispatches until ctx ends.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	if d.BatchSize <= 0 {
+		d.BatchSize = 512
+	}
+	if d.Idle <= 0 {
+		d.Idle = time.Second
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		seen := d.Projector.Applied()
+		n, err := d.Round(ctx)
+		if err != nil {
+			dispatchErrors.Inc()
+			d.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("dispatch failed")
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if n > 0 {
+			continue // more may be queued
+		}
+		wctx, cancel := context.WithTimeout(ctx, d.Idle)
+		_ = d.Projector.WaitBeyond(wctx, seen)
+		cancel()
+	}
+	return nil
+}
+
+// Round publishes one batch of the outbox and returns how many messages it sent.
+func (d *Dispatcher) Round(ctx context.Context) (int, error) {
+	b, err := d.DB.Outbox(d.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	defer b.View.Close()
+	if len(b.Entries) == 0 {
+		return 0, nil
+	}
+	nodes := map[string]projections.NodeSpec{}
+	all, err := b.View.Nodes()
+	if err != nil {
+		return 0, err
+	}
+	for _, n := range all {
+		nodes[n.Spec.Name] = n.Spec
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(b.Entries))
+	removals := 0
+	for _, e := range b.Entries {
+		body, err := d.body(b.View, nodes, e)
+		if err != nil {
+			return 0, err
+		}
+		if body == nil {
+			removals++
+		}
+		f, err := d.JS.PublishAsync(d.Names.Node(e.Node, "drbd", e.Resource), body)
+		if err != nil {
+			return 0, err
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return 0, fmt.Errorf("publish %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if err := d.DB.Ack(b); err != nil {
+		return 0, err
+	}
+	published.WithLabelValues("desired").Add(float64(len(futures) - removals))
+	published.WithLabelValues("removal").Add(float64(removals))
+	d.Log.Debug().Int("messages", len(futures)).Int("removals", removals).Uint64("seq", b.View.Seq()).Msg("dispatched")
+	return len(futures), nil
+}
+
+// body is the message for one entry: the node's desired state, or nil (empty) when the
+// node no longer holds the resource.
+func (d *Dispatcher) body(v *projections.View, nodes map[string]projections.NodeSpec, e projections.OutboxEntry) ([]byte, error) {
+	rd, ok, err := v.ResourceDefinition(e.Resource)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var group *projections.ResourceGroup
+	if rd.ResourceGroup != "" {
+		g, ok, err := v.ResourceGroup(rd.ResourceGroup)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			group = &g
+		}
+	}
+	desired, ok := Desired(rd, group, nodes, d.Controller, e.Node)
+	if !ok {
+		return nil, nil
+	}
+	return json.Marshal(desired)
+}
