@@ -103,10 +103,6 @@ func newResourcePlan(v *projections.View, names events.Names, opts Options, d De
 	if err != nil {
 		return nil, err
 	}
-	pools, err := v.StoragePools()
-	if err != nil {
-		return nil, err
-	}
 	for _, n := range nodes {
 		props := map[string]string{replicas.PropNode: n.Spec.Name, replicas.PropHost: n.Spec.Host}
 		if n.Spec.FailureDomain != "" {
@@ -119,13 +115,16 @@ func newResourcePlan(v *projections.View, names events.Names, opts Options, d De
 			props[k] = val
 		}
 		p.byNode[n.Spec.Name] = len(p.cands)
-		p.cands = append(p.cands, replicas.Candidate{Node: n.Spec.Name, Online: n.Status.State == events.StateOnline,
-			Storage: n.Spec.Role == events.RoleStorage, Domain: n.Spec.FailureDomain, Props: props})
-	}
-	for _, sp := range pools {
-		if i, ok := p.byNode[sp.Node]; ok {
-			p.cands[i].Pools = append(p.cands[i].Pools, replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB()})
+		c := replicas.Candidate{Node: n.Spec.Name, Online: n.Status.State == events.StateOnline,
+			Storage: n.Spec.Role == events.RoleStorage, Domain: n.Spec.FailureDomain, Props: props}
+		pools, err := v.NodeStoragePools(n.Spec.Name)
+		if err != nil {
+			return nil, err
 		}
+		for _, sp := range pools {
+			c.Pools = append(c.Pools, replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB()})
+		}
+		p.cands = append(p.cands, c)
 	}
 	return p, nil
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	json "github.com/goccy/go-json"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -37,6 +38,10 @@ var (
 type DB struct {
 	pdb  *pebble.DB
 	bulk bool
+	// outboxFrom is where the next outbox read starts: just past the last acknowledged
+	// entry, so reads do not wade through the tombstones of published ones.
+	outboxMu   sync.Mutex
+	outboxFrom []byte
 }
 
 // Open opens (creating if needed) the views store in dir.

@@ -17,7 +17,7 @@ type OutboxEntry struct {
 type OutboxBatch struct {
 	View    *View
 	Entries []OutboxEntry // distinct (node, resource) pairs, oldest first
-	last    []byte
+	keys    [][]byte
 }
 
 // Outbox reads up to limit entries (before coalescing) from one snapshot. The batch's
@@ -29,7 +29,13 @@ func (db *DB) Outbox(limit int) (*OutboxBatch, error) {
 		return nil, err
 	}
 	b := &OutboxBatch{View: v}
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte(outboxPrefix), UpperBound: prefixEnd([]byte(outboxPrefix))})
+	db.outboxMu.Lock()
+	from := db.outboxFrom
+	db.outboxMu.Unlock()
+	if from == nil {
+		from = []byte(outboxPrefix)
+	}
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: prefixEnd([]byte(outboxPrefix))})
 	if err != nil {
 		v.Close()
 		return nil, err
@@ -42,7 +48,7 @@ func (db *DB) Outbox(limit int) (*OutboxBatch, error) {
 		// o/dispatch/<seq20>/<node>/<rd>
 		rest := strings.TrimPrefix(string(it.Key()), outboxPrefix)
 		parts := strings.SplitN(rest, "/", 3)
-		b.last = append(b.last[:0], it.Key()...)
+		b.keys = append(b.keys, append([]byte(nil), it.Key()...))
 		if len(parts) != 3 {
 			continue
 		}
@@ -55,12 +61,25 @@ func (db *DB) Outbox(limit int) (*OutboxBatch, error) {
 	return b, it.Error()
 }
 
-// Ack deletes the batch's entries. The projector only ever writes entries with higher
-// sequences than those read, so nothing queued after the read is lost.
+// Ack deletes the batch's entries, one point deletion each (range deletions would pile
+// up in the memtable and slow every read). Entries are written once and never
+// rewritten, so an entry queued after the read is never lost.
 func (db *DB) Ack(b *OutboxBatch) error {
-	if b.last == nil {
+	if len(b.keys) == 0 {
 		return nil
 	}
-	end := append(append([]byte(nil), b.last...), 0)
-	return db.pdb.DeleteRange([]byte(outboxPrefix), end, pebble.NoSync)
+	batch := db.pdb.NewBatch()
+	defer batch.Close()
+	for _, k := range b.keys {
+		if err := batch.Delete(k, nil); err != nil {
+			return err
+		}
+	}
+	if err := batch.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	db.outboxMu.Lock()
+	db.outboxFrom = append(append([]byte(nil), b.keys[len(b.keys)-1]...), 0)
+	db.outboxMu.Unlock()
+	return nil
 }

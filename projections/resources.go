@@ -311,9 +311,21 @@ func allocate(t *tx, node, pool string, delta int64) error {
 	return t.put(spKey(node, pool), sp)
 }
 
+// delIfPresent deletes key only when it exists: a blind delete would leave a tombstone
+// in the free lists for every value ever taken, which their scans would wade through.
+func delIfPresent(t *tx, key string) error {
+	v, err := t.Get([]byte(key))
+	if err == nil && v != nil {
+		t.del(key)
+	}
+	return err
+}
+
 func takePort(t *tx, rd string, port int) error {
 	t.dirty[portKey(portUsedPrefix, port)] = []byte(rd)
-	t.del(portKey(portFreePrefix, port))
+	if err := delIfPresent(t, portKey(portFreePrefix, port)); err != nil {
+		return err
+	}
 	high, err := getUint(t, portHighKey)
 	if err != nil {
 		return err
@@ -332,7 +344,9 @@ func freePort(t *tx, port int) error {
 
 func takeMinor(t *tx, node string, minor int, rd string, volume int) error {
 	t.dirty[minorKey(minorUsedPrefix(node), minor)] = []byte(rd + "/" + strconv.Itoa(volume))
-	t.del(minorKey(minorFreePrefix(node), minor))
+	if err := delIfPresent(t, minorKey(minorFreePrefix(node), minor)); err != nil {
+		return err
+	}
 	high, err := getUint(t, minorHighKey(node))
 	if err != nil {
 		return err
@@ -363,6 +377,26 @@ func (v *View) StoragePool(node, name string) (p StoragePool, ok bool, err error
 
 // StoragePools lists every storage pool, by node then name.
 func (v *View) StoragePools() ([]StoragePool, error) { return scanAll[StoragePool](v, "v/sp/") }
+
+// NodeStoragePools lists a node's storage pools by name. Unlike StoragePools it reads
+// point keys only, so its cost does not grow with how often allocations changed them.
+func (v *View) NodeStoragePools(node string) ([]StoragePool, error) {
+	var names []string
+	if _, err := getJSON(v.r, spNamesKey(node), &names); err != nil {
+		return nil, err
+	}
+	out := make([]StoragePool, 0, len(names))
+	for _, n := range names {
+		sp, ok, err := v.StoragePool(node, n)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, sp)
+		}
+	}
+	return out, nil
+}
 
 // ResourceGroup returns a resource group.
 func (v *View) ResourceGroup(name string) (g ResourceGroup, ok bool, err error) {

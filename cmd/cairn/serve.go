@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"github.com/cairn-io/cairn/commands/replicas"
 	"time"
 
 	"github.com/cairn-io/cairn/server"
@@ -9,6 +11,7 @@ import (
 
 func serveCmd() *cobra.Command {
 	var cfg server.Config
+	var ports, minors string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: embedded NATS (or --nats), admission, projector, watchdog, HTTP gateway",
@@ -16,6 +19,13 @@ func serveCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Prefix = prefix
 			cfg.Log = newLogger()
+			var err error
+			if cfg.Admission.Ports, err = parseRange("--drbd-ports", ports, 1, 65535); err != nil {
+				return err
+			}
+			if cfg.Admission.Minors, err = parseRange("--drbd-minors", minors, 0, 1048575); err != nil {
+				return err
+			}
 			s, err := server.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -30,6 +40,8 @@ func serveCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	f.StringVar(&ports, "drbd-ports", replicas.DefaultPorts.String(), "range DRBD TCP ports are allocated from, one per resource definition (MIN-MAX)")
+	f.StringVar(&minors, "drbd-minors", replicas.DefaultMinors.String(), "range DRBD device minors are allocated from, unique per node (MIN-MAX)")
 	f.StringVar(&cfg.DataDir, "data", "data", "data directory: views (Pebble) and the embedded JetStream store")
 	f.StringVar(&cfg.NATSURL, "nats", "", "use this NATS server or cluster (e.g. nats://a:4222,nats://b:4222) instead of the embedded one")
 	f.StringVar(&cfg.NATSCreds, "nats-creds", "", "credentials file for --nats")
@@ -40,4 +52,13 @@ func serveCmd() *cobra.Command {
 	f.BoolVar(&cfg.NoSyncAlways, "no-sync-always", false, "do not fsync every JetStream write (benchmarks only: acknowledged commands may be lost on power loss)")
 	f.IntVar(&cfg.Admission.MaxBody, "max-command-bytes", 64<<10, "largest accepted command body")
 	return c
+}
+
+// parseRange reads MIN-MAX for flag and checks it lies within lo..hi.
+func parseRange(flag, s string, lo, hi int) (replicas.Range, error) {
+	var r replicas.Range
+	if _, err := fmt.Sscanf(s, "%d-%d", &r.Min, &r.Max); err != nil {
+		return r, fmt.Errorf("%s: %q is not a range MIN-MAX", flag, s)
+	}
+	return r, r.Validate(flag, lo, hi)
 }
