@@ -5,6 +5,7 @@ package drbd
 // the Metadata model). Skipped when drbdmeta is not on PATH.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,5 +144,40 @@ func TestDrbdmetaWipeMD(t *testing.T) {
 	}
 	if _, err := ParseDstate([]byte(res.stdout + res.stderr)); err == nil || !strings.Contains(err.Error(), "no valid DRBD metadata") {
 		t.Fatalf("ParseDstate on wiped metadata: %v", err)
+	}
+}
+
+// The metadata size formula matches what drbdmeta create-md lays out (dump-md's
+// md_size_sect and bm_offset, the start of the metadata = the usable size).
+func TestInternalMetadataSizeMatchesDrbdmeta(t *testing.T) {
+	needTool(t, Drbdmeta)
+	for _, tt := range []struct {
+		size     int64
+		maxPeers int
+	}{
+		{64 << 20, 1}, {64 << 20, 2}, {64 << 20, 7}, {1 << 30, 7}, {1<<30 + 12288, 7}, {1<<30 + 1000, 3}, {4 << 30, 31}, {10 << 30, 1},
+	} {
+		p := filepath.Join(t.TempDir(), "disk.img")
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(tt.size); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		mustRun(t, CreateMD(testMinor, p, tt.maxPeers))
+		dump := mustRun(t, []string{Drbdmeta, "--force", "1000", "v09", p, "internal", "dump-md"}).stdout
+		var mdSect, bmOffset uint64
+		for _, l := range strings.Split(dump, "\n") {
+			fmt.Sscanf(l, "# md_size_sect %d", &mdSect)
+			fmt.Sscanf(l, "# bm_offset %d", &bmOffset)
+		}
+		if got := InternalMetadataBytes(uint64(tt.size), tt.maxPeers); got != mdSect*512 {
+			t.Errorf("size %d, max-peers %d: InternalMetadataBytes %d, drbdmeta md_size_sect %d (%d bytes)", tt.size, tt.maxPeers, got, mdSect, mdSect*512)
+		}
+		if got := UsableBytes(uint64(tt.size), tt.maxPeers); got != bmOffset {
+			t.Errorf("size %d, max-peers %d: UsableBytes %d, drbdmeta bm_offset %d", tt.size, tt.maxPeers, got, bmOffset)
+		}
 	}
 }

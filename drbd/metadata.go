@@ -90,3 +90,53 @@ func (m *Metadata) Apply(seeds []Seed, volume int) error {
 	}
 	return nil
 }
+
+// Internal metadata geometry of drbdmeta v09 ("internal" is flexible-size internal
+// metadata at the end of the backing device) with the defaults Cairn uses: one bit per
+// 4 KiB block per bitmap slot, one activity-log stripe of 32 KiB.
+const (
+	mdSuperblockBytes = 4096
+	mdALBytes         = 32 << 10
+	bmBlockBytes      = 4096
+)
+
+// InternalMetadataBytes returns how many bytes at the end of a backing device of
+// backingBytes `drbdmeta create-md maxPeers` reserves for internal metadata: the
+// superblock, the activity log and maxPeers bitmaps of the whole device, the bitmaps
+// rounded up to 4 KiB (the formula of drbdmeta 9.22, checked against its dump-md).
+func InternalMetadataBytes(backingBytes uint64, maxPeers int) uint64 {
+	sectors := backingBytes >> 9
+	bits := (sectors + bmBlockBytes/512 - 1) / (bmBlockBytes / 512)
+	bits = (bits + 63) &^ 63
+	bm := (bits/8*uint64(maxPeers) + 4095) &^ 4095
+	return bm + mdSuperblockBytes + mdALBytes
+}
+
+// UsableBytes returns the size of the DRBD device a backing device of backingBytes
+// offers with internal metadata: the device size rounded down to 4 KiB, less the
+// metadata (0 when the metadata does not fit).
+func UsableBytes(backingBytes uint64, maxPeers int) uint64 {
+	aligned := backingBytes &^ 4095
+	md := InternalMetadataBytes(backingBytes, maxPeers)
+	if md >= aligned {
+		return 0
+	}
+	return aligned - md
+}
+
+// BackingKiB returns the smallest backing device size in KiB, a multiple of 4 KiB,
+// whose DRBD device offers at least sizeKiB with internal metadata and maxPeers bitmap
+// slots: what a storage provider must allocate for a volume of sizeKiB. Providers that
+// round sizes up further (LVM extents, zvol block sizes) may; DRBD then offers a little
+// more.
+func BackingKiB(sizeKiB uint64, maxPeers int) uint64 {
+	want := sizeKiB << 10
+	g := (want + InternalMetadataBytes(want, maxPeers) + 4095) &^ 4095
+	for g > 4096 && UsableBytes(g-4096, maxPeers) >= want {
+		g -= 4096
+	}
+	for UsableBytes(g, maxPeers) < want {
+		g += 4096
+	}
+	return g >> 10
+}
