@@ -58,6 +58,12 @@ func SeedArgv(minor int, disk string, s Seed) []string {
 	return SetGI(minor, disk, s.NodeID, s.GI)
 }
 
+// DumpMD returns `drbdmeta --force <minor> v09 <disk> internal dump-md`: the whole
+// metadata as text (for diagnosis; the layout lines start with "# md_size_sect").
+func DumpMD(minor int, disk string) []string {
+	return drbdmeta(minor, disk, nil, "dump-md")
+}
+
 // WipeMD returns `drbdmeta --force <minor> v09 <disk> internal wipe-md`, which destroys
 // the metadata (the disk is then no DRBD disk; dstate says "No valid meta data found").
 func WipeMD(minor int, disk string) []string {

@@ -167,7 +167,7 @@ func TestInternalMetadataSizeMatchesDrbdmeta(t *testing.T) {
 		}
 		f.Close()
 		mustRun(t, CreateMD(testMinor, p, tt.maxPeers))
-		dump := mustRun(t, []string{Drbdmeta, "--force", "1000", "v09", p, "internal", "dump-md"}).stdout
+		dump := mustRun(t, DumpMD(testMinor, p)).stdout
 		var mdSect, bmOffset uint64
 		for _, l := range strings.Split(dump, "\n") {
 			fmt.Sscanf(l, "# md_size_sect %d", &mdSect)
