@@ -62,10 +62,11 @@ func ValidDay0(u UUID) error {
 // NewDay0GI draws a random day-0 UUID from rand (crypto/rand.Reader in production):
 // 64 random bits with the low (primary) bit cleared, drawn again while the result is 0
 // or 4 (see ValidDay0). Any value listed in avoid is drawn again too, so a caller can
-// ask for a current UUID that differs from the day-0 one. Returns the error of rand.
+// ask for a current UUID that differs from the day-0 one. Returns the error of rand,
+// or an error when 64 draws in a row were unusable (a broken random source).
 func NewDay0GI(rand io.Reader, avoid ...UUID) (UUID, error) {
 	var b [8]byte
-	for {
+	for range 64 {
 		if _, err := io.ReadFull(rand, b[:]); err != nil {
 			return 0, fmt.Errorf("drawing a day-0 UUID: %w", err)
 		}
@@ -75,6 +76,7 @@ func NewDay0GI(rand io.Reader, avoid ...UUID) (UUID, error) {
 		}
 		return u, nil
 	}
+	return 0, fmt.Errorf("drawing a day-0 UUID: 64 draws in a row were 0, 4 or a value to avoid; the random source is broken")
 }
 
 func contains[T comparable](s []T, v T) bool {

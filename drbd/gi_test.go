@@ -158,6 +158,10 @@ func (r *seqReader) Read(p []byte) (int, error) {
 	return 8, nil
 }
 
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
 func TestNewDay0GI(t *testing.T) {
 	// 0, 4 and 5 (odd: becomes 4 once the primary bit is cleared) and 1 (becomes 0) are
 	// drawn again; 0xFF…FF becomes 0xFF…FE.
@@ -172,6 +176,9 @@ func TestNewDay0GI(t *testing.T) {
 	}
 	if _, err := NewDay0GI(&seqReader{[]uint64{0, 4}}); err == nil {
 		t.Fatal("NewDay0GI did not report the exhausted reader")
+	}
+	if _, err := NewDay0GI(zeroReader{}); err == nil || !strings.Contains(err.Error(), "random source is broken") {
+		t.Fatalf("NewDay0GI on an all-zero source = %v, want it to give up", err)
 	}
 	for range 1000 {
 		u, err := NewDay0GI(rand.Reader)
