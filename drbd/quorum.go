@@ -1,17 +1,11 @@
 package drbd
 
-// Voters counts the replicas that vote in DRBD's quorum: every diskful replica and
-// every tiebreaker. A plain diskless client (Diskless without Tiebreaker) does not
-// count: the control plane never adds one to win a vote.
-func Voters(replicas []Replica) int {
-	n := 0
-	for _, r := range replicas {
-		if !r.Diskless || r.Tiebreaker {
-			n++
-		}
-	}
-	return n
-}
+// Voters counts the replicas that take part in DRBD's quorum: every replica. DRBD 9
+// counts a diskless peer as a tiebreaker between the diskful ones, which is why the
+// control plane adds no tiebreaker when an operator's diskless replica is already there
+// (commands/replicas.NeedsTiebreaker): two disks and one diskless replica are three
+// voters either way.
+func Voters(replicas []Replica) int { return len(replicas) }
 
 // QuorumPolicy returns Cairn's default quorum options for a resource with the given
 // number of voters (see Voters): with 3 or more voters quorum majority and

@@ -17,8 +17,8 @@ func TestVoters(t *testing.T) {
 		{"none", nil, 0},
 		{"two diskful", []Replica{diskful, diskful}, 2},
 		{"two diskful and a tiebreaker", []Replica{diskful, diskful, tiebreaker}, 3},
-		{"two diskful and a client", []Replica{diskful, diskful, client}, 2},
-		{"three diskful and a client", []Replica{diskful, diskful, diskful, client}, 3},
+		{"two diskful and a client: the client breaks ties", []Replica{diskful, diskful, client}, 3},
+		{"three diskful and a client", []Replica{diskful, diskful, diskful, client}, 4},
 	}
 	for _, tt := range tests {
 		if got := Voters(tt.replicas); got != tt.want {

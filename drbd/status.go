@@ -1,0 +1,63 @@
+package drbd
+
+import "time"
+
+// Status is what an agent observed of one resource on its node, published on
+// <prefix>.status.<node>.drbd.<resource> (CAIRN_STATUS keeps a few per subject). The
+// control plane folds the latest into the resource view as observed state; it never
+// changes desired state.
+type Status struct {
+	Resource string    `json:"resource"`
+	Node     string    `json:"node"`
+	At       time.Time `json:"at"`
+	// Revision and Incarnation are those of the Desired the agent last carried out.
+	Revision    uint64 `json:"revision"`
+	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Phase: applied (the desired state is carried out), pending (working on it), failed
+	// (Error says why; the host is left as it was before the attempt), removed (torn
+	// down; the last message for the subject).
+	Phase string `json:"phase"`
+	Error string `json:"error,omitempty"`
+	// From drbdsetup events2 (role, quorum, per volume and per peer).
+	Role    string         `json:"role,omitempty"` // Primary | Secondary | Unknown
+	Quorum  *bool          `json:"quorum,omitempty"`
+	Open    *bool          `json:"open,omitempty"`
+	Volumes []VolumeStatus `json:"volumes,omitempty"`
+	Peers   []PeerStatus   `json:"peers,omitempty"`
+}
+
+// Phases of a Status.
+const (
+	PhaseApplied = "applied"
+	PhasePending = "pending"
+	PhaseFailed  = "failed"
+	PhaseRemoved = "removed"
+)
+
+// VolumeStatus is the local device of one volume.
+type VolumeStatus struct {
+	Volume    int    `json:"volume"`
+	Minor     int    `json:"minor"`
+	DiskState string `json:"disk_state,omitempty"` // Diskless, UpToDate, Inconsistent, …
+	// CurrentGI is the current UUID (hex) from drbdsetup get-gi while up, or drbdmeta
+	// get-gi while down (events2 never prints it).
+	CurrentGI string `json:"current_gi,omitempty"`
+}
+
+// PeerStatus is the connection to one peer and its volumes.
+type PeerStatus struct {
+	Node       string             `json:"node,omitempty"`
+	NodeID     int                `json:"node_id"`
+	Connection string             `json:"connection,omitempty"` // Connected, Connecting, StandAlone, …
+	Volumes    []PeerVolumeStatus `json:"volumes,omitempty"`
+}
+
+// PeerVolumeStatus is the replication of one volume to one peer.
+type PeerVolumeStatus struct {
+	Volume      int      `json:"volume"`
+	Replication string   `json:"replication,omitempty"` // Established, SyncSource, SyncTarget, …
+	PeerDisk    string   `json:"peer_disk,omitempty"`
+	SyncPercent *float64 `json:"sync_percent,omitempty"` // events2 "done" while syncing
+	// SyncKind is what the (simulated or observed) sync copies: none, bitmap or full.
+	SyncKind string `json:"sync_kind,omitempty"`
+}
