@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/gateway"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/server/natsauth"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,7 +33,11 @@ type Config struct {
 	Replicas   int    // stream replicas (1 embedded, 3 on a cluster)
 	// NoSyncAlways turns off fsync on every JetStream write of the embedded server.
 	// Only for benchmarks: an acknowledged command could then be lost on power loss.
-	NoSyncAlways     bool
+	NoSyncAlways bool
+	// Auth turns on NATS authorization of the embedded server (cairn serve --auth): a
+	// control-plane user and per-node agent users, credentials under <data>/auth (see
+	// package natsauth). Refused together with NATSURL.
+	Auth             bool
 	HeartbeatTimeout time.Duration // node offline after this long without a heartbeat (15 s)
 	Admission        commands.Options
 	Log              zerolog.Logger
@@ -51,6 +56,10 @@ type Server struct {
 	Watchdog  *Watchdog
 	HTTPAddr  string // actual gateway address
 	NATSAddr  string // client URL of the embedded server
+	// Auth issues and checks credentials when Config.Auth is set (nil otherwise);
+	// ControlCreds is the path of the control-plane user's .creds file.
+	Auth         *natsauth.Authority
+	ControlCreds string
 
 	startTarget uint64
 	cancel      context.CancelFunc
@@ -76,6 +85,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.HeartbeatTimeout = 15 * time.Second
 	}
 	names := events.NewNames(cfg.Prefix)
+	if cfg.Auth && cfg.NATSURL != "" {
+		return nil, errors.New("--auth secures the embedded NATS server; with --nats use that NATS system's own users and --nats-creds")
+	}
 	s := &Server{cfg: cfg, done: make(chan error, 1)}
 	ok := false
 	defer func() {
@@ -94,14 +106,28 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.DB = db
 
 	if cfg.NATSURL == "" {
-		srv, err := StartEmbedded(EmbeddedOptions{StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
-			Listen: cfg.NATSListen, SyncAlways: !cfg.NoSyncAlways})
+		eo := EmbeddedOptions{StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
+			Listen: cfg.NATSListen, SyncAlways: !cfg.NoSyncAlways}
+		var copts []nats.Option
+		if cfg.Auth {
+			if s.Auth, err = natsauth.Open(filepath.Join(cfg.DataDir, natsauth.DirName), true); err != nil {
+				return nil, err
+			}
+			if s.ControlCreds, err = s.Auth.EnsureControlCreds(); err != nil {
+				return nil, err
+			}
+			eo.Auth = s.Auth.Authenticator(names, cfg.Log.With().Str("part", "nats-auth").Logger())
+			if copts, err = natsauth.ConnectOptions(s.ControlCreds); err != nil {
+				return nil, err
+			}
+		}
+		srv, err := StartEmbedded(eo)
 		if err != nil {
 			return nil, err
 		}
 		s.NATS = srv
 		s.NATSAddr = srv.ClientURL()
-		if s.NC, err = ConnectInProcess(srv, "cairn-serve"); err != nil {
+		if s.NC, err = ConnectInProcess(srv, "cairn-serve", copts...); err != nil {
 			return nil, err
 		}
 	} else {
@@ -159,6 +185,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if _, err := s.Admission.Listen(runCtx, s.NC, 0); err != nil {
 		return nil, err
 	}
+	// The subscription is registered once the server has answered a PING after it:
+	// only then does Start promise that commands find admission.
+	if err := s.NC.Flush(); err != nil {
+		return nil, fmt.Errorf("subscribe commands: %w", err)
+	}
 	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())
 	go func() {
 		if err := s.Watchdog.Run(runCtx, s.NC); err != nil {
@@ -181,8 +212,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}()
 	}
 	ok = true
-	cfg.Log.Info().Str("nats", s.NATSAddr).Str("http", s.HTTPAddr).Str("data", cfg.DataDir).
-		Uint64("seq", s.Projector.Applied()).Msg("cairn serve ready")
+	ready := cfg.Log.Info().Str("nats", s.NATSAddr).Str("http", s.HTTPAddr).Str("data", cfg.DataDir).
+		Uint64("seq", s.Projector.Applied())
+	if s.Auth != nil {
+		ready = ready.Str("control_creds", s.ControlCreds)
+	}
+	ready.Msg("cairn serve ready")
 	return s, nil
 }
 
