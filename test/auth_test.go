@@ -87,6 +87,17 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	require.NoError(t, ctx.Err(), "agent n2 did not give up")
 	require.Contains(t, string(out), "cairn.node.n2.>")
 
+	// The nats CLI: the control user with --nkey; a node's user with --user and --nkey.
+	if natsCLI, err := exec.LookPath("nats"); err == nil {
+		out, err := exec.Command(natsCLI, "--server", s.natsURL(), "--nkey", control, "req", "cairn.cmd.node.set-state", `{"name":"n1","state":"online"}`, "--raw").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), `"ok":true`)
+		out, err = exec.Command(natsCLI, "--server", s.natsURL(), "--user", "n1", "--nkey", n1creds, "pub", "cairn.status.n1.drbd.r1", "{}").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		out, err = exec.Command(natsCLI, "--server", s.natsURL(), "--nkey", n1creds, "pub", "cairn.status.n1.drbd.r1", "{}").CombinedOutput()
+		require.Error(t, err, "a node key without its name connected: %s", out)
+	}
+
 	// Without credentials the agent cannot connect at all.
 	out, err = exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL()).CombinedOutput()
 	require.Error(t, err)

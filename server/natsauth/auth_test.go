@@ -258,6 +258,7 @@ func TestConnectRefusals(t *testing.T) {
 		{name: "node key under another node's name", opts: credsOpts(asN2)},
 		{name: "node key as the control user", opts: credsOpts(asControl)},
 		{name: "node key with a password", opts: []nats.Option{nats.Nkey(n1pub, n1.Key.Sign), nats.UserInfo("n1", "x")}},
+		{name: "node name as user and token", opts: []nats.Option{nats.Nkey(n1pub, n1.Key.Sign), nats.UserInfo("n1", ""), nats.Token("n1")}},
 		{name: "wildcard node name", opts: []nats.Option{nats.Nkey(n1pub, n1.Key.Sign), nats.UserInfo("*", "")}},
 		{name: "wrong signature", opts: []nats.Option{nats.Nkey(n1pub, func([]byte) ([]byte, error) { return make([]byte, 64), nil }), nats.UserInfo("n1", "")}},
 	}
@@ -351,6 +352,18 @@ func TestControlAndRestart(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, creds, 0o600))
 	connectCreds(t, s, path)
 	cc := connectCreds(t, s, s.ControlCreds)
+	// What the nats CLI sends: `--nkey FILE` for the control user (the seed read from
+	// the credentials file), `--user n1 --nkey FILE` (the name as a token) for a node.
+	seedOpt, err := nats.NkeyOptionFromSeed(s.ControlCreds)
+	require.NoError(t, err)
+	cli, err := nats.Connect(s.NATSAddr, seedOpt)
+	require.NoError(t, err)
+	cli.Close()
+	nodeSeed, err := nats.NkeyOptionFromSeed(path)
+	require.NoError(t, err)
+	cli, err = nats.Connect(s.NATSAddr, nodeSeed, nats.Token("n1"))
+	require.NoError(t, err)
+	cli.Close()
 	r := servertest.Send(t, cc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
 	require.True(t, r.OK, "%+v", r)
 }

@@ -18,7 +18,8 @@
 // operator, no accounts: everything stays in the default account, so an existing
 // JetStream store keeps working when --auth is turned on). A client connects
 //   - as the control user: nkey only (no user name); full access;
-//   - as node N: user name N plus N's nkey; the permissions below.
+//   - as node N: user name N (or, as the nats CLI sends `--user N`, token N) plus N's
+//     nkey; the permissions below.
 //
 // Credentials files (CredsFile) carry the role, the node name and the decorated user
 // seed; the nats CLI reads the seed from them too (`nats --nkey FILE`, control user).
@@ -369,25 +370,33 @@ func (v *authenticator) check(c natsserver.ClientAuthentication) (*natsserver.Us
 	if opts.Nkey == "" {
 		return nil, errors.New("no nkey (connect with a credentials file from cairn serve --auth or cairn auth node-creds)")
 	}
-	if opts.Password != "" || opts.Token != "" {
-		return nil, errors.New("password or token given: credentials are an nkey and, for a node, its name")
+	if opts.Password != "" {
+		return nil, errors.New("password given: credentials are an nkey and, for a node, its name as user")
+	}
+	// A node's name comes as the user name; the nats CLI sends `--user N` without a
+	// password as a token instead.
+	name := opts.Username
+	if name == "" {
+		name = opts.Token
+	} else if opts.Token != "" {
+		return nil, errors.New("user name and token given")
 	}
 	user := &natsserver.User{}
-	if opts.Username == "" {
+	if name == "" {
 		if opts.Nkey != v.control {
 			return nil, fmt.Errorf("nkey %s is not the control user's", opts.Nkey)
 		}
 		user.Username = "control"
 	} else {
-		want, err := v.a.NodeKey(opts.Username)
+		want, err := v.a.NodeKey(name)
 		if err != nil {
 			return nil, fmt.Errorf("user name: %w", err)
 		}
 		if opts.Nkey != want {
-			return nil, fmt.Errorf("nkey %s is not node %s's", opts.Nkey, opts.Username)
+			return nil, fmt.Errorf("nkey %s is not node %s's", opts.Nkey, name)
 		}
-		user.Username = "node:" + opts.Username
-		user.Permissions = NodePermissions(v.names, opts.Username)
+		user.Username = "node:" + name
+		user.Permissions = NodePermissions(v.names, name)
 	}
 	if err := verifyNonce(opts.Nkey, c.GetNonce(), opts.Sig); err != nil {
 		return nil, fmt.Errorf("%s: %w", user.Username, err)
