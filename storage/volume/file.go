@@ -13,8 +13,8 @@ import (
 
 // File keeps volumes as image files <Dir>/<name>.img: preallocated (provider file) or
 // sparse (file_thin, Thin set). The path Create returns is the image file: drbdmeta
-// works on it directly, while attaching it to DRBD needs a loop device over it
-// (losetup), which is the caller's step.
+// works on it directly, while DRBD attaches block devices only: put a loop device over
+// it with Loop.Attach (and Loop.Detach before Remove).
 type File struct {
 	Dir  string
 	Thin bool

@@ -8,7 +8,8 @@
 //
 // LVM and ZFS run lvcreate/lvs/lvremove and zfs through an execx.Executor; they need a
 // kernel with a real volume group or pool, so their tests use execx.Recorder and
-// assert the exact commands. The file providers are plain files and are tested for real.
+// assert the exact commands. The file providers are plain files and are tested for real;
+// Loop puts a loop device over an image file for DRBD (losetup, real where allowed).
 package volume
 
 import (
