@@ -1,7 +1,8 @@
 // Package execx is the one way the node agent runs external programs (drbdadm,
 // drbdsetup, drbdmeta, zfs, zpool, lvcreate, losetup, …). Every call has a timeout,
 // ends with its context, runs in its own process group (so a timeout or a cancel kills
-// the program and everything it started), is logged at debug level and counted in
+// the program and everything it started, except what moved to a session of its own,
+// like a daemon), is logged at debug level and counted in
 // Prometheus, and fails with an *Error that names the command, its exit code and what
 // it printed on stderr.
 //
