@@ -56,16 +56,17 @@ type Server struct {
 	Watchdog  *Watchdog
 	HTTPAddr  string // actual gateway address
 	NATSAddr  string // client URL of the embedded server
-	// Auth issues and checks credentials when Config.Auth is set (nil otherwise);
-	// ControlCreds is the path of the control-plane user's .creds file.
-	Auth         *natsauth.Authority
-	ControlCreds string
 
 	startTarget uint64
 	cancel      context.CancelFunc
 	done        chan error
 	httpSrv     *http.Server
 	closeOnce   sync.Once
+
+	// Auth issues and checks credentials when Config.Auth is set (nil otherwise);
+	// ControlCreds is the path of the control user's credentials file.
+	Auth         *natsauth.Authority
+	ControlCreds string
 }
 
 // Start brings up every part of the control plane and returns once admission and the
@@ -185,11 +186,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if _, err := s.Admission.Listen(runCtx, s.NC, 0); err != nil {
 		return nil, err
 	}
-	// The subscription is registered once the server has answered a PING after it:
-	// only then does Start promise that commands find admission.
-	if err := s.NC.Flush(); err != nil {
-		return nil, fmt.Errorf("subscribe commands: %w", err)
-	}
 	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())
 	go func() {
 		if err := s.Watchdog.Run(runCtx, s.NC); err != nil {
@@ -197,6 +193,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}()
 
+	// The admission subscription is registered once the server has answered a PING
+	// after it: only then does Start promise that commands find admission.
+	if err := s.NC.Flush(); err != nil {
+		return nil, fmt.Errorf("subscribe commands: %w", err)
+	}
 	if cfg.HTTPListen != "-" {
 		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready}
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
