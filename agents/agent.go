@@ -56,7 +56,9 @@ type Agent struct {
 	desired map[string][]byte
 }
 
-// New returns an agent on an open connection.
+// New returns an agent on an open connection. Open it with the node's inbox prefix,
+// nats.CustomInboxPrefix(opts.Names.NodeInbox(opts.Node)): a per-node NATS user
+// (cairn serve --auth) may receive replies on that prefix only.
 func New(nc *nats.Conn, opts Options) (*Agent, error) {
 	if opts.Node == "" {
 		return nil, errors.New("agent: --node is required")

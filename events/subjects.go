@@ -100,3 +100,8 @@ func (n Names) StatusFilter(node string) string {
 
 // HeartbeatFilter covers every node's heartbeat: <prefix>.status.*.node.*.
 func (n Names) HeartbeatFilter() string { return n.Prefix + ".status.*.node.*" }
+
+// NodeInbox is the inbox prefix of a node's agent: _INBOX.<prefix>.node.<node>. The
+// agent connects with it (nats.CustomInboxPrefix), so that with per-node NATS users
+// (cairn serve --auth) it may subscribe to its own replies and nobody else's.
+func (n Names) NodeInbox(node string) string { return "_INBOX." + n.Prefix + ".node." + node }

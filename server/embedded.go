@@ -22,6 +22,10 @@ type EmbeddedOptions struct {
 	// SyncAlways fsyncs every JetStream write, so an acknowledged command survives
 	// power loss on a single node. Default on; benchmarks may turn it off.
 	SyncAlways bool
+	// Auth, when set, authenticates every client connection (in-process ones too) and
+	// gives it its permissions; the server then presents a nonce to every client.
+	// See natsauth.Authority.Authenticator. nil: no authorization at all.
+	Auth natsserver.Authentication
 }
 
 // StartEmbedded starts an embedded nats-server with JetStream and waits until it
@@ -35,6 +39,10 @@ func StartEmbedded(o EmbeddedOptions) (*natsserver.Server, error) {
 		NoSigs:             true,
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 256 << 20,
+	}
+	if o.Auth != nil {
+		opts.CustomClientAuthentication = o.Auth
+		opts.AlwaysEnableNonce = true
 	}
 	if o.Listen == "" {
 		opts.DontListen = true

@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/gateway"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/server/natsauth"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,7 +34,11 @@ type Config struct {
 	Replicas   int    // stream replicas (1 embedded, 3 on a cluster)
 	// NoSyncAlways turns off fsync on every JetStream write of the embedded server.
 	// Only for benchmarks: an acknowledged command could then be lost on power loss.
-	NoSyncAlways     bool
+	NoSyncAlways bool
+	// Auth turns on NATS authorization of the embedded server (cairn serve --auth): a
+	// control-plane user and per-node agent users, credentials under <data>/auth (see
+	// package natsauth). Refused together with NATSURL.
+	Auth             bool
 	HeartbeatTimeout time.Duration // node offline after this long without a heartbeat (15 s)
 	Admission        commands.Options
 	Log              zerolog.Logger
@@ -60,6 +65,11 @@ type Server struct {
 	done        chan error
 	httpSrv     *http.Server
 	closeOnce   sync.Once
+
+	// Auth issues and checks credentials when Config.Auth is set (nil otherwise);
+	// ControlCreds is the path of the control user's credentials file.
+	Auth         *natsauth.Authority
+	ControlCreds string
 }
 
 // Start brings up every part of the control plane and returns once admission and the
@@ -79,6 +89,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.HeartbeatTimeout = 15 * time.Second
 	}
 	names := events.NewNames(cfg.Prefix)
+	if cfg.Auth && cfg.NATSURL != "" {
+		return nil, errors.New("--auth secures the embedded NATS server; with --nats use that NATS system's own users and --nats-creds")
+	}
 	s := &Server{cfg: cfg, done: make(chan error, 1)}
 	ok := false
 	defer func() {
@@ -97,14 +110,28 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.DB = db
 
 	if cfg.NATSURL == "" {
-		srv, err := StartEmbedded(EmbeddedOptions{StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
-			Listen: cfg.NATSListen, SyncAlways: !cfg.NoSyncAlways})
+		eo := EmbeddedOptions{StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
+			Listen: cfg.NATSListen, SyncAlways: !cfg.NoSyncAlways}
+		var copts []nats.Option
+		if cfg.Auth {
+			if s.Auth, err = natsauth.Open(filepath.Join(cfg.DataDir, natsauth.DirName), true); err != nil {
+				return nil, err
+			}
+			if s.ControlCreds, err = s.Auth.EnsureControlCreds(); err != nil {
+				return nil, err
+			}
+			eo.Auth = s.Auth.Authenticator(names, cfg.Log.With().Str("part", "nats-auth").Logger())
+			if copts, err = natsauth.ConnectOptions(s.ControlCreds); err != nil {
+				return nil, err
+			}
+		}
+		srv, err := StartEmbedded(eo)
 		if err != nil {
 			return nil, err
 		}
 		s.NATS = srv
 		s.NATSAddr = srv.ClientURL()
-		if s.NC, err = ConnectInProcess(srv, "cairn-serve"); err != nil {
+		if s.NC, err = ConnectInProcess(srv, "cairn-serve", copts...); err != nil {
 			return nil, err
 		}
 	} else {
@@ -176,6 +203,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}()
 
+	// The admission subscription is registered once the server has answered a PING
+	// after it: only then does Start promise that commands find admission.
+	if err := s.NC.Flush(); err != nil {
+		return nil, fmt.Errorf("subscribe commands: %w", err)
+	}
 	if cfg.HTTPListen != "-" {
 		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready}
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
@@ -191,8 +223,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}()
 	}
 	ok = true
-	cfg.Log.Info().Str("nats", s.NATSAddr).Str("http", s.HTTPAddr).Str("data", cfg.DataDir).
-		Uint64("seq", s.Projector.Applied()).Msg("cairn serve ready")
+	ready := cfg.Log.Info().Str("nats", s.NATSAddr).Str("http", s.HTTPAddr).Str("data", cfg.DataDir).
+		Uint64("seq", s.Projector.Applied())
+	if s.Auth != nil {
+		ready = ready.Str("control_creds", s.ControlCreds)
+	}
+	ready.Msg("cairn serve ready")
 	return s, nil
 }
 

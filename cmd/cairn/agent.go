@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairn-io/cairn/agents"
 	"github.com/cairn-io/cairn/events"
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
 
@@ -21,7 +22,9 @@ func agentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Names = events.NewNames(prefix)
 			opts.Log = newLogger()
-			nc, err := connect(natsURL, creds, "cairn-agent-"+opts.Node)
+			// Its own inbox prefix: with per-node users (serve --auth) an agent may
+			// subscribe to _INBOX.<prefix>.node.<node>.> only.
+			nc, err := connect(natsURL, creds, "cairn-agent-"+opts.Node, nats.CustomInboxPrefix(opts.Names.NodeInbox(opts.Node)))
 			if err != nil {
 				return err
 			}
@@ -36,7 +39,7 @@ func agentCmd() *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&opts.Node, "node", "", "name of the node this agent runs (required)")
 	f.StringVar(&natsURL, "nats", defaultNATS, "NATS server URL")
-	f.StringVar(&creds, "creds", "", "NATS credentials file of this node's user")
+	f.StringVar(&creds, "creds", "", "credentials file of this node's user (cairn auth node-creds NODE), or a NATS .creds file")
 	f.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "heartbeat period")
 	_ = c.MarkFlagRequired("node")
 	return c

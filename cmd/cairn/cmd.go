@@ -11,17 +11,25 @@ import (
 
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/server/natsauth"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
 
 const defaultNATS = "nats://127.0.0.1:4222"
 
-func connect(url, creds, name string) (*nats.Conn, error) {
+// connect opens a NATS connection. creds is a Cairn credentials file (cairn serve
+// --auth, cairn auth node-creds) or a standard NATS .creds file; extra options follow.
+func connect(url, creds, name string, extra ...nats.Option) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1)}
 	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
+		co, err := natsauth.ConnectOptions(creds)
+		if err != nil {
+			return nil, fmt.Errorf("--creds: %w", err)
+		}
+		opts = append(opts, co...)
 	}
+	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", url, err)

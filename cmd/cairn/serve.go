@@ -50,6 +50,7 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&cfg.Replicas, "replicas", 1, "stream replicas (3 on a NATS cluster)")
 	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 15*time.Second, "mark a node offline after this long without a heartbeat")
 	f.BoolVar(&cfg.NoSyncAlways, "no-sync-always", false, "do not fsync every JetStream write (benchmarks only: acknowledged commands may be lost on power loss)")
+	f.BoolVar(&cfg.Auth, "auth", false, "require credentials on the embedded NATS server: a control user (<data>/auth/cairn.creds) and one user per node (cairn auth node-creds NODE)")
 	f.IntVar(&cfg.Admission.MaxBody, "max-command-bytes", 64<<10, "largest accepted command body")
 	return c
 }
