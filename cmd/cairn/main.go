@@ -51,7 +51,7 @@ func main() {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "json", "log format: json or console")
 	root.PersistentFlags().StringVar(&prefix, "prefix", "cairn", "subject prefix of the deployment (one token)")
-	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), authCmd())
+	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), drbdCmd(), authCmd())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
@@ -64,4 +64,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cairn:", err)
 		os.Exit(2)
 	}
+}
+
+// exitWith prints a message to stderr and makes the process exit with code.
+func exitWith(code int, format string, args ...any) error {
+	fmt.Fprintf(os.Stderr, "cairn: "+format+"\n", args...)
+	return exitError{code}
 }

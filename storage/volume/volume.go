@@ -187,3 +187,21 @@ func fits(have, want, granule uint64) bool {
 func mismatch(name string, haveBytes, wantKiB uint64, kind string) error {
 	return fmt.Errorf("volume %s: exists with %d KiB%s, want %d KiB: %w (resize or remove it by hand)", name, haveBytes/1024, kind, wantKiB, ErrMismatch)
 }
+
+// DevicePath is the device path volume name would have under provider and pool (root as
+// in For), computed without touching the host: what `cairn drbd render` shows an
+// operator. Errors as For's.
+func DevicePath(provider drbd.Provider, pool, root, name string) (string, error) {
+	p, err := For(provider, pool, root, pathOnly{})
+	if err != nil {
+		return "", err
+	}
+	return p.Path(name), nil
+}
+
+// pathOnly is the executor of a provider used only for Path: it runs nothing.
+type pathOnly struct{}
+
+func (pathOnly) Run(context.Context, []string, execx.Options) ([]byte, error) {
+	return nil, fmt.Errorf("volume: a provider made by DevicePath runs nothing")
+}

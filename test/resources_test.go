@@ -1,0 +1,151 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDRBDResourcesEndToEnd: through the real `cairn serve`, a group spawns a
+// definition, replicas are autoplaced across racks with a tiebreaker, the tiebreaker
+// goes when a third disk comes, every node's resource file (from `cairn drbd render`)
+// passes the real drbdadm, the seeding plan is the day-0 scheme, and `cairn audit` shows
+// each allocation.
+func TestDRBDResourcesEndToEnd(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	nats := []string{"--nats", s.natsURL()}
+	cmd := func(verb, body string) reply {
+		t.Helper()
+		out, code := run(t, append([]string{"cmd", verb, body}, nats...)...)
+		r := decode[reply](t, out)
+		require.Equal(t, 0, code, "%s %s: %+v", verb, body, r.Error)
+		return r
+	}
+	cmd("cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= 6; i++ {
+		cmd("node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"RACK%d"}`, i, i, i, (i-1)%3+1))
+		cmd("sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":104857600}`, i))
+	}
+	cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin","drbd_options":{"protocol":"C"}}`)
+	r := cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":1048576}`)
+	require.Len(t, r.Events, 5)
+
+	type replica struct {
+		Node       string `json:"node"`
+		NodeID     int    `json:"node_id"`
+		Diskless   bool   `json:"diskless"`
+		Tiebreaker bool   `json:"tiebreaker"`
+		Minors     []struct{ Volume, Minor int }
+	}
+	type definition struct {
+		Port     int       `json:"port"`
+		Replicas []replica `json:"replicas"`
+	}
+	get := func() definition {
+		status, body := httpJSON(t, "GET", s.url("/v1/resources/r1"), "")
+		require.Equal(t, 200, status, body)
+		return decode[definition](t, body)
+	}
+	rd := get()
+	assert.Equal(t, 7000, rd.Port)
+	require.Len(t, rd.Replicas, 3)
+	racks := map[string]bool{}
+	var tb string
+	for _, rep := range rd.Replicas {
+		var n int
+		fmt.Sscanf(rep.Node, "n%d", &n)
+		racks[fmt.Sprintf("RACK%d", (n-1)%3+1)] = true
+		if rep.Tiebreaker {
+			tb = rep.Node
+		}
+	}
+	assert.Len(t, racks, 3, "two disks and the tiebreaker in three racks: %+v", rd.Replicas)
+	require.NotEmpty(t, tb)
+
+	// every node's file passes drbdadm (as that host), all of them side by side
+	if _, err := exec.LookPath("drbdadm"); err == nil {
+		for _, rep := range rd.Replicas {
+			out := renderEventually(t, nats, "r1", rep.Node)
+			assert.Contains(t, out, "protocol C;")
+			dir := t.TempDir()
+			res := filepath.Join(dir, "r1.res")
+			require.NoError(t, os.WriteFile(res, []byte(out), 0o644))
+			host := strings.Replace(rep.Node, "n", "h", 1)
+			c := exec.Command("drbdadm", "-c", res, "sh-nop")
+			c.Env = append(os.Environ(), "DRBD_DRIVER_VERSION_OVERRIDE=9.2.0", "__DRBD_NODE__="+host)
+			msg, err := c.CombinedOutput()
+			require.NoError(t, err, "drbdadm refused %s's file: %s\n%s", rep.Node, msg, out)
+		}
+	} else {
+		t.Log("drbdadm not installed: resource files not checked by drbd-utils (CI installs it)")
+	}
+
+	// the seeding plan: 32 set-gi calls, always --force; the first disk's own id gets RANDOM:DAY0:::1:1
+	var first replica
+	for _, rep := range rd.Replicas {
+		if !rep.Diskless && (first.Node == "" || rep.NodeID < first.NodeID) {
+			first = rep
+		}
+	}
+	out, code := run(t, append([]string{"drbd", "seed-plan", "r1", "--node", first.Node}, nats...)...)
+	require.Equal(t, 0, code)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 32)
+	for _, l := range lines {
+		assert.Contains(t, l, "drbdmeta --force")
+		assert.Contains(t, l, "set-gi")
+	}
+	assert.Regexp(t, fmt.Sprintf(`--node-id %d .* set-gi [0-9A-F]{16}:[0-9A-F]{16}:::1:1`, first.NodeID), out)
+	out, _ = run(t, append([]string{"drbd", "seed-plan", "r1", "--node", tb}, nats...)...)
+	assert.Contains(t, out, "diskless")
+
+	// a third disk: the tiebreaker goes, and its node is told to tear down
+	r = cmd("replica.add", `{"resource":"r1","place_count":3}`)
+	var types []string
+	for _, e := range r.Events {
+		types = append(types, e.Type)
+	}
+	assert.Equal(t, []string{"replica.added", "replica.removed"}, types)
+	rd = get()
+	require.Len(t, rd.Replicas, 3)
+	for _, rep := range rd.Replicas {
+		assert.False(t, rep.Diskless, "%+v", rep)
+	}
+	require.Eventually(t, func() bool {
+		_, code := run(t, append([]string{"drbd", "render", "r1", "--node", tb}, nats...)...)
+		return code == 1
+	}, 10e9, 50e6, "the tiebreaker's node no longer gets r1")
+
+	// the audit shows every allocation of r1
+	out, code = run(t, append([]string{"audit", "--json", "--subject", "cairn.ev.rd.r1"}, nats...)...)
+	require.Equal(t, 0, code)
+	for _, want := range []string{`"rd.created"`, `"vd.created"`, `"replica.added"`, `"replica.removed"`, `"node_id"`, `"minors"`, `"day0_gi"`, `"port":7000`} {
+		assert.Contains(t, out, want)
+	}
+
+	// refusals over HTTP name what was wrong and change nothing
+	status, body := httpJSON(t, "POST", s.url("/v1/commands/replica.add"), `{"resource":"r1","node":"n1","diskless":"yes"}`)
+	assert.Equal(t, 400, status)
+	assert.Contains(t, body, "diskless")
+	status, body = httpJSON(t, "POST", s.url("/v1/commands/rg.spawn"), `{"resource_group":"rg2","name":"r2","size_kib":1099511627776000}`)
+	assert.Equal(t, 400, status)
+	assert.Contains(t, body, "size_kib")
+}
+
+// renderEventually runs `cairn drbd render` until the dispatcher has published.
+func renderEventually(t *testing.T, nats []string, rd, node string) string {
+	t.Helper()
+	var out string
+	require.Eventually(t, func() bool {
+		var code int
+		out, code = run(t, append([]string{"drbd", "render", rd, "--node", node}, nats...)...)
+		return code == 0
+	}, 10e9, 50e6, "no desired state of %s for %s", rd, node)
+	return out
+}
