@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -31,7 +32,21 @@ func (g *Gateway) listResources(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// getResource serves one resource definition (404 when unknown).
+// ReplicaView is a replica's desired state with what its node's agent last observed.
+type ReplicaView struct {
+	projections.Replica
+	Observed *drbd.Status `json:"observed,omitempty"`
+}
+
+// ResourceView is a resource definition whose replicas carry their observed state.
+type ResourceView struct {
+	projections.ResourceDefinition
+	Replicas []ReplicaView `json:"replicas"`
+}
+
+// getResource serves one resource definition with each replica's observed state: node,
+// node id, phase, disk state and current GI per volume, replication and sync percent per
+// peer (404 when unknown).
 func (g *Gateway) getResource(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	g.withView(w, func(v *projections.View) (any, error) {
@@ -39,7 +54,22 @@ func (g *Gateway) getResource(w http.ResponseWriter, r *http.Request) {
 		if err == nil && !ok {
 			err = cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", name)
 		}
-		return rd, err
+		if err != nil {
+			return nil, err
+		}
+		observed, err := v.ResourceStatus(name)
+		if err != nil {
+			return nil, err
+		}
+		out := ResourceView{ResourceDefinition: rd, Replicas: []ReplicaView{}}
+		for _, rep := range rd.Replicas {
+			rv := ReplicaView{Replica: rep}
+			if st, ok := observed[rep.Node]; ok {
+				rv.Observed = &st
+			}
+			out.Replicas = append(out.Replicas, rv)
+		}
+		return out, nil
 	})
 }
 

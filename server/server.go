@@ -196,6 +196,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Log.Error().Err(err).Msg("dispatcher stopped")
 		}
 	}()
+	go func() {
+		if err := projections.FoldStatus(runCtx, db, s.JS, names, cfg.Log.With().Str("part", "status").Logger()); err != nil {
+			cfg.Log.Error().Err(err).Msg("status folding stopped")
+		}
+	}()
 	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())
 	go func() {
 		if err := s.Watchdog.Run(runCtx, s.NC); err != nil {

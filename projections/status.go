@@ -1,0 +1,90 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/rs/zerolog"
+)
+
+var statusFolded = promauto.NewCounterVec(prometheus.CounterOpts{Name: "cairn_status_folded_total",
+	Help: "Observed-state reports folded into the views, by outcome (ok, invalid)."}, []string{"outcome"})
+
+// Observed state lives under s/: its only writer is the status folder, it is not part
+// of the digest (it is not derived from CAIRN_EVENTS) and a rebuild leaves it alone.
+const statusPrefix = "s/drbd/"
+
+func drbdStatusKey(rd, node string) string { return statusPrefix + rd + "/" + node }
+
+// FoldStatus consumes the agents' DRBD status reports (<prefix>.status.*.drbd.*, the
+// latest of each subject first, then every new one) and keeps the latest per resource
+// and node in the views until ctx ends. The node and resource come from the subject,
+// which only that node's agent may publish to; a report naming another is refused.
+func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names events.Names, log zerolog.Logger) error {
+	filter := names.Prefix + ".status.*.drbd.*"
+	cons, err := js.OrderedConsumer(ctx, names.StatusStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+	if err != nil {
+		return fmt.Errorf("status: consume %s: %w", filter, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if err := foldStatus(db, names, m.Subject(), m.Data()); err != nil {
+			statusFolded.WithLabelValues("invalid").Inc()
+			log.Warn().Err(err).Str("subject", m.Subject()).Msg("status report skipped")
+			return
+		}
+		statusFolded.WithLabelValues("ok").Inc()
+	})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cc.Stop()
+	return nil
+}
+
+// foldStatus checks one report against its subject and stores it.
+func foldStatus(db *DB, names events.Names, subject string, data []byte) error {
+	rest, ok := strings.CutPrefix(subject, names.Prefix+".status.")
+	parts := strings.Split(rest, ".")
+	if !ok || len(parts) != 3 || parts[1] != "drbd" {
+		return fmt.Errorf("not a DRBD status subject")
+	}
+	node, rd := parts[0], parts[2]
+	if len(data) == 0 {
+		return db.pdb.Delete([]byte(drbdStatusKey(rd, node)), pebble.NoSync)
+	}
+	var st drbd.Status
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if st.Node != node || st.Resource != rd {
+		return fmt.Errorf("status names %s on %s but was published for %s on %s", st.Resource, st.Node, rd, node)
+	}
+	if st.Phase == drbd.PhaseRemoved {
+		return db.pdb.Delete([]byte(drbdStatusKey(rd, node)), pebble.NoSync)
+	}
+	return db.pdb.Set([]byte(drbdStatusKey(rd, node)), data, pebble.NoSync)
+}
+
+// ResourceStatus returns the latest observed state of rd by node.
+func (v *View) ResourceStatus(rd string) (map[string]drbd.Status, error) {
+	out := map[string]drbd.Status{}
+	err := v.scan(statusPrefix+rd+"/", func(key string, val []byte) error {
+		var st drbd.Status
+		if err := json.Unmarshal(val, &st); err != nil {
+			return fmt.Errorf("view %s: %w", key, err)
+		}
+		out[st.Node] = st
+		return nil
+	})
+	return out, err
+}
