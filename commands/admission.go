@@ -53,6 +53,9 @@ type Options struct {
 	// Ports and Minors are the ranges DRBD TCP ports (per definition) and device minors
 	// (per node) are allocated from (7000-7999, 1000-49999).
 	Ports, Minors replicas.Range
+	// PoolFailoverTimeout: how long a pool's owner must be offline before its grant may
+	// move to another node (30 s).
+	PoolFailoverTimeout time.Duration
 }
 
 // Admission validates commands, decides them against the views and appends their events.
@@ -99,6 +102,10 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 		opts.Minors = replicas.DefaultMinors
 	}
 	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
+	if opts.PoolFailoverTimeout <= 0 {
+		opts.PoolFailoverTimeout = DefaultPoolFailoverTimeout
+	}
+	handlers = append(handlers, poolHandlers(opts)...)
 	for _, h := range append(handlers, resourceHandlers(opts)...) {
 		a.Register(h)
 	}

@@ -7,6 +7,7 @@ package dispatch
 import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/zpool"
 )
 
 // Desired builds the desired state of rd on node. ok is false when node holds no
@@ -40,4 +41,13 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
 		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync}
 	return d, true
+}
+
+// PoolDesired builds the desired pool state of node: an import for the node holding the
+// grant of an uncontested pool; ok is false for every other node (export if imported).
+func PoolDesired(p projections.Pool, node string) (zpool.Desired, bool) {
+	if p.Owner != node || p.Contested {
+		return zpool.Desired{}, false
+	}
+	return zpool.Desired{Pool: p.Name, Node: node, Devices: p.Devices, GrantSeq: p.GrantSeq, Revision: p.Seq}, true
 }

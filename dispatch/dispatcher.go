@@ -97,7 +97,7 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 		if body == nil {
 			removals++
 		}
-		f, err := d.JS.PublishAsync(d.Names.Node(e.Node, "drbd", e.Resource), body)
+		f, err := d.JS.PublishAsync(d.Names.Node(e.Node, e.Kind, e.ID), body)
 		if err != nil {
 			return 0, err
 		}
@@ -122,9 +122,27 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 }
 
 // body is the message for one entry: the node's desired state, or nil (empty) when the
-// node no longer holds the resource.
+// node no longer holds the resource or the pool's grant.
 func (d *Dispatcher) body(v *projections.View, nodes map[string]projections.NodeSpec, e projections.OutboxEntry) ([]byte, error) {
-	rd, ok, err := v.ResourceDefinition(e.Resource)
+	switch e.Kind {
+	case projections.KindDRBD:
+		return d.drbdBody(v, nodes, e)
+	case projections.KindZpool:
+		p, ok, err := v.Pool(e.ID)
+		if err != nil || !ok {
+			return nil, err
+		}
+		desired, ok := PoolDesired(p, e.Node)
+		if !ok {
+			return nil, nil
+		}
+		return json.Marshal(desired)
+	}
+	return nil, fmt.Errorf("outbox: unknown kind %q", e.Kind)
+}
+
+func (d *Dispatcher) drbdBody(v *projections.View, nodes map[string]projections.NodeSpec, e projections.OutboxEntry) ([]byte, error) {
+	rd, ok, err := v.ResourceDefinition(e.ID)
 	if err != nil || !ok {
 		return nil, err
 	}

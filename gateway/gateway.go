@@ -62,6 +62,8 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/resource-groups", g.listResourceGroups)
 	mux.HandleFunc("GET /v1/resources", g.listResources)
 	mux.HandleFunc("GET /v1/resources/{name}", g.getResource)
+	mux.HandleFunc("GET /v1/pools", g.listPools)
+	mux.HandleFunc("GET /v1/pools/{name}", g.getPool)
 	mux.HandleFunc("GET /v1/events", g.listEvents)
 	mux.HandleFunc("GET /v1/views/digest", g.digest)
 	mux.HandleFunc("POST /v1/commands/{verb}", g.postCommand)

@@ -6,6 +6,7 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/zpool"
 )
 
 // listStoragePools serves every storage pool with its capacity and allocation.
@@ -78,4 +79,35 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// PoolView is a shared pool with what each node's agent last reported about it.
+type PoolView struct {
+	projections.Pool
+	Observed map[string]zpool.Status `json:"observed"`
+}
+
+// listPools serves every shared pool and its grant.
+func (g *Gateway) listPools(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		pools, err := v.Pools()
+		return nonNil(pools), err
+	})
+}
+
+// getPool serves one pool with its owner, contested flag and per-node observed status
+// (activity-check verdicts, import state).
+func (g *Gateway) getPool(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	g.withView(w, func(v *projections.View) (any, error) {
+		p, ok, err := v.Pool(name)
+		if err == nil && !ok {
+			err = cairn.Errorf(cairn.CodeNotFound, "pool %s does not exist", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		obs, err := v.PoolStatus(name)
+		return PoolView{Pool: p, Observed: obs}, err
+	})
 }

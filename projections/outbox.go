@@ -6,10 +6,18 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// OutboxEntry asks the dispatcher to publish the desired state of Resource on Node.
+// Kinds of desired state the outbox queues.
+const (
+	KindDRBD  = "drbd"
+	KindZpool = "zpool"
+)
+
+// OutboxEntry asks the dispatcher to publish the desired state of (Kind, ID) on Node:
+// <prefix>.node.<Node>.<Kind>.<ID>.
 type OutboxEntry struct {
-	Node     string
-	Resource string
+	Node string
+	Kind string
+	ID   string
 }
 
 // OutboxBatch is a consistent read of the oldest outbox entries together with the views
@@ -45,14 +53,14 @@ func (db *DB) Outbox(limit int) (*OutboxBatch, error) {
 	n := 0
 	for it.First(); it.Valid() && n < limit; it.Next() {
 		n++
-		// o/dispatch/<seq20>/<node>/<rd>
+		// o/dispatch/<seq20>/<node>/<kind>/<id>
 		rest := strings.TrimPrefix(string(it.Key()), outboxPrefix)
-		parts := strings.SplitN(rest, "/", 3)
+		parts := strings.SplitN(rest, "/", 4)
 		b.keys = append(b.keys, append([]byte(nil), it.Key()...))
-		if len(parts) != 3 {
+		if len(parts) != 4 {
 			continue
 		}
-		e := OutboxEntry{Node: parts[1], Resource: parts[2]}
+		e := OutboxEntry{Node: parts[1], Kind: parts[2], ID: parts[3]}
 		if !seen[e] {
 			seen[e] = true
 			b.Entries = append(b.Entries, e)

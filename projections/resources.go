@@ -158,6 +158,8 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		return false, nil // the node views handle the rest
 	case *events.ResourceGroupCreated:
 		return true, t.put(rgKey(d.Name), ResourceGroup{ResourceGroupCreated: *d, CreatedSeq: ev.Seq})
+	case *events.PoolCreated, *events.PoolImportGranted, *events.PoolExported, *events.PoolContested:
+		return true, applyPool(t, ev)
 	case *events.ResourceDefinitionCreated:
 		if err := takePort(t, d.Name, d.Port); err != nil {
 			return true, err
@@ -363,10 +365,13 @@ func freeMinor(t *tx, node string, minor int) error {
 	return nil
 }
 
-// outbox queues the desired state of rd on node for the dispatcher. Entries are keyed by
-// sequence, written once and deleted only by the dispatcher once published.
-func outbox(t *tx, seq uint64, node, rd string) {
-	t.mark(fmt.Sprintf("%s%020d/%s/%s", outboxPrefix, seq, node, rd))
+// outbox queues the desired state of rd on node for the dispatcher.
+func outbox(t *tx, seq uint64, node, rd string) { queue(t, seq, node, KindDRBD, rd) }
+
+// queue queues the desired state of (kind, id) on node for the dispatcher. Entries are
+// keyed by sequence, written once and deleted only by the dispatcher once published.
+func queue(t *tx, seq uint64, node, kind, id string) {
+	t.mark(fmt.Sprintf("%s%020d/%s/%s/%s", outboxPrefix, seq, node, kind, id))
 }
 
 // StoragePool returns a node's storage pool.

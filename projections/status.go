@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/zpool"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,14 +25,19 @@ const statusPrefix = "s/drbd/"
 
 func drbdStatusKey(rd, node string) string { return statusPrefix + rd + "/" + node }
 
-// FoldStatus consumes the agents' DRBD status reports (<prefix>.status.*.drbd.*, the
-// latest of each subject first, then every new one) and keeps the latest per resource
-// and node in the views until ctx ends. The node and resource come from the subject,
-// which only that node's agent may publish to; a report naming another is refused.
+const poolStatusPrefix = "s/zpool/"
+
+func poolStatusKey(pool, node string) string { return poolStatusPrefix + pool + "/" + node }
+
+// FoldStatus consumes the agents' DRBD and pool status reports
+// (<prefix>.status.*.drbd.* and <prefix>.status.*.zpool.*, the latest of each subject
+// first, then every new one) and keeps the latest per object and node in the views
+// until ctx ends. The node and object come from the subject, which only that node's
+// agent may publish to; a report naming another is refused.
 func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names events.Names, log zerolog.Logger) error {
 	filter := names.Prefix + ".status.*.drbd.*"
 	cons, err := js.OrderedConsumer(ctx, names.StatusStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+		FilterSubjects: []string{filter, names.Prefix + ".status.*.zpool.*"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
 	if err != nil {
 		return fmt.Errorf("status: consume %s: %w", filter, err)
 	}
@@ -55,10 +61,13 @@ func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names event
 func foldStatus(db *DB, names events.Names, subject string, data []byte) error {
 	rest, ok := strings.CutPrefix(subject, names.Prefix+".status.")
 	parts := strings.Split(rest, ".")
-	if !ok || len(parts) != 3 || parts[1] != "drbd" {
-		return fmt.Errorf("not a DRBD status subject")
+	if !ok || len(parts) != 3 || (parts[1] != KindDRBD && parts[1] != KindZpool) {
+		return fmt.Errorf("not a DRBD or pool status subject")
 	}
 	node, rd := parts[0], parts[2]
+	if parts[1] == KindZpool {
+		return foldPoolStatus(db, node, rd, data)
+	}
 	if len(data) == 0 {
 		return db.pdb.Delete([]byte(drbdStatusKey(rd, node)), pebble.NoSync)
 	}
@@ -80,6 +89,34 @@ func (v *View) ResourceStatus(rd string) (map[string]drbd.Status, error) {
 	out := map[string]drbd.Status{}
 	err := v.scan(statusPrefix+rd+"/", func(key string, val []byte) error {
 		var st drbd.Status
+		if err := json.Unmarshal(val, &st); err != nil {
+			return fmt.Errorf("view %s: %w", key, err)
+		}
+		out[st.Node] = st
+		return nil
+	})
+	return out, err
+}
+
+func foldPoolStatus(db *DB, node, pool string, data []byte) error {
+	if len(data) == 0 {
+		return db.pdb.Delete([]byte(poolStatusKey(pool, node)), pebble.NoSync)
+	}
+	var st zpool.Status
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if st.Node != node || st.Pool != pool {
+		return fmt.Errorf("status names pool %s on %s but was published for %s on %s", st.Pool, st.Node, pool, node)
+	}
+	return db.pdb.Set([]byte(poolStatusKey(pool, node)), data, pebble.NoSync)
+}
+
+// PoolStatus returns the latest observed state of pool by node.
+func (v *View) PoolStatus(pool string) (map[string]zpool.Status, error) {
+	out := map[string]zpool.Status{}
+	err := v.scan(poolStatusPrefix+pool+"/", func(key string, val []byte) error {
+		var st zpool.Status
 		if err := json.Unmarshal(val, &st); err != nil {
 			return fmt.Errorf("view %s: %w", key, err)
 		}

@@ -40,6 +40,7 @@ func serveCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	f.DurationVar(&cfg.Admission.PoolFailoverTimeout, "pool-failover-timeout", 30*time.Second, "how long a pool's owner must be offline before pool.import may move its grant")
 	f.StringVar(&ports, "drbd-ports", replicas.DefaultPorts.String(), "range DRBD TCP ports are allocated from, one per resource definition (MIN-MAX)")
 	f.StringVar(&minors, "drbd-minors", replicas.DefaultMinors.String(), "range DRBD device minors are allocated from, unique per node (MIN-MAX)")
 	f.StringVar(&cfg.DataDir, "data", "data", "data directory: views (Pebble) and the embedded JetStream store")

@@ -95,8 +95,8 @@ func TestAutoplace(t *testing.T) {
 		{"pool too small, offline, secondary, wrong pool", Rules{StoragePool: "thin"}, 1, nil,
 			[]Candidate{node("a", "", 1), offline, secondary, {Node: "x", Online: true, Storage: true}}, "",
 			"a: only 1 KiB free in storage pool named thin (needs 4096); n9: offline; s1: not a storage node; x: no storage pool named thin"},
-		{"provider filter", Rules{Provider: "zfs"}, 1, nil, []Candidate{node("a", "", 1 << 30)}, "", "no storage pool of provider zfs"},
-		{"members are not chosen again", Rules{}, 1, []Member{{Node: "a"}}, []Candidate{node("a", "", 100), node("b", "", 1 << 20)}, "b", ""},
+		{"provider filter", Rules{Provider: "zfs"}, 1, nil, []Candidate{node("a", "", 1<<30)}, "", "no storage pool of provider zfs"},
+		{"members are not chosen again", Rules{}, 1, []Member{{Node: "a"}}, []Candidate{node("a", "", 100), node("b", "", 1<<20)}, "b", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,212 @@
+package commands
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// DefaultPoolFailoverTimeout is how long a pool's owner must have been offline before
+// pool.import may move the grant to another node.
+const DefaultPoolFailoverTimeout = 30 * time.Second
+
+// Bodies of the pool verbs.
+type (
+	// PoolCreate is the body of pool.create.
+	PoolCreate = events.PoolCreated
+	// PoolImport is the body of pool.import.
+	PoolImport struct {
+		Pool   string `json:"pool"`
+		Node   string `json:"node"`
+		Reason string `json:"reason"`
+	}
+	// PoolExport is the body of pool.export.
+	PoolExport = PoolImport
+	// PoolContest is the body of pool.contest.
+	PoolContest = events.PoolContested
+)
+
+// DecidePoolImport grants pool to target. The grant is one node at a time: refused
+// (precondition_failed) while the pool is contested, while its owner is online or has
+// been offline for less than failover, and for a node that is offline or cannot reach
+// the pool's devices; not_found for an unknown pool or node. Granting to the owner again
+// is a no-op with a warning. A grant that moves from an owner offline past the failover
+// timeout says so in its reason.
+func DecidePoolImport(pool *projections.Pool, target, owner *projections.Node, c PoolImport, now time.Time, failover time.Duration) (*events.PoolImportGranted, []string, error) {
+	switch {
+	case pool == nil:
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "pool %s does not exist", c.Pool)
+	case target == nil:
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node)
+	case !slices.Contains(pool.Nodes, c.Node):
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "node %s cannot reach pool %s's devices (nodes: %v)", c.Node, c.Pool, pool.Nodes)
+	case pool.Contested:
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed,
+			"pool %s is contested (%s); make sure no host has it imported, then pool.export it before a new import", c.Pool, pool.ContestReason)
+	case target.Status.State != events.StateOnline:
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "node %s is %s; a pool is granted only to an online node", c.Node, target.Status.State)
+	case pool.Owner == c.Node:
+		return nil, []string{fmt.Sprintf("pool %s is already granted to %s; nothing changed", c.Pool, c.Node)}, nil
+	}
+	reason := c.Reason
+	if reason == "" {
+		reason = "requested"
+	}
+	ev := &events.PoolImportGranted{Pool: c.Pool, Node: c.Node, Reason: reason}
+	if pool.Owner == "" {
+		return ev, nil, nil
+	}
+	if owner == nil { // the owner's node left the cluster
+		ev.PreviousOwner, ev.Reason = pool.Owner, fmt.Sprintf("previous owner %s left the cluster", pool.Owner)
+		return ev, nil, nil
+	}
+	if owner.Status.State == events.StateOnline {
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed,
+			"pool %s is imported by %s, which is online; export it there first (pool.export) or wait until %s has been offline for %s",
+			c.Pool, pool.Owner, pool.Owner, failover).WithDetails(map[string]any{"owner": pool.Owner, "failover_timeout": failover.String()})
+	}
+	offline := now.Sub(owner.Status.Since)
+	if offline < failover {
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed,
+			"pool %s is imported by %s, offline for %s only; the grant moves after %s offline (in %s)",
+			c.Pool, pool.Owner, offline.Round(time.Second), failover, (failover - offline).Round(time.Second)).
+			WithDetails(map[string]any{"owner": pool.Owner, "offline_for": offline.String(), "failover_timeout": failover.String()})
+	}
+	ev.PreviousOwner = pool.Owner
+	ev.Reason = fmt.Sprintf("previous owner %s offline since %s (%s, past the failover timeout %s)",
+		pool.Owner, owner.Status.Since.UTC().Format(time.RFC3339), offline.Round(time.Second), failover)
+	return ev, nil, nil
+}
+
+// DecidePoolExport releases pool's grant. Refuses not_found, and precondition_failed for
+// a node that does not hold it; exporting a pool nobody holds is a no-op with a warning.
+// An export without node clears the grant whoever holds it (an operator resolving a
+// contested pool).
+func DecidePoolExport(pool *projections.Pool, c PoolExport) (*events.PoolExported, []string, error) {
+	switch {
+	case pool == nil:
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "pool %s does not exist", c.Pool)
+	case pool.Owner == "" && !pool.Contested:
+		return nil, []string{fmt.Sprintf("pool %s is not granted to any node; nothing changed", c.Pool)}, nil
+	case c.Node != "" && c.Node != pool.Owner:
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "pool %s is granted to %s, not %s", c.Pool, pool.Owner, c.Node)
+	}
+	return &events.PoolExported{Pool: c.Pool, Node: pool.Owner, Reason: c.Reason}, nil, nil
+}
+
+// DecidePoolContest records that another host wrote the pool while c.Node held it.
+// Refuses not_found; a report from a node that no longer holds the grant, or about a
+// pool already contested, is a no-op with a warning.
+func DecidePoolContest(pool *projections.Pool, c PoolContest) (*events.PoolContested, []string, error) {
+	switch {
+	case pool == nil:
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "pool %s does not exist", c.Pool)
+	case pool.Owner != c.Node:
+		return nil, []string{fmt.Sprintf("pool %s is not granted to %s (owner %q); report ignored", c.Pool, c.Node, pool.Owner)}, nil
+	case pool.Contested:
+		return nil, []string{fmt.Sprintf("pool %s is already contested", c.Pool)}, nil
+	}
+	return &c, nil, nil
+}
+
+// poolHandlers decide the pool verbs. Granting depends on the owner's node state, so
+// their boundary is the whole stream: two concurrent imports for different nodes
+// cannot both be accepted.
+func poolHandlers(opts Options) []Handler {
+	decode := func(body []byte, v any) error {
+		if err := json.Unmarshal(body, v); err != nil {
+			return cairn.InvalidField("", "body: %v", err)
+		}
+		return nil
+	}
+	pool := func(v *projections.View, name string) (*projections.Pool, error) {
+		p, ok, err := v.Pool(name)
+		return ptrIf(p, ok), err
+	}
+	node := func(v *projections.View, name string) (*projections.Node, error) {
+		if name == "" {
+			return nil, nil
+		}
+		n, ok, err := v.Node(name)
+		return ptrIf(n, ok), err
+	}
+	return []Handler{
+		{Verb: "pool.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c PoolCreate
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			d := Decision{Expect: streamBoundary(v)}
+			p, err := pool(v, c.Name)
+			if err != nil {
+				return d, err
+			}
+			if p != nil {
+				return d, cairn.Errorf(cairn.CodeAlreadyExists, "pool %s already exists", c.Name)
+			}
+			for _, n := range c.Nodes {
+				if nd, err := node(v, n); err != nil || nd == nil {
+					if err == nil {
+						err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", n)
+					}
+					return d, err
+				}
+			}
+			return d.with(names.Event("pool", c.Name), &c, nil), nil
+		}},
+		{Verb: "pool.import", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c PoolImport
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			d := Decision{Expect: streamBoundary(v)}
+			p, err := pool(v, c.Pool)
+			if err != nil {
+				return d, err
+			}
+			target, err := node(v, c.Node)
+			if err != nil {
+				return d, err
+			}
+			var owner *projections.Node
+			if p != nil {
+				if owner, err = node(v, p.Owner); err != nil {
+					return d, err
+				}
+			}
+			ev, warnings, err := DecidePoolImport(p, target, owner, c, opts.Now(), opts.PoolFailoverTimeout)
+			return d.with(names.Event("pool", c.Pool), ev, warnings), err
+		}},
+		{Verb: "pool.export", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c PoolExport
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			d := Decision{Expect: streamBoundary(v)}
+			p, err := pool(v, c.Pool)
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := DecidePoolExport(p, c)
+			return d.with(names.Event("pool", c.Pool), ev, warnings), err
+		}},
+		{Verb: "pool.contest", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c PoolContest
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			d := Decision{Expect: streamBoundary(v)}
+			p, err := pool(v, c.Pool)
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := DecidePoolContest(p, c)
+			return d.with(names.Event("pool", c.Pool), ev, warnings), err
+		}},
+	}
+}
