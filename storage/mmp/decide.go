@@ -84,7 +84,8 @@ func CheckDuration(ub zfs.Uberblock, t Tunables) (time.Duration, DurationCase) {
 	var c DurationCase
 	switch {
 	case ub.IntervalValid() && ub.FailValid() && ub.MMPFailIntervals() > 0:
-		d = satMul(satMul(ub.MMPFailIntervals(), satMul(ub.MMPInterval(), ms)), importSafetyFactor) / 100
+		x := satMul(ub.MMPFailIntervals(), satMul(ub.MMPInterval(), ms))
+		d = satAdd(satMul(x/100, importSafetyFactor), x%100*importSafetyFactor/100) // x × 200 / 100
 		c = CaseFailIntervals
 	case ub.IntervalValid() && ub.FailValid():
 		d = max(base, satMul(satAdd(satMul(ub.MMPInterval(), ms), ub.MMPDelay), n))
