@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/cairn-io/cairn/storage/zfs"
@@ -299,7 +300,11 @@ func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]
 	for i, d := range devs {
 		lf, err := read(d)
 		if err != nil {
-			return nil, readError{CodeUnreadableVdev, fmt.Sprintf("cannot read leaf vdev %s: %v", d.Name, err)}
+			msg := fmt.Sprintf("cannot read leaf vdev: %v", err)
+			if !strings.Contains(err.Error(), d.Name) {
+				msg = fmt.Sprintf("cannot read leaf vdev %s: %v", d.Name, err)
+			}
+			return nil, readError{CodeUnreadableVdev, msg}
 		}
 		leaves[i] = lf
 	}
