@@ -185,4 +185,3 @@ func optField(format string, p *uint64) string {
 	}
 	return fmt.Sprintf(format, *p)
 }
-
