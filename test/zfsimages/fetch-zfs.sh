@@ -22,8 +22,8 @@ pkgs=(libzpool5linux libnvpair3linux libzfs4linux libuutil3linux zfsutils-linux 
 state=$(mktemp -d)
 trap 'rm -rf "$state"' EXIT
 mkdir -p "$state/lists/partial" "$state/cache/archives/partial" "$state/sources.list.d"
-uris=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -m1 debian/ || true)
-[ -n "$uris" ] || uris=$(grep -ho 'http[^ ]*debian/\?' /etc/apt/sources.list 2>/dev/null | head -1 || true)
+uris=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v -- -security | head -1 || true)
+[ -n "$uris" ] || uris=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
 [ -n "$uris" ] || uris=http://deb.debian.org/debian
 codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 cat >"$state/sources.list.d/contrib.sources" <<SRC
