@@ -1,10 +1,13 @@
 package zfs
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
+	"sync"
 )
 
 // Label layout (vdev_impl.h): four labels of 256 KiB, two at the start and two at the end
@@ -150,15 +153,18 @@ type Slot struct {
 
 // Leaf is everything read from one leaf vdev.
 type Leaf struct {
-	Name      string    `json:"name"`
-	PSize     int64     `json:"psize"` // size rounded down to a multiple of LabelSize
-	Ashift    uint64    `json:"ashift"`
-	SlotSize  int       `json:"slot_size"`
-	Labels    [4]Label  `json:"labels"`
-	Slots     []Slot    `json:"-"`
-	raw       [4][]byte // the labels' bytes, nil where the read failed (for Watch)
+	Name      string   `json:"name"`
+	PSize     int64    `json:"psize"` // size rounded down to a multiple of LabelSize
+	Ashift    uint64   `json:"ashift"`
+	SlotSize  int      `json:"slot_size"`
+	Labels    [4]Label `json:"labels"`
+	Slots     []Slot   `json:"-"`
 	hasConfig bool
 }
+
+// labelBufs recycles the 256 KiB label buffers: the check re-reads every label of every
+// leaf once a second. Nothing decoded keeps a reference into a buffer.
+var labelBufs = sync.Pool{New: func() any { b := make([]byte, LabelSize); return &b }}
 
 // ReadLeaf reads the four labels of a leaf with one read each, decodes every config whose
 // checksum holds and every valid uberblock slot. The slot size comes from the ashift of
@@ -174,19 +180,29 @@ func ReadLeaf(d Device) (*Leaf, error) {
 		return nil, fmt.Errorf("%s: %w: %d bytes, needs at least %d", d.Name, ErrTooSmall, d.Size, MinDeviceSize)
 	}
 	lf := &Leaf{Name: d.Name, PSize: psize, Ashift: defaultAshift}
+	var raw [Labels]*[]byte // the labels' bytes, nil where the read failed
+	defer func() {
+		for _, b := range raw {
+			if b != nil {
+				labelBufs.Put(b)
+			}
+		}
+	}()
 	for l := 0; l < Labels; l++ {
 		lb := &lf.Labels[l]
 		lb.Index, lb.Offset = l, LabelOffset(psize, l)
-		buf := make([]byte, LabelSize)
+		bp := labelBufs.Get().(*[]byte)
+		buf := *bp
 		n, err := d.R.ReadAt(buf, lb.Offset)
 		if n < len(buf) {
 			if err == nil || errors.Is(err, io.EOF) {
 				err = fmt.Errorf("short read: %d of %d bytes", n, len(buf))
 			}
 			lb.Err = fmt.Errorf("label %d at %d: %w", l, lb.Offset, err)
+			labelBufs.Put(bp)
 			continue
 		}
-		lf.raw[l] = buf
+		raw[l] = bp
 		phys := buf[vdevPhysOffset : vdevPhysOffset+vdevPhysSize]
 		if _, err := verifyEmbedded(phys, uint64(lb.Offset+vdevPhysOffset)); err != nil {
 			lb.Err = fmt.Errorf("label %d config: %w", l, err)
@@ -206,14 +222,18 @@ func ReadLeaf(d Device) (*Leaf, error) {
 	shift := SlotShift(lf.Ashift)
 	lf.SlotSize = 1 << shift
 	for l := 0; l < Labels; l++ {
-		buf := lf.raw[l]
-		if buf == nil {
+		if raw[l] == nil {
 			continue
 		}
+		buf := *raw[l]
 		for i := 0; i < ringSize>>shift; i++ {
 			at := ringOffset + i<<shift
 			off := lf.Labels[l].Offset + int64(at)
-			ub, err := DecodeUberblock(buf[at:at+lf.SlotSize], uint64(off))
+			slot := buf[at : at+lf.SlotSize]
+			if !maybeUberblock(slot) {
+				continue // never written (zeros) or not an uberblock: skip without building an error
+			}
+			ub, err := DecodeUberblock(slot, uint64(off))
 			if err != nil {
 				continue
 			}
@@ -232,6 +252,15 @@ func ReadLeaf(d Device) (*Leaf, error) {
 		return nil, fmt.Errorf("%s: %w: no valid label config and no valid uberblock (%s)", d.Name, ErrNotZFS, reason)
 	}
 	return lf, nil
+}
+
+// maybeUberblock is a cheap pre-check: both the uberblock magic and the checksum magic
+// are there, in either byte order. DecodeUberblock decides.
+func maybeUberblock(slot []byte) bool {
+	m := binary.LittleEndian.Uint64(slot)
+	e := binary.LittleEndian.Uint64(slot[len(slot)-eckSize:])
+	return (m == UberblockMagic || m == bits.ReverseBytes64(UberblockMagic)) &&
+		(e == eckMagic || e == bits.ReverseBytes64(eckMagic))
 }
 
 // Best returns the best valid uberblock slot of the leaf (see Compare); ok is false when
