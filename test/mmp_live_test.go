@@ -66,7 +66,11 @@ func TestMMPLiveWriter(t *testing.T) {
 	if out, err := exec.Command("bash", "zfsimages/build-mmpgen.sh", tools, gen).CombinedOutput(); err != nil {
 		t.Fatalf("build mmpgen: %v\n%s", err, out)
 	}
-	vdev := filepath.Join(dir, "vdev0.img")
+	vdevs := filepath.Join(dir, "vdevs")
+	if err := os.Mkdir(vdevs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	vdev := filepath.Join(vdevs, "vdev0.img")
 	if err := os.WriteFile(vdev, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +128,10 @@ func TestMMPLiveWriter(t *testing.T) {
 		t.Fatalf("last host %+v", v.LastHost)
 	}
 	t.Logf("live writer: exit %d after %d re-reads in %s: %s", code, v.Reads, took.Round(time.Millisecond), v.Message)
+	// OpenZFS's own import (libzpool, same hostid as ours) agrees: refused with EREMOTEIO.
+	if code, out := zfsImport(t, gen, vdevs, "0xbbbb0002"); code != 3 {
+		t.Fatalf("libzpool import of the live pool: exit %d, want 3 (EREMOTEIO)\n%s", code, out)
+	}
 
 	// The writer dies without exporting: the pool stays "active" on disk, but after the
 	// computed duration (fail 10 × 100 ms × 2 = 2 s, plus 0-25 %) it is importable.
@@ -145,4 +153,26 @@ func TestMMPLiveWriter(t *testing.T) {
 	if v, code, _ := mmpCheck(t, "--hostid", "0", vdev); code != 2 || v.Code != "no_hostid" {
 		t.Fatalf("check with hostid 0: exit %d, %+v", code, v)
 	}
+	// And OpenZFS's own import now succeeds too (it imports and exports the pool: last).
+	if code, out := zfsImport(t, gen, vdevs, "0xbbbb0002"); code != 0 {
+		t.Fatalf("libzpool import after kill -9: exit %d, want 0\n%s", code, out)
+	}
+	if v, code, _ := mmpCheck(t, "--hostid", "0xbbbb0002", vdev); code != 0 || v.Code != "exported_by_this_host" {
+		t.Fatalf("check after our own export: exit %d, %+v", code, v)
+	}
+}
+
+// zfsImport imports pool livepool from dir with libzpool (mmpgen -x import) as hostid:
+// exit 0 imported (and exported again), 3 refused by the activity check.
+func zfsImport(t *testing.T, gen, dir, hostid string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(gen, "-c", filepath.Join(filepath.Dir(dir), "import-cache"), "-x", "import", "livepool", dir)
+	cmd.Env = append(os.Environ(), "ZFS_HOSTID="+hostid)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
 }

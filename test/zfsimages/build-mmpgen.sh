@@ -8,5 +8,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 gcc -O1 -w -o "${2:?usage: build-mmpgen.sh TOOLS OUTPUT}" "$here/mmpgen.c" \
   -D_GNU_SOURCE -D_REENTRANT -DNDEBUG \
   -I"$tools/usr/include/libspl" -I"$tools/usr/include/libzfs" \
-  -L"$tools/usr/lib/x86_64-linux-gnu" -lzpool -lnvpair -lzfs_core -luutil -lpthread \
+  -L"$tools/usr/lib/x86_64-linux-gnu" -lzpool -lzfs_core -lnvpair -luutil -lpthread \
   -Wl,-rpath,"$tools/lib/x86_64-linux-gnu"

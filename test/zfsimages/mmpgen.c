@@ -14,6 +14,10 @@
  *   -x export     create, run -s seconds, export cleanly, exit 0
  *   -x hold       create, print "ready" on stdout, keep the pool imported (MMP writes every
  *                 interval) until killed; kill -9 leaves the pool active on disk
+ *   -x import     import the existing pool POOL found in directory FILE (the first file
+ *                 argument names the directory to search) with OpenZFS's own activity
+ *                 check, then export it again. Exit 0 imported, 3 refused because another
+ *                 host is active (EREMOTEIO), 1 any other error.
  * Files must exist with their final size (at least 64 MiB).
  * The generator is test tooling: it prints a message and exits 1 on any error.
  */
@@ -28,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <getopt.h>
+#include <libzutil.h>
 
 extern char *spa_config_path;
 
@@ -46,6 +51,48 @@ file_vdev(const char *path, uint64_t ashift)
 	fnvlist_add_uint64(nv, ZPOOL_CONFIG_IS_LOG, 0);
 	fnvlist_add_uint64(nv, ZPOOL_CONFIG_ASHIFT, ashift);
 	return (nv);
+}
+
+/*
+ * Import pool from the files in dir the way zdb -e does (zpool_find_config with the
+ * libzpool ops), which runs OpenZFS's activity check; export it again on success.
+ */
+static int
+import_pool(const char *pool, const char *dir)
+{
+	importargs_t args = { 0 };
+	char *paths[1] = { (char *)dir };
+	nvlist_t *cfg = NULL;
+	int err;
+
+	args.paths = 1;
+	args.path = paths;
+	args.can_be_active = B_TRUE;
+	err = zpool_find_config(NULL, pool, &cfg, &args, &libzpool_config_ops);
+	if (err != 0) {
+		fprintf(stderr, "mmpgen: pool %s not found in %s: %s\n", pool,
+		    dir, strerror(err));
+		return (1);
+	}
+	err = spa_import(pool, cfg, NULL, ZFS_IMPORT_NORMAL);
+	if (err == EREMOTEIO) {
+		fprintf(stderr, "mmpgen: import %s refused: %s (activity check)\n",
+		    pool, strerror(err));
+		printf("active\n");
+		return (3);
+	}
+	if (err != 0) {
+		fprintf(stderr, "mmpgen: import %s: %s\n", pool, strerror(err));
+		return (1);
+	}
+	printf("imported\n");
+	fflush(stdout);
+	if ((err = spa_export((char *)pool, NULL, B_FALSE, B_FALSE)) != 0) {
+		fprintf(stderr, "mmpgen: export %s: %s\n", pool, strerror(err));
+		return (1);
+	}
+	kernel_fini();
+	return (0);
 }
 
 int
@@ -71,9 +118,10 @@ main(int argc, char **argv)
 		}
 	}
 	if (mode == NULL || argc - optind < 2 ||
-	    (strcmp(mode, "export") != 0 && strcmp(mode, "hold") != 0)) {
+	    (strcmp(mode, "export") != 0 && strcmp(mode, "hold") != 0 &&
+	    strcmp(mode, "import") != 0)) {
 		fprintf(stderr, "usage: mmpgen [-m] [-M] [-a ASHIFT] [-i MS] "
-		    "[-n HOST] [-s SEC] -x export|hold POOL FILE...\n");
+		    "[-n HOST] [-s SEC] -x export|hold|import POOL FILE...\n");
 		return (1);
 	}
 	const char *pool = argv[optind];
@@ -87,6 +135,9 @@ main(int argc, char **argv)
 		strlcpy(utsname()->nodename, hostname,
 		    sizeof (utsname()->nodename));
 	}
+
+	if (strcmp(mode, "import") == 0)
+		return (import_pool(pool, files[0]));
 
 	nvlist_t **leaves = calloc(nfiles, sizeof (nvlist_t *));
 	for (int i = 0; i < nfiles; i++)
