@@ -194,16 +194,21 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 	}
 	v.Uberblock = SeenFrom(found.LeafName, found.Slot)
 	var label *zfs.LabelConfig
+	report := found.Config // what the verdict names; the decision uses only label
 	if found.HasConfig {
 		label = &found.Config
-		v.Pool, v.PoolGUID = found.Config.PoolName, found.Config.PoolGUID
+	} else if c, ok := found.AnyConfig(); ok {
+		report = c // every label is newer than the uberblock: name the pool all the same
+	}
+	if label != nil || report.PoolGUID != 0 {
+		v.Pool, v.PoolGUID = report.PoolName, report.PoolGUID
 		state := uint64(zfs.StateActive)
-		if found.Config.HasState {
-			state = found.Config.State
+		if report.HasState {
+			state = report.State
 		}
 		v.State = zfs.StateName(state)
-		if found.Config.HasHostID {
-			v.LastHost = &Host{HostID: HostID(found.Config.HostID), Hostname: found.Config.Hostname}
+		if report.HasHostID {
+			v.LastHost = &Host{HostID: HostID(report.HostID), Hostname: report.Hostname}
 		}
 	}
 	req := CheckRequired(found.Slot.Uberblock, label, hostid)

@@ -302,3 +302,18 @@ func TestCheckOnRealPools(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckLabelNewerThanUberblock: no label config qualifies for the best uberblock (all
+// are from a later txg), so even a pool "exported by this host" is checked, as OpenZFS
+// does without a label; the verdict still names the pool.
+func TestCheckLabelNewerThanUberblock(t *testing.T) {
+	im := zfsimage.New(4<<20, 9, false)
+	for l := 0; l < zfs.Labels; l++ {
+		im.WriteConfig(l, zfsimage.PoolConfig("tank", 77, zfs.StateExported, 20, hostA, "host-a", 9))
+		im.WriteUberblock(l, 9, ub(1000, 1000, 0, 10))
+	}
+	v := mmp.Checker{Jitter: noJitter}.Check(context.Background(), []zfs.Device{im.Device("d0")}, hostA, newClock())
+	if !v.CheckRequired || v.Code != mmp.CodeNoActivity || v.Reads != 20 || v.Pool != "tank" || v.LastHost == nil {
+		t.Fatalf("verdict %+v", v)
+	}
+}

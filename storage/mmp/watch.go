@@ -1,7 +1,9 @@
 package mmp
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/cairn-io/cairn/storage/zfs"
 	"github.com/rs/zerolog"
@@ -164,4 +166,28 @@ func (w *Watcher) Poll() (Observation, error) {
 		w.newest = newest
 	}
 	return obs, nil
+}
+
+// Watch polls the leaves every `every` (at least MinInterval) until a poll sees a foreign
+// write, and returns that observation. It returns ctx.Err() when ctx ends first, and the
+// read error when a leaf cannot be read (NewWatcher's or Poll's): an agent that loses
+// sight of its pool should treat that as a failure, not as safety.
+func Watch(ctx context.Context, devs []zfs.Device, hostid uint32, opts WatchOptions, every time.Duration, clock Clock) (Observation, error) {
+	if clock == nil {
+		clock = RealClock
+	}
+	every = max(every, MinInterval)
+	w, err := NewWatcher(devs, hostid, opts)
+	if err != nil {
+		return Observation{}, err
+	}
+	for {
+		if err := clock.Sleep(ctx, every); err != nil {
+			return Observation{}, err
+		}
+		obs, err := w.Poll()
+		if err != nil || obs.Foreign {
+			return obs, err
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package mmp_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/cairn-io/cairn/storage/mmp"
 	"github.com/cairn-io/cairn/storage/zfs"
@@ -103,5 +105,32 @@ func TestWatchReadErrors(t *testing.T) {
 	}
 	if _, err := mmp.NewWatcher([]zfs.Device{{Name: "x", R: nil, Size: 10}}, hostA, opts); err == nil {
 		t.Fatal("NewWatcher on a tiny device: no error")
+	}
+}
+
+func TestWatchLoop(t *testing.T) {
+	im := pool(zfs.StateActive, hostA)
+	clk := newClock()
+	clk.onSleep = func(n int) {
+		switch {
+		case n < 5:
+			mmpWrite(im, 9, 1000+uint64(n), 1) // our own heartbeat, one per poll
+		case n == 5:
+			mmpWrite(im, 9, 1001, 9) // older than what is on disk: somebody else
+		}
+	}
+	obs, err := mmp.Watch(context.Background(), []zfs.Device{im.Device("d0")}, hostA, mmp.WatchOptions{SelfWriting: true}, 0, clk)
+	if err != nil || !obs.Foreign || obs.Code != mmp.ObsOutOfOrder || clk.sleeps != 5 {
+		t.Fatalf("Watch = %+v, %v after %d polls", obs, err, clk.sleeps)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	clk = newClock()
+	clk.onSleep = func(n int) {
+		if n == 3 {
+			cancel()
+		}
+	}
+	if _, err := mmp.Watch(ctx, []zfs.Device{im.Device("d0")}, hostA, mmp.WatchOptions{SelfWriting: true}, time.Second, clk); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled Watch: %v", err)
 	}
 }

@@ -303,6 +303,17 @@ type Found struct {
 	Slot      Slot        `json:"slot"`
 	Config    LabelConfig `json:"config"`
 	HasConfig bool        `json:"-"`
+	leaf      *Leaf
+}
+
+// AnyConfig returns the newest good label config of the best uberblock's leaf whatever
+// its txg, for naming the pool when Config is missing; ok is false without any.
+func (f Found) AnyConfig() (LabelConfig, bool) {
+	if f.leaf == nil {
+		return LabelConfig{}, false
+	}
+	c, _, ok := f.leaf.Config(0)
+	return c, ok
 }
 
 // Best returns the best uberblock over all slots of all leaves (txg, timestamp, seq), as
@@ -316,7 +327,7 @@ func Best(leaves []*Leaf) (f Found, ok bool) {
 		if !has || (ok && Compare(s.Uberblock, f.Slot.Uberblock) <= 0) {
 			continue
 		}
-		f, ok = Found{Leaf: i, LeafName: lf.Name, Slot: s}, true
+		f, ok = Found{Leaf: i, LeafName: lf.Name, Slot: s, leaf: lf}, true
 	}
 	if ok {
 		f.Config, _, f.HasConfig = leaves[f.Leaf].Config(f.Slot.TXG)
