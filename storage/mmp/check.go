@@ -197,8 +197,8 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 	report := found.Config // what the verdict names; the decision uses only label
 	if found.HasConfig {
 		label = &found.Config
-	} else if c, ok := found.AnyConfig(); ok {
-		report = c // every label is newer than the uberblock: name the pool all the same
+	} else if newer, ok := found.AnyConfig(); ok {
+		report = newer // every label is newer than the uberblock: name the pool all the same
 	}
 	if label != nil || report.PoolGUID != 0 {
 		v.Pool, v.PoolGUID = report.PoolName, report.PoolGUID
@@ -264,7 +264,10 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 			if cur.HasConfig && cur.Config.HasHostID {
 				v.LastHost = &Host{HostID: HostID(cur.Config.HostID), Hostname: cur.Config.Hostname}
 			}
-			if v.LastHost != nil {
+			switch {
+			case v.LastHost != nil && uint32(v.LastHost.HostID) == hostid:
+				who = fmt.Sprintf("another host (the label still names this host, hostid %s)", v.LastHost.HostID)
+			case v.LastHost != nil:
 				who = fmt.Sprintf("host %q (hostid %s)", v.LastHost.Hostname, v.LastHost.HostID)
 			}
 			v.Message = fmt.Sprintf("pool %q is imported on %s: the best uberblock changed from txg %d timestamp %d seq %d to txg %d timestamp %d seq %d",
