@@ -128,6 +128,13 @@ func TestMMPLiveWriter(t *testing.T) {
 		t.Fatalf("last host %+v", v.LastHost)
 	}
 	t.Logf("live writer: exit %d after %d re-reads in %s: %s", code, v.Reads, took.Round(time.Millisecond), v.Message)
+	// The same through a block device (a loop device on the writer's file; read with
+	// O_DIRECT), where the machine allows it.
+	if loop := attachLoop(t, vdev); loop != "" {
+		if v, code, _ := mmpCheck(t, "--hostid", "0xbbbb0002", loop); code != 1 || v.Code != "activity_detected" {
+			t.Fatalf("check through %s: exit %d, %+v", loop, code, v)
+		}
+	}
 	// OpenZFS's own import (libzpool, same hostid as ours) agrees: refused with EREMOTEIO.
 	if code, out := zfsImport(t, gen, vdevs, "0xbbbb0002"); code != 3 {
 		t.Fatalf("libzpool import of the live pool: exit %d, want 3 (EREMOTEIO)\n%s", code, out)
@@ -160,6 +167,20 @@ func TestMMPLiveWriter(t *testing.T) {
 	if v, code, _ := mmpCheck(t, "--hostid", "0xbbbb0002", vdev); code != 0 || v.Code != "exported_by_this_host" {
 		t.Fatalf("check after our own export: exit %d, %+v", code, v)
 	}
+}
+
+// attachLoop attaches file to a free loop device read-only and returns its path, or ""
+// (logged) when losetup is missing or not allowed here. The device is detached at cleanup.
+func attachLoop(t *testing.T, file string) string {
+	t.Helper()
+	out, err := exec.Command("losetup", "-f", "--show", "-r", file).Output()
+	if err != nil {
+		t.Logf("no loop device (%v): block device leg skipped", err)
+		return ""
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	return dev
 }
 
 // zfsImport imports pool livepool from dir with libzpool (mmpgen -x import) as hostid:

@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"syscall"
+	"unsafe"
 )
 
 // Label layout (vdev_impl.h): four labels of 256 KiB, two at the start and two at the end
@@ -61,12 +63,26 @@ type Device struct {
 	Name string
 	R    io.ReaderAt
 	Size int64
+	// Direct is true when R bypasses the page cache (OpenDevice with O_DIRECT).
+	Direct bool
 }
 
 // OpenDevice opens a file or block device read-only and finds its size by seeking to the
 // end (which works for block devices, unlike stat). The caller closes the returned file.
+//
+// It opens with O_DIRECT where the file system allows it (block devices always do): the
+// page cache is not kept coherent with writes that another host makes to shared storage,
+// so a buffered re-read could keep serving the old uberblocks and hide a live writer.
+// Device.Direct tells which way it was opened; ReadLeaf's buffers and offsets are aligned
+// for O_DIRECT. Where O_DIRECT is refused (tmpfs, some FUSE file systems) the file is
+// opened buffered, which is coherent for writers on this host only.
 func OpenDevice(path string) (Device, *os.File, error) {
-	f, err := os.Open(path)
+	direct := true
+	f, err := os.OpenFile(path, os.O_RDONLY|oDirect, 0)
+	if err != nil && oDirect != 0 && errors.Is(err, syscall.EINVAL) {
+		direct = false
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		return Device{}, nil, err
 	}
@@ -75,7 +91,7 @@ func OpenDevice(path string) (Device, *os.File, error) {
 		f.Close()
 		return Device{}, nil, fmt.Errorf("%s: size: %w", path, err)
 	}
-	return Device{Name: path, R: f, Size: size}, f, nil
+	return Device{Name: path, R: f, Size: size, Direct: direct && oDirect != 0}, f, nil
 }
 
 // LabelOffset is the physical offset of label l (0-3) on a leaf of psize bytes (psize
@@ -164,7 +180,14 @@ type Leaf struct {
 
 // labelBufs recycles the 256 KiB label buffers: the check re-reads every label of every
 // leaf once a second. Nothing decoded keeps a reference into a buffer.
-var labelBufs = sync.Pool{New: func() any { b := make([]byte, LabelSize); return &b }}
+// Each buffer starts on a 4 KiB boundary, as O_DIRECT needs.
+var labelBufs = sync.Pool{New: func() any {
+	const align = 4096
+	raw := make([]byte, LabelSize+align)
+	skip := (align - int(uintptr(unsafe.Pointer(&raw[0]))%align)) % align
+	b := raw[skip : skip+LabelSize : skip+LabelSize]
+	return &b
+}}
 
 // ReadLeaf reads the four labels of a leaf with one read each, decodes every config whose
 // checksum holds and every valid uberblock slot. The slot size comes from the ashift of
