@@ -304,8 +304,7 @@ func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]
 	if read == nil {
 		read = zfs.ReadLeaf
 	}
-	leaves := make([]*zfs.Leaf, len(devs))
-	for i, d := range devs {
+	named := func(d zfs.Device) (*zfs.Leaf, error) {
 		lf, err := read(d)
 		if err != nil {
 			msg := fmt.Sprintf("cannot read leaf vdev: %v", err)
@@ -314,7 +313,11 @@ func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]
 			}
 			return nil, readError{CodeUnreadableVdev, msg}
 		}
-		leaves[i] = lf
+		return lf, nil
+	}
+	leaves, err := zfs.ReadLeaves(devs, named)
+	if err != nil {
+		return nil, err
 	}
 	var guid uint64
 	var first string

@@ -48,21 +48,36 @@ func gunzipCached(b *testing.B, p string) []byte {
 }
 
 // BenchmarkPoolReadIteration16Leaves measures one iteration of the activity check on a
-// 16-leaf pool: read all four labels of every leaf from files (page cache), verify every
+// 16-leaf pool (zfs.ReadLeaves, 8 leaves at a time, as the check reads them): read all
+// four labels of every leaf from files (page cache, then O_DIRECT), verify every
 // checksum, decode configs and slots, pick the best uberblock. The check repeats this
 // once a second, so it must stay far below 1 s.
 func BenchmarkPoolReadIteration16Leaves(b *testing.B) {
 	devs := sixteenLeaves(b, b.TempDir())
+	b.Run("buffered", func(b *testing.B) { benchIteration(b, devs) })
+	// O_DIRECT, as zfs.OpenDevice opens leaves: every read goes to the disk.
+	direct := make([]zfs.Device, len(devs))
+	for i, d := range devs {
+		dd, f, err := zfs.OpenDevice(d.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		if !dd.Direct {
+			b.Skip("O_DIRECT refused by the file system of TMPDIR")
+		}
+		direct[i] = dd
+	}
+	b.Run("direct", func(b *testing.B) { benchIteration(b, direct) })
+}
+
+func benchIteration(b *testing.B, devs []zfs.Device) {
 	b.SetBytes(int64(len(devs)) * zfs.Labels * zfs.LabelSize)
 	b.ReportAllocs()
 	for b.Loop() {
-		leaves := make([]*zfs.Leaf, len(devs))
-		for i, d := range devs {
-			lf, err := zfs.ReadLeaf(d)
-			if err != nil {
-				b.Fatal(err)
-			}
-			leaves[i] = lf
+		leaves, err := zfs.ReadLeaves(devs, nil)
+		if err != nil {
+			b.Fatal(err)
 		}
 		if _, ok := zfs.Best(leaves); !ok {
 			b.Fatal("no best uberblock")
