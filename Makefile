@@ -20,6 +20,8 @@ test:
 
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./commands/
+	$(GO) test -run XXX -fuzz FuzzReadLeaf -fuzztime 60s ./storage/zfs/
+	$(GO) test -run XXX -fuzz FuzzUnpackNVList -fuzztime 60s ./storage/zfs/
 
 bench: build
 	CAIRN_BENCH_EVENTS=$(BENCH_EVENTS) CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -run XXX -bench . -benchtime 1x -count 1 -timeout 60m ./test/bench/ | tee bench.out

@@ -1,0 +1,345 @@
+package mmp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/cairn-io/cairn/storage/zfs"
+	"github.com/rs/zerolog"
+)
+
+// Clock is the time source of the check: Now for the deadline, Sleep between re-reads.
+// Sleep returns ctx.Err() when ctx ends first.
+type Clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// RealClock is the wall clock.
+var RealClock Clock = realClock{}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Seen is an uberblock as the verdict reports it, with where it was read.
+type Seen struct {
+	Leaf          string `json:"leaf"`
+	Label         int    `json:"label"`
+	Slot          int    `json:"slot"`
+	TXG           uint64 `json:"txg"`
+	Timestamp     uint64 `json:"timestamp"`
+	GUIDSum       uint64 `json:"guid_sum"`
+	MMPValid      bool   `json:"mmp_valid"`
+	MMPDelayNS    uint64 `json:"mmp_delay_ns"`
+	MMPConfigBits uint64 `json:"mmp_config_valid_bits"`
+	// Seq, IntervalMS and FailIntervals are present when their valid bit is set.
+	Seq           *uint64 `json:"mmp_seq,omitempty"`
+	IntervalMS    *uint64 `json:"mmp_interval_ms,omitempty"`
+	FailIntervals *uint64 `json:"mmp_fail_intervals,omitempty"`
+}
+
+// SeenFrom describes a slot read from leaf.
+func SeenFrom(leaf string, s zfs.Slot) *Seen {
+	u := s.Uberblock
+	v := &Seen{Leaf: leaf, Label: s.Label, Slot: s.Index, TXG: u.TXG, Timestamp: u.Timestamp, GUIDSum: u.GUIDSum,
+		MMPValid: u.MMPValid()}
+	if v.MMPValid {
+		v.MMPDelayNS, v.MMPConfigBits = u.MMPDelay, u.MMPConfig&0xff
+		if u.SeqValid() {
+			x := u.MMPSeq()
+			v.Seq = &x
+		}
+		if u.IntervalValid() {
+			x := u.MMPInterval()
+			v.IntervalMS = &x
+		}
+		if u.FailValid() {
+			x := u.MMPFailIntervals()
+			v.FailIntervals = &x
+		}
+	}
+	return v
+}
+
+// Host is the host named by the pool's label: the last one to write the config.
+type Host struct {
+	HostID   HostID `json:"hostid"`
+	Hostname string `json:"hostname,omitempty"`
+}
+
+// Verdict is the outcome of a check. Exactly one of Importable, Active, or neither (a
+// refusal: Code says why) holds. ExitCode maps it to the CLI's exit status.
+type Verdict struct {
+	Importable bool `json:"importable"`
+	// Active is true when another host was seen writing (CodeActivityDetected).
+	Active  bool   `json:"active"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+
+	Pool          string `json:"pool,omitempty"`
+	PoolGUID      uint64 `json:"pool_guid,omitempty"`
+	State         string `json:"state,omitempty"`
+	LocalHostID   HostID `json:"local_hostid"`
+	CheckRequired bool   `json:"check_required"`
+	// LastHost is the host in the label of the leaf with the best uberblock, when known.
+	LastHost *Host `json:"last_host,omitempty"`
+	// Uberblock is the best uberblock at the start; Changed the first one that differed.
+	Uberblock *Seen `json:"uberblock,omitempty"`
+	Changed   *Seen `json:"changed,omitempty"`
+
+	// Duration is the watch time used (rule plus jitter); zero when no check ran.
+	Duration     time.Duration `json:"-"`
+	DurationMS   int64         `json:"duration_ms"`
+	DurationCase DurationCase  `json:"duration_case,omitempty"`
+	JitterPct    float64       `json:"jitter_pct"`
+	// Reads counts reads of the leaves during the watch (not the first one).
+	Reads   int           `json:"reads"`
+	Elapsed time.Duration `json:"-"`
+	// ElapsedMS is the time the check took, on its clock.
+	ElapsedMS int64 `json:"elapsed_ms"`
+}
+
+// ExitCode is the CLI status: 0 importable, 1 another host is active, 2 refused.
+func (v Verdict) ExitCode() int {
+	switch {
+	case v.Importable:
+		return 0
+	case v.Active:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Checker runs the activity check. The zero value uses the OpenZFS defaults, a uniform
+// random jitter and no logging.
+type Checker struct {
+	Tunables
+	// Jitter returns the random extra in 1/1000 of the duration, in [0, 250); nil is
+	// uniform random.
+	Jitter func() uint64
+	// ReadEvery is the pause between re-reads; 0 is one second (as OpenZFS).
+	ReadEvery time.Duration
+	// Log gets one debug event per re-read and an info summary; the zero value is silent.
+	Log zerolog.Logger
+	// ReadLeaf reads one device; nil is zfs.ReadLeaf (tests wrap it to count reads or
+	// fail).
+	ReadLeaf func(zfs.Device) (*zfs.Leaf, error)
+}
+
+// Check runs the activity check with the defaults (see Checker.Check).
+func Check(ctx context.Context, leaves []zfs.Device, hostid uint32, clock Clock) Verdict {
+	return Checker{}.Check(ctx, leaves, hostid, clock)
+}
+
+// Check reads every leaf vdev of the pool and decides whether this host (hostid, 0 =
+// none set) may import it, as zpool import's activity check does:
+//
+//  1. Find the best uberblock over all labels of all leaves and the label config of the
+//     leaf it came from; decide with CheckRequired whether a check is needed. If not, the
+//     verdict is importable with that rule's code.
+//  2. A needed check with hostid 0 is refused (CodeNoHostID): MMP cannot tell this host
+//     from another one.
+//  3. Otherwise watch for CheckDuration plus a random 0-25 %, re-reading every leaf
+//     every ReadEvery; any change of txg, timestamp or MMP sequence of the best
+//     uberblock means another host is writing (Active, CodeActivityDetected).
+//
+// Refusals (exit 2): no leaves, a leaf that cannot be read or is not ZFS
+// (CodeUnreadableVdev, at the first read or any re-read), no valid uberblock,
+// leaves of different pools, ctx ending (CodeCanceled). Check never imports or writes;
+// a verdict of importable holds only for the moment it was made.
+func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, clock Clock) Verdict {
+	if clock == nil {
+		clock = RealClock
+	}
+	start := clock.Now()
+	v := Verdict{LocalHostID: HostID(hostid)}
+	done := func(v Verdict) Verdict {
+		v.Elapsed = clock.Now().Sub(start)
+		v.ElapsedMS = v.Elapsed.Milliseconds()
+		v.DurationMS = v.Duration.Milliseconds()
+		return v
+	}
+	refuse := func(code, format string, args ...any) Verdict {
+		v.Code, v.Message = code, fmt.Sprintf(format, args...)
+		c.Log.Warn().Str("code", code).Str("pool", v.Pool).Int("reads", v.Reads).Msg(v.Message)
+		return done(v)
+	}
+	if len(leaves) == 0 {
+		return refuse(CodeInvalidArgument, "no leaf vdev given")
+	}
+	found, err := c.readBest(leaves)
+	if err != nil {
+		var rerr readError
+		if errors.As(err, &rerr) {
+			return refuse(rerr.code, "%s", rerr.msg)
+		}
+		return refuse(CodeUnreadableVdev, "%v", err)
+	}
+	v.Uberblock = SeenFrom(found.LeafName, found.Slot)
+	var label *zfs.LabelConfig
+	report := found.Config // what the verdict names; the decision uses only label
+	if found.HasConfig {
+		label = &found.Config
+	} else if newer, ok := found.AnyConfig(); ok {
+		report = newer // every label is newer than the uberblock: name the pool all the same
+	}
+	if label != nil || report.PoolGUID != 0 {
+		v.Pool, v.PoolGUID = report.PoolName, report.PoolGUID
+		state := uint64(zfs.StateActive)
+		if report.HasState {
+			state = report.State
+		}
+		v.State = zfs.StateName(state)
+		if report.HasHostID {
+			v.LastHost = &Host{HostID: HostID(report.HostID), Hostname: report.Hostname}
+		}
+	}
+	req := CheckRequired(found.Slot.Uberblock, label, hostid)
+	v.CheckRequired = req.Required
+	if !req.Required {
+		v.Importable, v.Code, v.Message = true, req.Code, req.Message
+		c.Log.Info().Str("pool", v.Pool).Str("code", v.Code).Msg(v.Message)
+		return done(v)
+	}
+	if hostid == 0 {
+		return refuse(CodeNoHostID, "pool %q is multihost and needs an activity check, but this system's hostid is not set (0): "+
+			"it cannot be safely imported; set /etc/hostid (zgenhostid) or pass --hostid", v.Pool)
+	}
+
+	base, rule := CheckDuration(found.Slot.Uberblock, c.Tunables)
+	var permille uint64
+	if c.Jitter != nil {
+		permille = c.Jitter()
+	} else {
+		permille = rand.Uint64N(MaxJitterPermille)
+	}
+	v.Duration, v.DurationCase = WithJitter(base, permille), rule
+	v.JitterPct = float64(min(permille, MaxJitterPermille-1)) / 10
+	every := c.ReadEvery
+	if every <= 0 {
+		every = ReadEvery
+	}
+	c.Log.Info().Str("pool", v.Pool).Str("rule", string(rule)).Dur("duration", v.Duration).
+		Uint64("txg", found.Slot.TXG).Uint64("timestamp", found.Slot.Timestamp).
+		Msgf("activity check: watching pool %q for %s", v.Pool, v.Duration.Round(time.Millisecond))
+
+	expire := start.Add(v.Duration)
+	for now := clock.Now(); now.Before(expire); now = clock.Now() {
+		if err := ctx.Err(); err != nil {
+			return refuse(CodeCanceled, "activity check of pool %q canceled after %d re-reads: %v", v.Pool, v.Reads, err)
+		}
+		cur, err := c.readBest(leaves)
+		v.Reads++
+		if err != nil {
+			var rerr readError
+			if errors.As(err, &rerr) {
+				return refuse(rerr.code, "during the activity check: %s", rerr.msg)
+			}
+			return refuse(CodeUnreadableVdev, "during the activity check: %v", err)
+		}
+		c.Log.Debug().Int("read", v.Reads).Uint64("txg", cur.Slot.TXG).Uint64("timestamp", cur.Slot.Timestamp).
+			Uint64("seq", cur.Slot.MMPSeq()).Str("leaf", cur.LeafName).Int("label", cur.Slot.Label).
+			Dur("remaining", expire.Sub(now)).Msg("activity check: re-read")
+		if zfs.Compare(cur.Slot.Uberblock, found.Slot.Uberblock) != 0 {
+			v.Active, v.Code = true, CodeActivityDetected
+			v.Changed = SeenFrom(cur.LeafName, cur.Slot)
+			who := "another host"
+			if cur.HasConfig && cur.Config.HasHostID {
+				v.LastHost = &Host{HostID: HostID(cur.Config.HostID), Hostname: cur.Config.Hostname}
+			}
+			switch {
+			case v.LastHost != nil && uint32(v.LastHost.HostID) == hostid:
+				who = fmt.Sprintf("another host (the label still names this host, hostid %s)", v.LastHost.HostID)
+			case v.LastHost != nil:
+				who = fmt.Sprintf("host %q (hostid %s)", v.LastHost.Hostname, v.LastHost.HostID)
+			}
+			v.Message = fmt.Sprintf("pool %q is imported on %s: the best uberblock changed from txg %d timestamp %d seq %d to txg %d timestamp %d seq %d",
+				v.Pool, who, found.Slot.TXG, found.Slot.Timestamp, found.Slot.MMPSeq(), cur.Slot.TXG, cur.Slot.Timestamp, cur.Slot.MMPSeq())
+			c.Log.Info().Str("pool", v.Pool).Str("code", v.Code).Int("reads", v.Reads).Msg(v.Message)
+			return done(v)
+		}
+		if err := clock.Sleep(ctx, min(every, max(expire.Sub(clock.Now()), 0))); err != nil {
+			return refuse(CodeCanceled, "activity check of pool %q canceled after %d re-reads: %v", v.Pool, v.Reads, err)
+		}
+	}
+	v.Importable, v.Code = true, CodeNoActivity
+	v.Message = fmt.Sprintf("no activity on pool %q for %s (%d re-reads): it may be imported by hostid %s",
+		v.Pool, v.Duration.Round(time.Millisecond), v.Reads, HostID(hostid))
+	c.Log.Info().Str("pool", v.Pool).Str("code", v.Code).Int("reads", v.Reads).Dur("duration", v.Duration).Msg(v.Message)
+	return done(v)
+}
+
+// readError is a refusal found while reading: a code and a message.
+type readError struct{ code, msg string }
+
+func (e readError) Error() string { return e.msg }
+
+// readBest reads every leaf and returns the best uberblock over all of them.
+func (c Checker) readBest(devs []zfs.Device) (zfs.Found, error) {
+	leaves, err := readLeaves(devs, c.ReadLeaf)
+	if err != nil {
+		return zfs.Found{}, err
+	}
+	return bestOf(leaves)
+}
+
+func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]*zfs.Leaf, error) {
+	if read == nil {
+		read = zfs.ReadLeaf
+	}
+	named := func(d zfs.Device) (*zfs.Leaf, error) {
+		lf, err := read(d)
+		if err != nil {
+			msg := fmt.Sprintf("cannot read leaf vdev: %v", err)
+			if !strings.Contains(err.Error(), d.Name) {
+				msg = fmt.Sprintf("cannot read leaf vdev %s: %v", d.Name, err)
+			}
+			return nil, readError{CodeUnreadableVdev, msg}
+		}
+		return lf, nil
+	}
+	leaves, err := zfs.ReadLeaves(devs, named)
+	if err != nil {
+		return nil, err
+	}
+	var guid uint64
+	var first string
+	for _, lf := range leaves {
+		c, _, ok := lf.Config(0)
+		if !ok || c.PoolGUID == 0 {
+			continue
+		}
+		if guid == 0 {
+			guid, first = c.PoolGUID, lf.Name
+		} else if c.PoolGUID != guid {
+			return nil, readError{CodeMixedPools, fmt.Sprintf("leaf %s belongs to pool guid %d, leaf %s to pool guid %d: give the leaves of one pool",
+				first, guid, lf.Name, c.PoolGUID)}
+		}
+	}
+	return leaves, nil
+}
+
+func bestOf(leaves []*zfs.Leaf) (zfs.Found, error) {
+	f, ok := zfs.Best(leaves)
+	if !ok {
+		return zfs.Found{}, readError{CodeNoUberblock, "no valid uberblock on any leaf vdev"}
+	}
+	return f, nil
+}

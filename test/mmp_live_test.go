@@ -1,0 +1,199 @@
+package test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mmpVerdict is the part of `cairn mmp check --json` the live test reads.
+type mmpVerdict struct {
+	Importable bool   `json:"importable"`
+	Active     bool   `json:"active"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	LastHost   *struct {
+		HostID   string `json:"hostid"`
+		Hostname string `json:"hostname"`
+	} `json:"last_host"`
+	DurationMS int64 `json:"duration_ms"`
+	Reads      int   `json:"reads"`
+	ElapsedMS  int64 `json:"elapsed_ms"`
+}
+
+func mmpCheck(t *testing.T, args ...string) (mmpVerdict, int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command(cairnBin, append([]string{"mmp", "check", "--json"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("cairn mmp check: %v", err)
+	}
+	var v mmpVerdict
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("cairn mmp check output %q: %v (stderr %s)", out, err, stderr.String())
+	}
+	return v, code, time.Since(start)
+}
+
+// TestMMPLiveWriter runs a real OpenZFS writer (userspace libzpool, no kernel module)
+// holding a multihost pool on a file with a 100 ms MMP interval, and the real cairn
+// binary as another host. It needs the OpenZFS 2.1.11 packages extracted by
+// test/zfsimages/fetch-zfs.sh into $CAIRN_ZFS_TOOLS (.ci/run does that) and gcc.
+func TestMMPLiveWriter(t *testing.T) {
+	tools := os.Getenv("CAIRN_ZFS_TOOLS")
+	if tools == "" {
+		t.Skip("CAIRN_ZFS_TOOLS is not set: run test/zfsimages/fetch-zfs.sh DIR and set CAIRN_ZFS_TOOLS=DIR for the live MMP test")
+	}
+	if _, err := os.Stat(filepath.Join(tools, "usr/include/libzfs/sys/spa.h")); err != nil {
+		t.Skipf("CAIRN_ZFS_TOOLS=%s holds no OpenZFS headers (%v): the live MMP test needs fetch-zfs.sh to have succeeded", tools, err)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not found: the live MMP test compiles its writer")
+	}
+	dir := t.TempDir()
+	gen := filepath.Join(dir, "mmpgen")
+	if out, err := exec.Command("bash", "zfsimages/build-mmpgen.sh", tools, gen).CombinedOutput(); err != nil {
+		t.Fatalf("build mmpgen: %v\n%s", err, out)
+	}
+	vdevs := filepath.Join(dir, "vdevs")
+	if err := os.Mkdir(vdevs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	vdev := filepath.Join(vdevs, "vdev0.img")
+	if err := os.WriteFile(vdev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(vdev, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+
+	writer := exec.Command(gen, "-m", "-i", "100", "-n", "writer-a", "-c", filepath.Join(dir, "cache"), "-x", "hold", "livepool", vdev)
+	writer.Env = append(os.Environ(), "ZFS_HOSTID=0xaaaa0001")
+	var werr strings.Builder
+	writer.Stderr = &werr
+	stdout, err := writer.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if writer.ProcessState == nil {
+			_ = writer.Process.Kill()
+			_ = writer.Wait()
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("writer exited before it was ready: %s", werr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("writer not ready after 60 s: %s", werr.String())
+	}
+	time.Sleep(300 * time.Millisecond) // a few MMP writes
+
+	// Another host sees the live writer within the first re-reads.
+	v, code, took := mmpCheck(t, "--hostid", "0xbbbb0002", vdev)
+	if code != 1 || !v.Active || v.Code != "activity_detected" {
+		t.Fatalf("check against a live writer: exit %d, %+v", code, v)
+	}
+	if v.Reads > 3 || took > 5*time.Second {
+		t.Fatalf("activity seen only after %d re-reads (%s)", v.Reads, took)
+	}
+	if v.LastHost == nil || v.LastHost.Hostname != "writer-a" || v.LastHost.HostID != "0xaaaa0001" {
+		t.Fatalf("last host %+v", v.LastHost)
+	}
+	t.Logf("live writer: exit %d after %d re-reads in %s: %s", code, v.Reads, took.Round(time.Millisecond), v.Message)
+	// The same through a block device (a loop device on the writer's file; read with
+	// O_DIRECT), where the machine allows it.
+	if loop := attachLoop(t, vdev); loop != "" {
+		if v, code, _ := mmpCheck(t, "--hostid", "0xbbbb0002", loop); code != 1 || v.Code != "activity_detected" {
+			t.Fatalf("check through %s: exit %d, %+v", loop, code, v)
+		}
+	}
+	// OpenZFS's own import (libzpool, same hostid as ours) agrees: refused with EREMOTEIO.
+	if code, out := zfsImport(t, gen, vdevs, "0xbbbb0002"); code != 3 {
+		t.Fatalf("libzpool import of the live pool: exit %d, want 3 (EREMOTEIO)\n%s", code, out)
+	}
+
+	// The writer dies without exporting: the pool stays "active" on disk, but after the
+	// computed duration (fail 10 × 100 ms × 2 = 2 s, plus 0-25 %) it is importable.
+	if err := writer.Process.Signal(os.Kill); err != nil {
+		t.Fatal(err)
+	}
+	_ = writer.Wait()
+	v, code, took = mmpCheck(t, "--hostid", "0xbbbb0002", vdev)
+	if code != 0 || !v.Importable || v.Code != "no_activity" {
+		t.Fatalf("check after kill -9: exit %d, %+v", code, v)
+	}
+	if v.DurationMS < 2000 || v.DurationMS >= 2500 || v.ElapsedMS < v.DurationMS || took < 2*time.Second {
+		t.Fatalf("duration %d ms, elapsed %d ms, took %s: want 2000-2500 ms and the whole of it", v.DurationMS, v.ElapsedMS, took)
+	}
+	t.Logf("after kill -9: exit %d after %d re-reads, duration %d ms, took %s", code, v.Reads, v.DurationMS, took.Round(time.Millisecond))
+
+	// The same host that crashed must check too (2.3.6+ rule), and without a hostid it
+	// is refused.
+	if v, code, _ := mmpCheck(t, "--hostid", "0", vdev); code != 2 || v.Code != "no_hostid" {
+		t.Fatalf("check with hostid 0: exit %d, %+v", code, v)
+	}
+	// And OpenZFS's own import now succeeds too (it imports and exports the pool: last).
+	if code, out := zfsImport(t, gen, vdevs, "0xbbbb0002"); code != 0 {
+		t.Fatalf("libzpool import after kill -9: exit %d, want 0\n%s", code, out)
+	}
+	if v, code, _ := mmpCheck(t, "--hostid", "0xbbbb0002", vdev); code != 0 || v.Code != "exported_by_this_host" {
+		t.Fatalf("check after our own export: exit %d, %+v", code, v)
+	}
+}
+
+// attachLoop attaches file to a free loop device read-only and returns its path, or ""
+// (logged) when losetup is missing or not allowed here. The device is detached at cleanup.
+func attachLoop(t *testing.T, file string) string {
+	t.Helper()
+	out, err := exec.Command("losetup", "-f", "--show", "-r", file).Output()
+	if err != nil {
+		t.Logf("no loop device (%v): block device leg skipped", err)
+		return ""
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	return dev
+}
+
+// zfsImport imports pool livepool from dir with libzpool (mmpgen -x import) as hostid:
+// exit 0 imported (and exported again), 3 refused by the activity check.
+func zfsImport(t *testing.T, gen, dir, hostid string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(gen, "-c", filepath.Join(filepath.Dir(dir), "import-cache"), "-x", "import", "livepool", dir)
+	cmd.Env = append(os.Environ(), "ZFS_HOSTID="+hostid)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
