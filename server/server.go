@@ -201,6 +201,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Log.Error().Err(err).Msg("status folding stopped")
 		}
 	}()
+	go func() {
+		if err := watchPools(runCtx, s.NC, s.Admission, names, cfg.Log.With().Str("part", "pools").Logger()); err != nil {
+			cfg.Log.Error().Err(err).Msg("pool watch stopped")
+		}
+	}()
 	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())
 	go func() {
 		if err := s.Watchdog.Run(runCtx, s.NC); err != nil {
