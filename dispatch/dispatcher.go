@@ -48,6 +48,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		seen := d.Projector.Applied()
 		n, err := d.Round(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
 			dispatchErrors.Inc()
 			d.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("dispatch failed")
