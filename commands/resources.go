@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/replicas"
@@ -53,6 +54,12 @@ type (
 		PlaceCount       int          `json:"place_count"`
 		ForceInitialSync bool         `json:"force_initial_sync"`
 		DRBDOptions      drbd.Options `json:"drbd_options"`
+	}
+	// ResourceModify is the body of rd.modify.
+	ResourceModify struct {
+		Name        string       `json:"name"`
+		DRBDOptions drbd.Options `json:"drbd_options"`
+		Unset       []string     `json:"unset"`
 	}
 	// ReplicaRef is the body of replica.remove.
 	ReplicaRef struct {
@@ -717,6 +724,27 @@ func resourceHandlers(opts Options) []Handler {
 			}
 			return p.d, nil
 		}},
+		{Verb: "rd.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c ResourceModify
+			if err := decode(body, &c); err != nil {
+				return Decision{}, err
+			}
+			subject := names.Event("rd", c.Name)
+			exp, err := subjectBoundary(v, subject)
+			d := Decision{Expect: exp}
+			if err != nil {
+				return d, err
+			}
+			rd, ok, err := v.ResourceDefinition(c.Name)
+			if err != nil {
+				return d, err
+			}
+			if !ok {
+				return d, cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Name)
+			}
+			ev, warnings, err := DecideResourceModify(rd.DRBDOptions, c)
+			return d.with(subject, ev, warnings), err
+		}},
 		onResource("vd.create", func() any { return new(VolumeDefinitionCreate) },
 			func(c any) string { return c.(*VolumeDefinitionCreate).Resource },
 			func(p *resourcePlan, c any) error {
@@ -739,4 +767,33 @@ func resourceHandlers(opts Options) []Handler {
 			func(c any) string { return c.(*ResourceActivate).Resource },
 			func(p *resourcePlan, c any) error { return p.activate(*c.(*ResourceActivate), false) }),
 	}
+}
+
+// DecideResourceModify patches a definition's options: fields in c.DRBDOptions are set,
+// names in c.Unset inherit again, everything else keeps its value. Refuses
+// invalid_argument for an unknown unset name or a field both set and unset; a patch
+// that changes nothing is a no-op with a warning.
+func DecideResourceModify(current drbd.Options, c ResourceModify) (*events.ResourceOptionsChanged, []string, error) {
+	set, err := json.Marshal(c.DRBDOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	var setKeys map[string]any
+	_ = json.Unmarshal(set, &setKeys)
+	extra, _ := setKeys["extra"].(map[string]any)
+	for i, n := range c.Unset {
+		_, typed := setKeys[n]
+		_, untyped := extra[n]
+		if (typed && n != "extra") || untyped {
+			return nil, nil, cairn.InvalidField(fmt.Sprintf("unset[%d]", i), "%s is both set and unset", n)
+		}
+	}
+	next, err := drbd.Resolve(current, c.DRBDOptions).Without(c.Unset)
+	if err != nil {
+		return nil, nil, err
+	}
+	if reflect.DeepEqual(next, drbd.Resolve(current)) {
+		return nil, []string{fmt.Sprintf("resource %s already has these options; nothing changed", c.Name)}, nil
+	}
+	return &events.ResourceOptionsChanged{Name: c.Name, Set: c.DRBDOptions, Unset: c.Unset}, nil, nil
 }

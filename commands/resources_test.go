@@ -221,14 +221,30 @@ func TestAllocationRangesRunOutCleanly(t *testing.T) {
 		c.Admission.Minors = replicas.Range{Min: 1000, Max: 1002}
 	})
 	drbdCluster(t, s, 3, 1<<30)
-	must(t, s, "rg.create", `{"name":"one","place_count":1}`)
-	must(t, s, "rg.spawn", `{"resource_group":"one","name":"a","size_kib":4096}`)
-	must(t, s, "rg.spawn", `{"resource_group":"one","name":"b","size_kib":4096}`)
-	refused(t, s, "rg.spawn", `{"resource_group":"one","name":"c","size_kib":4096}`, cairn.CodePreconditionFailed, "no free TCP port left in range 7000-7001")
-	refused(t, s, "rd.create", `{"name":"x"}`, cairn.CodePreconditionFailed, "no free TCP port")
-	// minors: a's and b's replicas took 1000 on one node each; three volumes on one node run out
-	must(t, s, "rg.create", `{"name":"all","place_count":1}`)
-	refused(t, s, "rg.spawn", `{"resource_group":"all","name":"c","size_kib":[4096,4096,4096,4096]}`, cairn.CodePreconditionFailed, "no free TCP port")
+	must(t, s, "rd.create", `{"name":"a"}`)
+	must(t, s, "rd.create", `{"name":"b"}`)
+	refused(t, s, "rd.create", `{"name":"c"}`, cairn.CodePreconditionFailed, "no free TCP port left in range 7000-7001 (1 needed)")
+	// four volumes on one node need four minors; the range has three
+	for v := range 4 {
+		must(t, s, "vd.create", fmt.Sprintf(`{"resource":"a","volume":%d,"size_kib":4096}`, v))
+	}
+	refused(t, s, "replica.add", `{"resource":"a","node":"n1"}`, cairn.CodePreconditionFailed, "no free minor on node n1 left in range 1000-1002 (4 needed)")
+	// three fit, and the next definition on that node finds none
+	must(t, s, "vd.create", `{"resource":"b","volume":0,"size_kib":4096}`)
+	for v := 1; v < 3; v++ {
+		must(t, s, "vd.create", fmt.Sprintf(`{"resource":"b","volume":%d,"size_kib":4096}`, v))
+	}
+	must(t, s, "replica.add", `{"resource":"b","node":"n1"}`)
+	rd := definition(t, s, "b")
+	var got []int
+	for _, m := range rd.Replicas[0].Minors {
+		got = append(got, m.Minor)
+	}
+	assert.Equal(t, []int{1000, 1001, 1002}, got)
+	// freed on removal, handed out again
+	must(t, s, "replica.remove", `{"resource":"b","node":"n1"}`)
+	must(t, s, "replica.add", `{"resource":"b","node":"n1"}`)
+	assert.Equal(t, 1000, definition(t, s, "b").Replicas[0].Minors[0].Minor)
 }
 
 // TestConcurrentReplicaAdds: 100 concurrent replica.add across 20 definitions and 10
@@ -283,4 +299,32 @@ func TestConcurrentReplicaAdds(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, total, 90, "most adds succeed (a few meet a tiebreaker on their node)")
+}
+
+// TestModifyIsAPatch: rd.modify sets what it names, unsets what it lists and keeps every
+// other option, an explicit false included; unknown DrbdOptions keys round-trip.
+func TestModifyIsAPatch(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1","drbd_options":{"auto_promote":false,"extra":{"DrbdOptions/Net/ping-timeout":"10"}}}`)
+	must(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"A","extra":{"DrbdOptions/Disk/c-max-rate":"100M"}}}`)
+	o := definition(t, s, "r1").DRBDOptions
+	require.NotNil(t, o.AutoPromote)
+	assert.False(t, *o.AutoPromote, "the explicit false set at creation is kept")
+	assert.Equal(t, "A", *o.Protocol)
+	assert.Equal(t, map[string]string{"DrbdOptions/Net/ping-timeout": "10", "DrbdOptions/Disk/c-max-rate": "100M"}, o.Extra)
+
+	must(t, s, "rd.modify", `{"name":"r1","unset":["auto_promote","DrbdOptions/Net/ping-timeout"]}`)
+	o = definition(t, s, "r1").DRBDOptions
+	assert.Nil(t, o.AutoPromote)
+	assert.Equal(t, map[string]string{"DrbdOptions/Disk/c-max-rate": "100M"}, o.Extra)
+
+	r := must(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"A"}}`)
+	assert.Empty(t, r.Events)
+	assert.Contains(t, strings.Join(r.Warnings, " "), "nothing changed")
+	refused(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"C"},"unset":["protocol"]}`, cairn.CodeInvalidArgument, "both set and unset")
+	refused(t, s, "rd.modify", `{"name":"r1","unset":["bogus"]}`, cairn.CodeInvalidArgument, "neither a typed option")
+	refused(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"X"}}`, cairn.CodeInvalidArgument, "protocol")
+	refused(t, s, "rd.modify", `{"name":"r1"}`, cairn.CodeInvalidArgument, "")
+	refused(t, s, "rd.modify", `{"name":"ghost","unset":["protocol"]}`, cairn.CodeNotFound, "ghost")
 }

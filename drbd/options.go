@@ -292,3 +292,41 @@ func (o Options) String() string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// Without returns o with the named options unset, so that they inherit again: typed
+// options by their JSON name ("protocol", "auto_promote", …), untyped ones by their
+// Extra key ("DrbdOptions/Net/ping-timeout"). Unsetting what is not set is no error; an
+// unknown name is (invalid_argument naming unset[i]). o is not changed.
+func (o Options) Without(names []string) (Options, error) {
+	out := Resolve(o)
+	for i, n := range names {
+		switch n {
+		case "protocol":
+			out.Protocol = nil
+		case "allow_two_primaries":
+			out.AllowTwoPrimaries = nil
+		case "max_buffers":
+			out.MaxBuffers = nil
+		case "auto_promote":
+			out.AutoPromote = nil
+		case "quorum":
+			out.Quorum = nil
+		case "on_no_quorum":
+			out.OnNoQuorum = nil
+		case "on_io_error":
+			out.OnIOError = nil
+		case "al_extents":
+			out.ALExtents = nil
+		default:
+			if !strings.HasPrefix(n, "DrbdOptions/") {
+				return o, cairn.InvalidField("unset["+strconv.Itoa(i)+"]",
+					"%q is neither a typed option (protocol, allow_two_primaries, max_buffers, auto_promote, quorum, on_no_quorum, on_io_error, al_extents) nor a DrbdOptions/<Section>/<name> key", n)
+			}
+			delete(out.Extra, n)
+			if len(out.Extra) == 0 {
+				out.Extra = nil
+			}
+		}
+	}
+	return out, nil
+}

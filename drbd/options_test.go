@@ -230,3 +230,29 @@ func jsonOf(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+func TestWithoutUnsetsSoTheFieldInheritsAgain(t *testing.T) {
+	no := false
+	c := "C"
+	o := Options{AutoPromote: &no, Protocol: &c, Extra: map[string]string{"DrbdOptions/Net/ping-timeout": "10", "DrbdOptions/Disk/c-plan-ahead": "0"}}
+	got, err := o.Without([]string{"auto_promote", "DrbdOptions/Net/ping-timeout", "quorum"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AutoPromote != nil || got.Protocol == nil || *got.Protocol != "C" {
+		t.Fatalf("typed fields: %+v", got)
+	}
+	if _, ok := got.Extra["DrbdOptions/Net/ping-timeout"]; ok || got.Extra["DrbdOptions/Disk/c-plan-ahead"] != "0" {
+		t.Fatalf("extra: %v", got.Extra)
+	}
+	if o.AutoPromote == nil || len(o.Extra) != 2 {
+		t.Fatal("Without changed its receiver")
+	}
+	yes := true
+	if r := Resolve(Options{AutoPromote: &yes}, got); r.AutoPromote == nil || !*r.AutoPromote {
+		t.Fatal("an unset field must inherit the broader level's value")
+	}
+	if _, err := o.Without([]string{"protocol", "bogus"}); err == nil || !strings.Contains(err.Error(), "unset[1]") {
+		t.Fatalf("unknown name: %v", err)
+	}
+}

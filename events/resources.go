@@ -115,6 +115,16 @@ type ResourceDeactivated struct {
 	Node     string `json:"node,omitempty"`
 }
 
+// ResourceOptionsChanged: a patch of a definition's DRBD options; options neither set
+// nor unset keep their value.
+type ResourceOptionsChanged struct {
+	Name  string       `json:"name"`
+	Set   drbd.Options `json:"set,omitzero"`
+	Unset []string     `json:"unset,omitempty"`
+}
+
+func (*ResourceOptionsChanged) EventType() string { return "rd.options-changed" }
+
 func (*StoragePoolCreated) EventType() string        { return "sp.created" }
 func (*ResourceGroupCreated) EventType() string      { return "rg.created" }
 func (*ResourceDefinitionCreated) EventType() string { return "rd.created" }
@@ -132,6 +142,7 @@ func init() {
 		{Name: "rg.created", Version: 1, New: func() Payload { return new(ResourceGroupCreated) }},
 		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},
+		{Name: "rd.options-changed", Version: 1, New: func() Payload { return new(ResourceOptionsChanged) }},
 		{Name: "replica.added", Version: 1, New: func() Payload { return new(ReplicaAdded) }},
 		{Name: "replica.removed", Version: 1, New: func() Payload { return new(ReplicaRemoved) }},
 		{Name: "replica.disk-toggled", Version: 1, New: func() Payload { return new(ReplicaDiskToggled) }},

@@ -167,6 +167,12 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		return true, t.put(rdKey(d.Name), ResourceDefinition{Name: d.Name, ResourceGroup: d.ResourceGroup,
 			Port: d.Port, DRBDOptions: d.DRBDOptions, Volumes: []VolumeDefinition{}, Replicas: []Replica{},
 			CreatedSeq: ev.Seq, Seq: ev.Seq})
+	case *events.ResourceOptionsChanged:
+		return true, updateRD(t, d.Name, ev.Seq, func(rd *ResourceDefinition) error {
+			o, err := drbd.Resolve(rd.DRBDOptions, d.Set).Without(d.Unset)
+			rd.DRBDOptions = o
+			return err
+		})
 	case *events.VolumeDefinitionCreated:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Volumes = append(rd.Volumes, VolumeDefinition{Volume: d.Volume, SizeKiB: d.SizeKiB, Day0GI: d.Day0GI, CreatedSeq: ev.Seq})
