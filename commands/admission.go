@@ -29,6 +29,9 @@ var (
 	metricConflicts = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_command_append_conflicts_total", Help: "Appends refused because the boundary moved; the command was decided again."},
 		[]string{"verb"})
+	metricBusy = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_command_append_busy_total", Help: "Appends JetStream refused as busy (too many atomic batches in flight); retried."},
+		[]string{"verb"})
 )
 
 // Request is one command as it reaches admission.
@@ -224,8 +227,22 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 		}
 		reply, seen, retry := a.attempt(ctx, h, req, view)
 		view.Close()
-		if !retry {
+		if retry == retryNone {
 			return reply
+		}
+		if retry == retryBusy {
+			// Nothing was appended: back off and try again, without waiting for the views.
+			metricBusy.WithLabelValues(req.Verb).Inc()
+			if attempt >= a.opts.MaxAttempts {
+				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
+					"%s: %s stayed busy for %d attempts; retry with the same command id", req.Verb, a.names.EventsStream(), attempt))
+			}
+			select {
+			case <-ctx.Done():
+				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "%s: %v", req.Verb, ctx.Err()))
+			case <-time.After(time.Millisecond + time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(2*time.Millisecond)))):
+			}
+			continue
 		}
 		metricConflicts.WithLabelValues(req.Verb).Inc()
 		if attempt >= a.opts.MaxAttempts {
@@ -247,12 +264,21 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 
 // attempt decides the command on one view and tries to append. retry is true when the
 // boundary moved; seen is the view's sequence.
-func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *projections.View) (reply Reply, seen uint64, retry bool) {
+// retryKind says whether and why admission decides a command again.
+type retryKind int
+
+const (
+	retryNone  retryKind = iota
+	retryMoved           // the boundary moved: wait for the views, decide again
+	retryBusy            // JetStream was busy: nothing appended, try again shortly
+)
+
+func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *projections.View) (reply Reply, seen uint64, retry retryKind) {
 	seen = view.Seq()
 	if rec, ok, err := view.Command(req.CommandID); err != nil {
-		return refused(req.CommandID, err), seen, false
+		return refused(req.CommandID, err), seen, retryNone
 	} else if ok {
-		return acceptedReply(rec, nil), seen, false
+		return acceptedReply(rec, nil), seen, retryNone
 	}
 	d, err := h.Decide(view, a.names, req.Body)
 	if err != nil || len(d.Events) == 0 {
@@ -261,10 +287,10 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		if d.Expect.Kind != 0 {
 			cur, berr := a.store.BoundarySeq(ctx, d.Expect)
 			if berr != nil {
-				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "could not read %s: %v", a.names.EventsStream(), berr)), seen, false
+				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "could not read %s: %v", a.names.EventsStream(), berr)), seen, retryNone
 			}
 			if cur != d.Expect.Seq {
-				return Reply{}, seen, true
+				return Reply{}, seen, retryMoved
 			}
 		}
 		r := Reply{OK: true, CommandID: req.CommandID, Warnings: d.Warnings}
@@ -274,12 +300,12 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		if r.OK || r.Error.Code != cairn.CodeInternal {
 			a.recent.put(req.CommandID, r, a.opts.Now())
 		}
-		return r, seen, false
+		return r, seen, retryNone
 	}
 	envs, err := events.Seal(events.Meta{CommandID: req.CommandID, CorrelationID: req.CorrelationID,
 		CausationID: req.CausationID, Actor: req.Actor, OccurredAt: a.opts.Now()}, d.Events)
 	if err != nil {
-		return refused(req.CommandID, err), seen, false
+		return refused(req.CommandID, err), seen, retryNone
 	}
 	actx, acancel := context.WithTimeout(ctx, a.opts.AppendTimeout)
 	seqs, err := a.store.Append(actx, d.Expect, envs)
@@ -287,14 +313,16 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 	var dup *events.DuplicateError
 	switch {
 	case errors.Is(err, events.ErrWrongLastSequence):
-		return Reply{}, seen, true
+		return Reply{}, seen, retryMoved
+	case errors.Is(err, events.ErrBusy):
+		return Reply{}, seen, retryBusy
 	case errors.As(err, &dup):
 		// Another delivery of the same command id got there first: answer with its result.
-		return a.replyFromViews(ctx, req.CommandID, dup.Seq), seen, false
+		return a.replyFromViews(ctx, req.CommandID, dup.Seq), seen, retryNone
 	case err != nil:
 		a.log.Error().Err(err).Str("verb", req.Verb).Str("command_id", req.CommandID).Msg("append failed")
 		return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
-			"could not append to %s: %v; retry with the same command id", a.names.EventsStream(), err)), seen, false
+			"could not append to %s: %v; retry with the same command id", a.names.EventsStream(), err)), seen, retryNone
 	}
 	r := Reply{OK: true, CommandID: req.CommandID, Warnings: d.Warnings}
 	for i, env := range envs {
@@ -305,7 +333,7 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 	if err := a.proj.WaitFor(wctx, seqs[len(seqs)-1]); err != nil {
 		r.Warnings = append(r.Warnings, "events are stored but the views have not applied them yet")
 	}
-	return r, seen, false
+	return r, seen, retryNone
 }
 
 // replyFromViews answers a duplicate delivery from the command's record in the views.

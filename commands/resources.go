@@ -282,6 +282,16 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 	return nil
 }
 
+// hasDisk reports whether any replica of the definition has a disk.
+func (p *resourcePlan) hasDisk() bool {
+	for _, r := range p.rd.Replicas {
+		if !r.Diskless {
+			return true
+		}
+	}
+	return false
+}
+
 // takeMinors hands out n minors on node from the configured range. A node appears once
 // per definition, so minors taken earlier in the same command are on other nodes.
 func (p *resourcePlan) takeMinors(node string, n int) ([]int, error) {
@@ -451,6 +461,9 @@ func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
 		p.warn("node %s is offline: its agent carries the replica out when it is back", c.Node)
 	}
 	var pool *replicas.StoragePool
+	if c.Diskless && !p.hasDisk() {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s has no replica with a disk yet; a diskless replica reads and writes through a diskful peer, so add one first", p.rd.Name)
+	}
 	if !c.Diskless {
 		if !cand.Storage {
 			return cairn.Errorf(cairn.CodePreconditionFailed, "node %s is not a storage node; it can only hold a diskless replica", c.Node)

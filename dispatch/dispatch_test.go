@@ -126,9 +126,10 @@ func TestOutboxEmptiesOncePublished(t *testing.T) {
 	s := servertest.Start(t, cfg)
 	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
 	require.True(t, servertest.Submit(s, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`).OK)
+	require.True(t, servertest.Submit(s, "sp.create", `{"node":"n1","name":"p","provider":"file_thin","pool":"/var/lib/cairn","capacity_kib":1048576}`).OK)
 	require.True(t, servertest.Submit(s, "rd.create", `{"name":"r1"}`).OK)
 	require.True(t, servertest.Submit(s, "vd.create", `{"resource":"r1","volume":0,"size_kib":4096}`).OK)
-	require.True(t, servertest.Submit(s, "replica.add", `{"resource":"r1","node":"n1","diskless":true}`).OK)
+	require.True(t, servertest.Submit(s, "replica.add", `{"resource":"r1","node":"n1"}`).OK)
 	require.Eventually(t, func() bool { d, _ := latest(t, s, "n1", "r1"); return d != nil }, 5*time.Second, 20*time.Millisecond)
 	// the outbox is empty once published
 	b, err := s.DB.Outbox(10)

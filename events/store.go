@@ -33,6 +33,14 @@ type Expect struct {
 	Filter  string // for ExpectFilter
 }
 
+// ErrBusy: JetStream refused the append for now (too many atomic batches in flight);
+// nothing was appended, the same append may be retried after a short wait.
+var ErrBusy = errors.New("events: stream busy (too many atomic batches in flight)")
+
+// jsErrCodeBatchTooManyInflight is JetStream's err_code for "atomic publish too many
+// inflight" (HTTP-style code 429).
+const jsErrCodeBatchTooManyInflight = 10210
+
 // ErrWrongLastSequence: the boundary moved since the state the command decided on.
 // The caller must catch up and decide again; it must never append blindly.
 var ErrWrongLastSequence = errors.New("events: boundary moved (wrong last sequence)")
@@ -134,6 +142,8 @@ func mapAppendError(err error) error {
 			return ErrWrongLastSequence
 		case jetstreamext.JSErrCodeBatchPublishDuplicateMsgID:
 			return &DuplicateError{}
+		case jsErrCodeBatchTooManyInflight:
+			return ErrBusy
 		}
 	}
 	return err

@@ -19,9 +19,10 @@ func TestStatusReportsFoldIntoTheResourceView(t *testing.T) {
 	for _, c := range [][2]string{
 		{"cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`},
 		{"node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`},
+		{"sp.create", `{"node":"n1","name":"p","provider":"file_thin","pool":"/var/lib/cairn","capacity_kib":1048576}`},
 		{"rd.create", `{"name":"r1"}`},
 		{"vd.create", `{"resource":"r1","volume":0,"size_kib":4096}`},
-		{"replica.add", `{"resource":"r1","node":"n1","diskless":true}`},
+		{"replica.add", `{"resource":"r1","node":"n1"}`},
 	} {
 		r := servertest.Submit(s, c[0], c[1])
 		require.True(t, r.OK, "%s: %+v", c[0], r.Error)

@@ -59,5 +59,6 @@ func watchPools(ctx context.Context, nc *nats.Conn, adm *commands.Admission, nam
 		return err
 	}
 	<-ctx.Done()
-	return sub.Unsubscribe()
+	_ = sub.Unsubscribe() // the connection may already be closed
+	return nil
 }
