@@ -131,3 +131,32 @@ func TestDecodeValidatesAndUpcasts(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeRemembersOnlyValidBytes: a replay validates byte-identical payloads once;
+// the memo never lets through a payload it has not seen pass, however close to one it
+// has, and never carries a verdict across types or versions.
+func TestDecodeRemembersOnlyValidBytes(t *testing.T) {
+	env := func(typ string, version int, payload string) []byte {
+		b, _ := json.Marshal(map[string]any{"id": "01", "type": typ, "schema_version": version, "subject": "cairn.ev.node.n1",
+			"occurred_at": "2026-01-01T00:00:00Z", "command_id": "c", "correlation_id": "c", "causation_id": "c", "actor": "a",
+			"payload": json.RawMessage(payload)})
+		return b
+	}
+	good := `{"name":"n1","state":"offline","previous":"online"}`
+	for range 3 {
+		ev, err := events.Decode(1, env("node.state-changed", 1, good))
+		require.NoError(t, err)
+		assert.Equal(t, &events.NodeStateChanged{Name: "n1", State: "offline", Previous: "online"}, ev.Data)
+	}
+	for _, bad := range []string{
+		`{"name":"n1","state":"sleeping","previous":"online"}`,
+		`{"name":"n1","state":"offline","previous":"online","x":1}`,
+		`{"name":"n 1","state":"offline","previous":"online"}`,
+	} {
+		_, err := events.Decode(1, env("node.state-changed", 1, bad))
+		assert.Error(t, err, bad)
+	}
+	// the same bytes under another type are validated against that type's schema
+	_, err := events.Decode(1, env("node.removed", 1, good))
+	assert.Error(t, err)
+}

@@ -110,6 +110,15 @@ func Decode(seq uint64, body []byte) (Event, error) {
 	if env.SchemaVersion > t.Version {
 		return ev, &DecodeError{seq, fmt.Sprintf("%s v%d is newer than this binary knows (v%d)", t.Name, env.SchemaVersion, t.Version)}
 	}
+	payload := env.Payload
+	if env.SchemaVersion == t.Version && memo.known(t.Name, t.Version, payload) {
+		data := t.New()
+		if err := json.Unmarshal(payload, data); err != nil {
+			return ev, &DecodeError{seq, fmt.Sprintf("%s payload: %v", t.Name, err)}
+		}
+		ev.Data = data
+		return ev, nil
+	}
 	doc, err := decodeDocument(env.Payload)
 	if err != nil {
 		return ev, &DecodeError{seq, "payload is not valid JSON: " + err.Error()}
@@ -117,7 +126,9 @@ func Decode(seq uint64, body []byte) (Event, error) {
 	if err := schemas.ValidateValue(t.schemas[env.SchemaVersion-1], doc); err != nil {
 		return ev, &DecodeError{seq, fmt.Sprintf("%s v%d payload: %v", t.Name, env.SchemaVersion, err)}
 	}
-	payload := env.Payload
+	if env.SchemaVersion == t.Version {
+		memo.remember(t.Name, t.Version, payload)
+	}
 	if env.SchemaVersion < t.Version {
 		obj, ok := doc.(map[string]any)
 		if !ok {
