@@ -27,8 +27,8 @@ type (
 	}
 	// PoolExport is the body of pool.export.
 	PoolExport = PoolImport
-	// PoolContest is the body of pool.contest.
-	PoolContest = events.PoolContested
+	// PoolContest is the body of pool.contest (the fields of pool.contested).
+	PoolContest events.PoolContested
 )
 
 // DecidePoolImport grants pool to target. The grant is one node at a time: refused
@@ -111,7 +111,8 @@ func DecidePoolContest(pool *projections.Pool, c PoolContest) (*events.PoolConte
 	case pool.Contested:
 		return nil, []string{fmt.Sprintf("pool %s is already contested", c.Pool)}, nil
 	}
-	return &c, nil, nil
+	ev := events.PoolContested(c)
+	return &ev, nil, nil
 }
 
 // poolHandlers decide the pool verbs. Granting depends on the owner's node state, so
@@ -159,54 +160,50 @@ func poolHandlers(opts Options) []Handler {
 			}
 			return d.with(names.Event("pool", c.Name), &c, nil), nil
 		}},
-		{Verb: "pool.import", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			var c PoolImport
-			if err := decode(body, &c); err != nil {
-				return Decision{}, err
-			}
-			d := Decision{Expect: streamBoundary(v)}
-			p, err := pool(v, c.Pool)
-			if err != nil {
-				return d, err
-			}
+		poolVerb("pool.import", decode, func(v *projections.View, p *projections.Pool, c PoolImport) (*events.PoolImportGranted, []string, error) {
 			target, err := node(v, c.Node)
 			if err != nil {
-				return d, err
+				return nil, nil, err
 			}
 			var owner *projections.Node
 			if p != nil {
 				if owner, err = node(v, p.Owner); err != nil {
-					return d, err
+					return nil, nil, err
 				}
 			}
-			ev, warnings, err := DecidePoolImport(p, target, owner, c, opts.Now(), opts.PoolFailoverTimeout)
-			return d.with(names.Event("pool", c.Pool), ev, warnings), err
-		}},
-		{Verb: "pool.export", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			var c PoolExport
-			if err := decode(body, &c); err != nil {
-				return Decision{}, err
-			}
-			d := Decision{Expect: streamBoundary(v)}
-			p, err := pool(v, c.Pool)
-			if err != nil {
-				return d, err
-			}
-			ev, warnings, err := DecidePoolExport(p, c)
-			return d.with(names.Event("pool", c.Pool), ev, warnings), err
-		}},
-		{Verb: "pool.contest", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			var c PoolContest
-			if err := decode(body, &c); err != nil {
-				return Decision{}, err
-			}
-			d := Decision{Expect: streamBoundary(v)}
-			p, err := pool(v, c.Pool)
-			if err != nil {
-				return d, err
-			}
-			ev, warnings, err := DecidePoolContest(p, c)
-			return d.with(names.Event("pool", c.Pool), ev, warnings), err
-		}},
+			return DecidePoolImport(p, target, owner, c, opts.Now(), opts.PoolFailoverTimeout)
+		}),
+		poolVerb("pool.export", decode, func(_ *projections.View, p *projections.Pool, c PoolExport) (*events.PoolExported, []string, error) {
+			return DecidePoolExport(p, c)
+		}),
+		poolVerb("pool.contest", decode, func(_ *projections.View, p *projections.Pool, c PoolContest) (*events.PoolContested, []string, error) {
+			return DecidePoolContest(p, c)
+		}),
 	}
+}
+
+// poolBody is a pool verb's body: it names its pool.
+type poolBody interface{ poolName() string }
+
+func (c PoolImport) poolName() string  { return c.Pool }
+func (c PoolContest) poolName() string { return c.Pool }
+
+// poolVerb is a handler for a verb on an existing pool's subject: it decodes C, reads
+// the pool (nil when unknown) and lets decide choose the event E, on the whole stream
+// as boundary.
+func poolVerb[C poolBody, E events.Payload](verb string, decode func([]byte, any) error,
+	decide func(*projections.View, *projections.Pool, C) (E, []string, error)) Handler {
+	return Handler{Verb: verb, Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+		var c C
+		if err := decode(body, &c); err != nil {
+			return Decision{}, err
+		}
+		d := Decision{Expect: streamBoundary(v)}
+		p, ok, err := v.Pool(c.poolName())
+		if err != nil {
+			return d, err
+		}
+		ev, warnings, err := decide(v, ptrIf(p, ok), c)
+		return d.with(names.Event("pool", c.poolName()), ev, warnings), err
+	}}
 }

@@ -68,60 +68,63 @@ func foldStatus(db *DB, names events.Names, subject string, data []byte) error {
 	if parts[1] == KindZpool {
 		return foldPoolStatus(db, node, rd, data)
 	}
-	if len(data) == 0 {
-		return db.pdb.Delete([]byte(drbdStatusKey(rd, node)), pebble.NoSync)
+	return foldOne(db, drbdStatusKey(rd, node), data, func(st drbd.Status) (bool, error) {
+		if st.Node != node || st.Resource != rd {
+			return false, fmt.Errorf("status names %s on %s but was published for %s on %s", st.Resource, st.Node, rd, node)
+		}
+		return st.Phase != drbd.PhaseRemoved, nil
+	})
+}
+
+// foldOne stores (keep true) or deletes a status report under key after check accepted
+// it; an empty report deletes.
+func foldOne[T any](db *DB, key string, data []byte, check func(T) (keep bool, err error)) error {
+	keep := false
+	if len(data) > 0 {
+		var st T
+		if err := json.Unmarshal(data, &st); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		var err error
+		if keep, err = check(st); err != nil {
+			return err
+		}
 	}
-	var st drbd.Status
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("status: %w", err)
+	if !keep {
+		return db.pdb.Delete([]byte(key), pebble.NoSync)
 	}
-	if st.Node != node || st.Resource != rd {
-		return fmt.Errorf("status names %s on %s but was published for %s on %s", st.Resource, st.Node, rd, node)
-	}
-	if st.Phase == drbd.PhaseRemoved {
-		return db.pdb.Delete([]byte(drbdStatusKey(rd, node)), pebble.NoSync)
-	}
-	return db.pdb.Set([]byte(drbdStatusKey(rd, node)), data, pebble.NoSync)
+	return db.pdb.Set([]byte(key), data, pebble.NoSync)
+}
+
+// scanStatus reads every status report under prefix, keyed by node.
+func scanStatus[T any](v *View, prefix string, node func(T) string) (map[string]T, error) {
+	out := map[string]T{}
+	err := v.scan(prefix, func(key string, val []byte) error {
+		var st T
+		if err := json.Unmarshal(val, &st); err != nil {
+			return fmt.Errorf("view %s: %w", key, err)
+		}
+		out[node(st)] = st
+		return nil
+	})
+	return out, err
 }
 
 // ResourceStatus returns the latest observed state of rd by node.
 func (v *View) ResourceStatus(rd string) (map[string]drbd.Status, error) {
-	out := map[string]drbd.Status{}
-	err := v.scan(statusPrefix+rd+"/", func(key string, val []byte) error {
-		var st drbd.Status
-		if err := json.Unmarshal(val, &st); err != nil {
-			return fmt.Errorf("view %s: %w", key, err)
-		}
-		out[st.Node] = st
-		return nil
-	})
-	return out, err
+	return scanStatus(v, statusPrefix+rd+"/", func(st drbd.Status) string { return st.Node })
 }
 
 func foldPoolStatus(db *DB, node, pool string, data []byte) error {
-	if len(data) == 0 {
-		return db.pdb.Delete([]byte(poolStatusKey(pool, node)), pebble.NoSync)
-	}
-	var st zpool.Status
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	if st.Node != node || st.Pool != pool {
-		return fmt.Errorf("status names pool %s on %s but was published for %s on %s", st.Pool, st.Node, pool, node)
-	}
-	return db.pdb.Set([]byte(poolStatusKey(pool, node)), data, pebble.NoSync)
+	return foldOne(db, poolStatusKey(pool, node), data, func(st zpool.Status) (bool, error) {
+		if st.Node != node || st.Pool != pool {
+			return false, fmt.Errorf("status names pool %s on %s but was published for %s on %s", st.Pool, st.Node, pool, node)
+		}
+		return true, nil
+	})
 }
 
 // PoolStatus returns the latest observed state of pool by node.
 func (v *View) PoolStatus(pool string) (map[string]zpool.Status, error) {
-	out := map[string]zpool.Status{}
-	err := v.scan(poolStatusPrefix+pool+"/", func(key string, val []byte) error {
-		var st zpool.Status
-		if err := json.Unmarshal(val, &st); err != nil {
-			return fmt.Errorf("view %s: %w", key, err)
-		}
-		out[st.Node] = st
-		return nil
-	})
-	return out, err
+	return scanStatus(v, poolStatusPrefix+pool+"/", func(st zpool.Status) string { return st.Node })
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/server"
 	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/rs/zerolog"
@@ -53,32 +54,27 @@ func TestRebuildReproducesResourceAndPoolViews(t *testing.T) {
 	assert.Equal(t, live, rebuilt)
 }
 
-func firstDiskful(t *testing.T, s *server.Server, rd string) string {
+// replicaWhere returns the node of rd's first replica (by node id) that match accepts.
+func replicaWhere(t *testing.T, s *server.Server, rd, what string, match func(projections.Replica) bool) string {
+	t.Helper()
 	v, err := s.DB.Read()
 	require.NoError(t, err)
 	defer v.Close()
 	d, _, err := v.ResourceDefinition(rd)
 	require.NoError(t, err)
 	for _, r := range d.Replicas {
-		if !r.Diskless {
+		if match(r) {
 			return r.Node
 		}
 	}
-	t.Fatalf("%s has no diskful replica", rd)
+	t.Fatalf("%s has no %s", rd, what)
 	return ""
 }
 
+func firstDiskful(t *testing.T, s *server.Server, rd string) string {
+	return replicaWhere(t, s, rd, "diskful replica", func(r projections.Replica) bool { return !r.Diskless })
+}
+
 func tiebreaker(t *testing.T, s *server.Server, rd string) string {
-	v, err := s.DB.Read()
-	require.NoError(t, err)
-	defer v.Close()
-	d, _, err := v.ResourceDefinition(rd)
-	require.NoError(t, err)
-	for _, r := range d.Replicas {
-		if r.Tiebreaker {
-			return r.Node
-		}
-	}
-	t.Fatalf("%s has no tiebreaker", rd)
-	return ""
+	return replicaWhere(t, s, rd, "tiebreaker", func(r projections.Replica) bool { return r.Tiebreaker })
 }
