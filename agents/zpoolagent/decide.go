@@ -64,6 +64,8 @@ type Local struct {
 	Failed   uint64
 	RetryAt  time.Time
 	Attempts int
+	// HoldUntil delays the next observe, export or fence after one failed.
+	HoldUntil time.Time
 	// Reported is the phase last published with ReportedGrant, so that the same state
 	// is not published again and again.
 	Reported      string
@@ -98,8 +100,10 @@ type Decision struct {
 // action, and an action that succeeded changes Local so that the next Decide says
 // ActNothing. The rules, in order:
 //
+//   - a failed observe, export or fence backs off until Local.HoldUntil: wait;
 //   - nothing observed yet: observe;
-//   - not wanted: export when imported; otherwise report exported once (not after a
+//   - not wanted: fence when imported under a contested grant, export when imported
+//     otherwise; else report exported once (not after a
 //     fence: the contested status stays the node's last word);
 //   - wanted but malformed (another pool or node, no devices, no grant): invalid;
 //   - wanted under the GrantSeq this host saw contested: fence if imported, else hold
@@ -109,11 +113,16 @@ type Decision struct {
 //   - not imported: wait while a refused or failed attempt of this grant backs off,
 //     else import.
 func Decide(node, pool string, w Want, l Local, now time.Time) Decision {
+	if now.Before(l.HoldUntil) {
+		return Decision{ActWait, fmt.Sprintf("backing off after a failure until %s", l.HoldUntil.UTC().Format(time.RFC3339))}
+	}
 	if !l.Observed {
 		return Decision{ActObserve, "import state not read yet"}
 	}
 	if !w.Present {
 		switch {
+		case l.Imported && l.Contested != 0 && l.Contested == l.Grant:
+			return Decision{ActFence, fmt.Sprintf("grant %d was contested and the pool is still imported here", l.Grant)}
 		case l.Imported:
 			return Decision{ActExport, "this node no longer holds the grant"}
 		case l.Contested != 0:
