@@ -408,13 +408,7 @@ func (f *Fake) rewrite(leaves []leaf, best zfs.Found, newState uint64, claim boo
 		if err != nil {
 			return err
 		}
-		var order binary.ByteOrder = binary.LittleEndian
-		for _, s := range l.lf.Slots {
-			if s.Uberblock.ByteSwapped {
-				order = binary.BigEndian
-			}
-			break
-		}
+		order := leafOrder(l.lf)
 		nslots := (128 << 10) / l.lf.SlotSize
 		for _, lb := range l.lf.Labels {
 			if lb.Config == nil {
@@ -471,4 +465,98 @@ func HostIDFromEnv(v string) (uint32, error) {
 		return mmp.SystemHostID(), nil
 	}
 	return mmp.ParseHostID(v)
+}
+
+// Relabel rewrites pairs of every label config of each leaf file in place (resealed):
+// uint64 values (state, txg, hostid, …) and strings (name, hostname). Tests use it to
+// give a fixture pool another name, or to play another host that imported the pool
+// (its hostid and hostname in the labels), as zpool import on that host would write.
+func Relabel(paths []string, set map[string]any) error {
+	for _, p := range paths {
+		d, fh, err := zfs.OpenDevice(p)
+		if err != nil {
+			return err
+		}
+		lf, err := zfs.ReadLeaf(d)
+		fh.Close()
+		if err != nil {
+			return err
+		}
+		order := leafOrder(lf)
+		w, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		for _, lb := range lf.Labels {
+			if lb.Config == nil {
+				continue
+			}
+			out := &zfs.NVList{Pairs: slices.Clone(lb.Config.Pairs)}
+			for name, v := range set {
+				typ := 8
+				if _, ok := v.(string); ok {
+					typ = 9
+				}
+				if u, ok := v.(uint32); ok {
+					v = uint64(u)
+				}
+				if i := slices.IndexFunc(out.Pairs, func(p zfs.NVPair) bool { return p.Name == name }); i >= 0 {
+					out.Pairs[i].Value = v
+				} else {
+					out.Pairs = append(out.Pairs, zfs.NVPair{Name: name, Type: typ, Value: v})
+				}
+			}
+			if _, err := w.WriteAt(zfsimage.ConfigArea(out, lb.Offset, order), zfsimage.ConfigOffset(lb.Offset)); err != nil {
+				w.Close()
+				return err
+			}
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMMP writes an MMP uberblock into the MMP slot (the last of the ring) of label l
+// of a leaf file: the best uberblock with the given txg, timestamp and MMP sequence, as
+// another host's MMP thread does. Tests use it to play a live writer.
+func WriteMMP(path string, l int, txg, timestamp, seq uint64) error {
+	d, fh, err := zfs.OpenDevice(path)
+	if err != nil {
+		return err
+	}
+	lf, err := zfs.ReadLeaf(d)
+	fh.Close()
+	if err != nil {
+		return err
+	}
+	best, ok := lf.Best()
+	if !ok {
+		return fmt.Errorf("%s: no valid uberblock", path)
+	}
+	ub := best.Uberblock
+	ub.TXG, ub.Timestamp = txg, timestamp
+	ub.MMPConfig = ub.MMPConfig&^(0xffff<<32) | (seq&0xffff)<<32 | zfs.MMPSeqValid
+	nslots := (128 << 10) / lf.SlotSize
+	off := zfsimage.SlotOffset(lf.Labels[l].Offset, nslots-1, lf.SlotSize)
+	w, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := w.WriteAt(zfsimage.UberblockSlot(ub, off, lf.SlotSize, leafOrder(lf)), off); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+func leafOrder(lf *zfs.Leaf) binary.ByteOrder {
+	for _, s := range lf.Slots {
+		if s.Uberblock.ByteSwapped {
+			return binary.BigEndian
+		}
+		break
+	}
+	return binary.LittleEndian
 }
