@@ -67,6 +67,13 @@ type Fake struct {
 
 var _ execx.Executor = (*Fake)(nil)
 
+// SetFail sets FailImport and FailExport while the fake may be in use.
+func (f *Fake) SetFail(importStderr, exportStderr string) {
+	f.mu.Lock()
+	f.FailImport, f.FailExport = importStderr, exportStderr
+	f.mu.Unlock()
+}
+
 // Calls returns the calls made in process (argv without argv[0], joined by spaces).
 func (f *Fake) Calls() []string {
 	f.mu.Lock()
@@ -110,6 +117,9 @@ func (f *Fake) Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: zpool command args ...")
 		return 2
 	}
+	f.mu.Lock()
+	failImport, failExport := f.FailImport, f.FailExport
+	f.mu.Unlock()
 	unlock, err := f.lock()
 	if err != nil {
 		fmt.Fprintf(stderr, "fake zpool: %v\n", err)
@@ -125,9 +135,9 @@ func (f *Fake) Main(args []string, stdout, stderr io.Writer) int {
 	case "list":
 		return f.list(st, args[1:], stdout, stderr)
 	case "import":
-		return f.imp(st, args[1:], stderr)
+		return f.imp(st, args[1:], stderr, failImport)
 	case "export":
-		return f.export(st, args[1:], stderr)
+		return f.export(st, args[1:], stderr, failExport)
 	}
 	fmt.Fprintf(stderr, "fake zpool: unrecognized command '%s'\n", args[0])
 	return 2
@@ -210,7 +220,7 @@ func (f *Fake) list(st *state, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func (f *Fake) imp(st *state, args []string, stderr io.Writer) int {
+func (f *Fake) imp(st *state, args []string, stderr io.Writer, failImport string) int {
 	var dirs []string
 	force := false
 	var pool string
@@ -244,8 +254,8 @@ func (f *Fake) imp(st *state, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fake zpool: import needs -d DEV|DIR and a pool name (the fake does not scan /dev)")
 		return 2
 	}
-	if f.FailImport != "" {
-		fmt.Fprintln(stderr, f.FailImport)
+	if failImport != "" {
+		fmt.Fprintln(stderr, failImport)
 		return 1
 	}
 	if _, ok := st.Imported[pool]; ok {
@@ -291,7 +301,7 @@ func (f *Fake) imp(st *state, args []string, stderr io.Writer) int {
 	return 0
 }
 
-func (f *Fake) export(st *state, args []string, stderr io.Writer) int {
+func (f *Fake) export(st *state, args []string, stderr io.Writer, failExport string) int {
 	force := false
 	var pool string
 	for _, a := range args {
@@ -314,8 +324,8 @@ func (f *Fake) export(st *state, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cannot open '%s': no such pool\n", pool)
 		return 1
 	}
-	if f.FailExport != "" && !force {
-		fmt.Fprintln(stderr, f.FailExport)
+	if failExport != "" && !force {
+		fmt.Fprintln(stderr, failExport)
 		return 1
 	}
 	leaves, best, err := findPool(im.Devices, pool)
@@ -519,9 +529,9 @@ func Relabel(paths []string, set map[string]any) error {
 }
 
 // WriteMMP writes an MMP uberblock into the MMP slot (the last of the ring) of label l
-// of a leaf file: the best uberblock with the given txg, timestamp and MMP sequence, as
+// of a leaf file: the best uberblock with the timestamp and the MMP sequence one up, as
 // another host's MMP thread does. Tests use it to play a live writer.
-func WriteMMP(path string, l int, txg, timestamp, seq uint64) error {
+func WriteMMP(path string, l int) error {
 	d, fh, err := zfs.OpenDevice(path)
 	if err != nil {
 		return err
@@ -536,7 +546,8 @@ func WriteMMP(path string, l int, txg, timestamp, seq uint64) error {
 		return fmt.Errorf("%s: no valid uberblock", path)
 	}
 	ub := best.Uberblock
-	ub.TXG, ub.Timestamp = txg, timestamp
+	ub.Timestamp++
+	seq := ub.MMPSeq() + 1
 	ub.MMPConfig = ub.MMPConfig&^(0xffff<<32) | (seq&0xffff)<<32 | zfs.MMPSeqValid
 	nslots := (128 << 10) / lf.SlotSize
 	off := zfsimage.SlotOffset(lf.Labels[l].Offset, nslots-1, lf.SlotSize)
