@@ -234,7 +234,7 @@ func (w *worker) importPool(ctx context.Context, d zpool.Desired) {
 	if hostid == 0 {
 		metricChecks.WithLabelValues(mmp.CodeNoHostID).Inc()
 		w.refuse(ctx, grant, zpool.Status{Phase: zpool.PhaseRefused, Code: CodeNoHostID,
-			Error: fmt.Sprintf("no hostid: this host's hostid is 0, so no activity check can tell it from another host and zpool would refuse too (ZFS-8000-EY); " +
+			Error: fmt.Sprintf("no hostid: this host's hostid is 0, so no activity check can tell it from another host and zpool would refuse too (ZFS-8000-EY); "+
 				"set one (zgenhostid, /etc/hostid) or pass --hostid; pool %s was not touched", w.pool)})
 		return
 	}
