@@ -1,0 +1,127 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/agents/zpoolagent/zpoolfake"
+	"github.com/cairn-io/cairn/storage/zpool"
+	"github.com/stretchr/testify/require"
+)
+
+// buildFakeZpool builds the FAKE zpool program (agents/zpoolagent/zpoolfake/zpool): the
+// real zpool needs the ZFS kernel module. It works on the real leaf images.
+func buildFakeZpool(t testing.TB, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "zpool")
+	build := exec.Command("go", "build", "-o", bin, "../agents/zpoolagent/zpoolfake/zpool")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build fake zpool: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type poolView struct {
+	Name     string                  `json:"name"`
+	Owner    string                  `json:"owner"`
+	GrantSeq uint64                  `json:"grant_seq"`
+	Observed map[string]zpool.Status `json:"observed"`
+}
+
+// TestZpoolAgentImportsOnGrant runs `cairn serve` and `cairn agent --zpool-bin <fake>`
+// on a real OpenZFS image (single-fast: left active by host-c, 100 ms MMP interval, so
+// the activity check lasts 2-2.5 s of real time): pool.import through `cairn cmd`
+// grants n1, the agent checks, imports with -f and reports imported, which GET
+// /v1/pools/tank shows; pool.import to n2 is refused while n1 is online; pool.export
+// makes the agent export.
+func TestZpoolAgentImportsOnGrant(t *testing.T) {
+	dir := t.TempDir()
+	fake := buildFakeZpool(t, dir)
+	dev := gunzipFixture(t, dir, "single-fast", "disk0")
+	require.NoError(t, zpoolfake.Relabel([]string{dev}, map[string]any{"name": "tank"}))
+
+	s := startServe(t, t.TempDir())
+	cmd := func(verb, body string) reply {
+		t.Helper()
+		out, _ := run(t, "cmd", verb, body, "--nats", s.natsURL())
+		return decode[reply](t, out)
+	}
+	for _, c := range [][2]string{
+		{"cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`},
+		{"node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`},
+		{"node.add", `{"name":"n2","host":"h2","address":"10.0.0.2"}`},
+		{"pool.create", fmt.Sprintf(`{"name":"tank","devices":[%q],"nodes":["n1","n2"]}`, dev)},
+	} {
+		r := cmd(c[0], c[1])
+		require.True(t, r.OK, "%s: %+v", c[0], r.Error)
+	}
+
+	zlog := filepath.Join(dir, "zpool-calls.log")
+	var agentLog bytes.Buffer
+	agent := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL(), "--heartbeat-interval", "200ms",
+		"--zpool-bin", fake, "--hostid", "0x44444444", "--zpool-state-dir", filepath.Join(dir, "state"), "--zpool-watch-interval", "100ms")
+	agent.Env = append(os.Environ(), "ZPOOL_FAKE_STATE="+filepath.Join(dir, "zpool-state.json"), "ZPOOL_FAKE_HOSTID=0x44444444",
+		"ZPOOL_FAKE_HOSTNAME=h1", "ZPOOL_FAKE_LOG="+zlog)
+	agent.Stdout, agent.Stderr = &agentLog, &agentLog
+	require.NoError(t, agent.Start())
+	t.Cleanup(func() {
+		_ = agent.Process.Kill()
+		_ = agent.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", agentLog.String())
+		}
+	})
+
+	pool := func() poolView {
+		status, body := httpJSON(t, "GET", s.url("/v1/pools/tank"), "")
+		require.Equal(t, 200, status, body)
+		return decode[poolView](t, body)
+	}
+	waitPhase := func(phase string) zpool.Status {
+		t.Helper()
+		var st zpool.Status
+		require.Eventually(t, func() bool {
+			st = pool().Observed["n1"]
+			return st.Phase == phase
+		}, 30*time.Second, 50*time.Millisecond, "n1 never reported %s", phase)
+		return st
+	}
+
+	r := cmd("pool.import", `{"pool":"tank","node":"n1"}`)
+	require.True(t, r.OK, "%+v", r.Error)
+	st := waitPhase(zpool.PhaseImported)
+	require.Equal(t, r.Events[0].Seq, st.GrantSeq)
+	require.True(t, st.Forced, "left active by host-c: imported with -f after the check")
+	require.False(t, st.CheckStartedAt.IsZero())
+	v, _ := json.Marshal(st.Verdict)
+	require.Contains(t, string(v), `"code":"no_activity"`)
+	require.Contains(t, string(v), `"duration_case":"fail_intervals"`)
+
+	// One grant at a time: n2 is refused while n1 is online.
+	r2 := cmd("pool.import", `{"pool":"tank","node":"n2"}`)
+	require.False(t, r2.OK)
+	require.Equal(t, "precondition_failed", r2.Error.Code)
+	require.Contains(t, r2.Error.Message, "which is online")
+	_, hasN2 := pool().Observed["n2"]
+	require.False(t, hasN2)
+
+	r = cmd("pool.export", `{"pool":"tank","node":"n1"}`)
+	require.True(t, r.OK, "%+v", r.Error)
+	waitPhase(zpool.PhaseExported)
+
+	calls, err := os.ReadFile(zlog)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
+	require.Equal(t, []string{
+		"list -H -o name tank",
+		"import -d " + dev + " -N -o cachefile=none -f tank",
+		"export tank",
+	}, lines)
+}
