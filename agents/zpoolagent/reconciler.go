@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -82,7 +81,7 @@ type Options struct {
 	// 5 min). Every retry is a full new check.
 	RetryAfter, RetryMax time.Duration
 	// StateDir keeps the contested latch per pool (<dir>/<pool>.contested) across
-	// restarts; "" keeps it in memory only.
+	// restarts, created when needed; "" keeps it in memory only.
 	StateDir string
 	// OpenDevice opens a leaf (nil: zfs.OpenDevice, O_DIRECT where allowed).
 	OpenDevice func(path string) (zfs.Device, func() error, error)
@@ -105,8 +104,9 @@ type Reconciler struct {
 	closed  bool
 }
 
-// New returns a Reconciler. Errors: missing Node, Zpool.Exec or Publisher, or a
-// StateDir that cannot be created.
+// New returns a Reconciler. Errors: missing Node, Zpool.Exec or Publisher. StateDir is
+// created when the first latch is written (a failure is logged; the latch then holds in
+// memory only).
 func New(opts Options) (*Reconciler, error) {
 	switch {
 	case opts.Node == "":
@@ -146,17 +146,13 @@ func New(opts Options) (*Reconciler, error) {
 			return d, f.Close, nil
 		}
 	}
-	if opts.StateDir != "" {
-		if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
-			return nil, fmt.Errorf("zpoolagent: state dir: %w", err)
-		}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Reconciler{opts: opts, ctx: ctx, cancel: cancel, workers: map[string]*worker{}}, nil
 }
 
-// Close stops every worker (a running check is canceled and imports nothing) and waits
-// for them. Imported pools stay imported: an agent restart is not a grant change; the
+// Close stops every worker (a running check is canceled and imports nothing; a zpool
+// import or export already running is let finish, within its timeout) and waits for
+// them. Imported pools stay imported: an agent restart is not a grant change; the
 // next agent adopts them. The Reconciler cannot be used after Close.
 func (r *Reconciler) Close() error {
 	r.mu.Lock()

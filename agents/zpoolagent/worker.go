@@ -296,11 +296,10 @@ func (w *worker) importPool(ctx context.Context, d zpool.Desired) {
 		return
 	}
 	log.Info().Bool("force", plan.Force).Str("verdict", v.Code).Msg("importing")
-	if err := w.r.opts.Zpool.Import(ctx, w.pool, d.Devices, plan.Force); err != nil {
+	// Not canceled by the agent stopping (bounded by the import timeout): a zpool killed
+	// in the middle would leave the import state unknown.
+	if err := w.r.opts.Zpool.Import(context.WithoutCancel(ctx), w.pool, d.Devices, plan.Force); err != nil {
 		w.closeDevices()
-		if ctx.Err() != nil {
-			return
-		}
 		rf := ClassifyImport(err)
 		base.Phase, base.Code, base.Error = rf.Phase, rf.Code, rf.Message
 		if rf.ForeignHostID != "" {
@@ -437,11 +436,11 @@ func (w *worker) contestedStatus(grant uint64, fenced bool, errText string) zpoo
 // fence exports the pool with -f; a failure is reported and retried after RetryAfter.
 func (w *worker) fence(ctx context.Context) {
 	grant := w.local.Grant
-	err := w.r.opts.Zpool.Export(ctx, w.pool, true)
+	if grant == 0 {
+		grant = w.local.Contested
+	}
+	err := w.r.opts.Zpool.Export(context.WithoutCancel(ctx), w.pool, true)
 	if err != nil && !IsNoSuchPool(err) {
-		if ctx.Err() != nil {
-			return
-		}
 		metricFences.WithLabelValues("failed").Inc()
 		w.log.Error().Err(err).Msg("fence failed: the pool is still imported here")
 		w.hold()
@@ -458,11 +457,8 @@ func (w *worker) fence(ctx context.Context) {
 
 // export releases the pool when the grant moved or ended.
 func (w *worker) export(ctx context.Context) {
-	err := w.r.opts.Zpool.Export(ctx, w.pool, false)
+	err := w.r.opts.Zpool.Export(context.WithoutCancel(ctx), w.pool, false)
 	if err != nil && !IsNoSuchPool(err) {
-		if ctx.Err() != nil {
-			return
-		}
 		metricExports.WithLabelValues("failed").Inc()
 		w.log.Error().Err(err).Msg("export failed; retrying (never forced: a pool kept imported here keeps writing MMP, so no other host's check passes)")
 		w.hold()
@@ -574,6 +570,9 @@ func (w *worker) writeLatch(grant uint64) error {
 		return nil
 	}
 	b, _ := json.Marshal(latch{GrantSeq: grant, ForeignHostID: w.lastForgn[0], ForeignHost: w.lastForgn[1], At: w.now().UTC()})
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
 	tmp := p + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err

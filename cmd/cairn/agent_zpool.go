@@ -37,7 +37,7 @@ func addZpoolAgentFlags(f *pflag.FlagSet) *zpoolAgentFlags {
 	}
 	f.StringVar(&z.bin, "zpool-bin", bin, "zpool program (default $CAIRN_ZPOOL_BIN, else zpool in PATH)")
 	f.StringVar(&z.hostid, "hostid", "", "this host's hostid in hex for the MMP check and watcher (default: the SPL module's, else /etc/hostid, read again at every grant)")
-	f.StringVar(&z.stateDir, "zpool-state-dir", defaultZpoolStateDir, "where the agent keeps contested-pool latches across restarts")
+	f.StringVar(&z.stateDir, "zpool-state-dir", defaultZpoolStateDir, "where the agent keeps contested-pool latches across restarts (created when first needed; \"\" = memory only)")
 	f.DurationVar(&z.interval, "mmp-interval", mmp.DefaultInterval, "zfs_multihost_interval of this host (activity check tunable)")
 	f.Uint64Var(&z.importIntervals, "mmp-import-intervals", mmp.DefaultImportIntervals, "zfs_multihost_import_intervals of this host (activity check tunable)")
 	f.DurationVar(&z.watchEvery, "zpool-watch-interval", 0, "poll period of the watcher after import (0: the pool's MMP interval, 100ms-1s)")
@@ -63,11 +63,6 @@ func (z *zpoolAgentFlags) wire(nc *nats.Conn, opts *agents.Options) (func(), err
 	if err != nil {
 		return nil, err
 	}
-	stateDir := z.stateDir
-	if err := os.MkdirAll(stateDir, 0o755); err != nil && stateDir != "" {
-		log.Warn().Err(err).Str("dir", stateDir).Msg("zpool state directory unusable: contested latches are kept in memory only")
-		stateDir = ""
-	}
 	r, err := zpoolagent.New(zpoolagent.Options{
 		Node: opts.Node, Names: opts.Names,
 		Zpool:      zpoolagent.Zpool{Bin: z.bin, Exec: execx.New(log), ImportTimeout: z.importTimeout},
@@ -76,7 +71,7 @@ func (z *zpoolAgentFlags) wire(nc *nats.Conn, opts *agents.Options) (func(), err
 		Checker:    mmp.Checker{Tunables: mmp.Tunables{Interval: z.interval, ImportIntervals: z.importIntervals}},
 		WatchEvery: z.watchEvery,
 		RetryAfter: z.retry,
-		StateDir:   stateDir,
+		StateDir:   z.stateDir,
 		Log:        log,
 	})
 	if err != nil {
