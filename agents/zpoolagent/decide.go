@@ -34,6 +34,7 @@ const (
 	CodeFenceFailed      = "fence_failed"        // zpool export -f failed; retried
 	CodeObserveFailed    = "observe_failed"      // zpool list failed
 	CodeAdopted          = "adopted"             // found imported at start (or under an older grant)
+	CodeFenced           = "fenced"              // exported: fenced after a contest (the grant was then withdrawn)
 	CodeWatchBlind       = "watch_blind"         // the leaves cannot be read after import
 	CodeRefusedDestroyed = "pool_destroyed_here" // a destroyed pool is never imported by the agent
 	CodeMMPOffNotForced  = "mmp_off_foreign"     // multihost off and last used elsewhere: no -f
@@ -103,8 +104,8 @@ type Decision struct {
 //   - a failed observe, export or fence backs off until Local.HoldUntil: wait;
 //   - nothing observed yet: observe;
 //   - not wanted: fence when imported under a contested grant, export when imported
-//     otherwise; else report exported once (not after a
-//     fence: the contested status stays the node's last word);
+//     otherwise; else report exported once (after a fence with code fenced; the latch
+//     stays);
 //   - wanted but malformed (another pool or node, no devices, no grant): invalid;
 //   - wanted under the GrantSeq this host saw contested: fence if imported, else hold
 //     (report contested once) and never import under that grant;
@@ -125,8 +126,6 @@ func Decide(node, pool string, w Want, l Local, now time.Time) Decision {
 			return Decision{ActFence, fmt.Sprintf("grant %d was contested and the pool is still imported here", l.Grant)}
 		case l.Imported:
 			return Decision{ActExport, "this node no longer holds the grant"}
-		case l.Contested != 0:
-			return Decision{ActNothing, "fenced after a contest; the contested status stands"}
 		case l.Reported != zpool.PhaseExported:
 			return Decision{ActReportExported, "not imported and not wanted"}
 		}

@@ -45,7 +45,7 @@ func TestDecide(t *testing.T) {
 		{"empty, imported under a contested grant: fence", none, Local{Observed: true, Imported: true, Grant: 7, Contested: 7}, ActFence},
 		{"empty, not imported: report once", none, obs, ActReportExported},
 		{"empty, reported", none, Local{Observed: true, Reported: zpool.PhaseExported}, ActNothing},
-		{"empty after a fence: contested stands", none, Local{Observed: true, Contested: 7, Reported: zpool.PhaseContested}, ActNothing},
+		{"empty after a fence: exported (the latch stays)", none, Local{Observed: true, Contested: 7, Reported: zpool.PhaseContested}, ActReportExported},
 		{"another node's desired state", with(func(d *zpool.Desired) { d.Node = "n2" }), obs, ActInvalid},
 		{"another pool's desired state", with(func(d *zpool.Desired) { d.Pool = "other" }), obs, ActInvalid},
 		{"no devices", with(func(d *zpool.Desired) { d.Devices = nil }), obs, ActInvalid},

@@ -303,6 +303,9 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 	// The operator resolves it (pool.contest, then pool.export), grants again: a new
 	// grant is a new check and import.
 	h.must("pool.contest", `{"pool":"tank","node":"n1","foreign_hostid":"0x22222222","foreign_host":"host-b","reason":"test"}`)
+	st = h.waitPhase(zpool.PhaseExported, 0) // the grant is withdrawn: exported here since the fence
+	assert.Equal(t, zpoolagent.CodeFenced, st.Code)
+	assert.Equal(t, "0x22222222", st.ForeignHostID)
 	h.must("pool.export", `{"pool":"tank"}`)
 	g2 := h.grant("n1")
 	st = h.waitPhase(zpool.PhaseImported, g2)

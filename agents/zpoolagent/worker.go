@@ -156,7 +156,11 @@ func (w *worker) step(ctx context.Context, want Want) {
 		case ActFence:
 			w.fence(ctx)
 		case ActReportExported:
-			w.publish(ctx, zpool.Status{Phase: zpool.PhaseExported})
+			st := zpool.Status{Phase: zpool.PhaseExported}
+			if w.local.Contested != 0 {
+				st.Code, st.ForeignHostID, st.ForeignHost = CodeFenced, w.lastForgn[0], w.lastForgn[1]
+			}
+			w.publish(ctx, st)
 		case ActReportHeld:
 			w.publish(ctx, zpool.Status{GrantSeq: want.Desired.GrantSeq, Phase: zpool.PhaseContested, Code: CodeContestedGrant,
 				Error: d.Reason, ForeignHostID: w.lastForgn[0], ForeignHost: w.lastForgn[1], Fenced: true})
