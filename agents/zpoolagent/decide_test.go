@@ -242,3 +242,27 @@ func TestMux(t *testing.T) {
 		t.Fatal("a kind without a reconciler is recorded only, not an error")
 	}
 }
+
+// TestNextWake: past holds and retries do not wake the worker (no spinning); pending
+// ones and the watcher's next poll do.
+func TestNextWake(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	w := &worker{r: &Reconciler{opts: Options{Now: func() time.Time { return now }}}}
+	w.want, w.haveWant = Want{Present: true, Desired: zpool.Desired{GrantSeq: 7}}, true
+	w.local = Local{Observed: true, HoldUntil: now.Add(-time.Second), Failed: 7, RetryAt: now.Add(-time.Second)}
+	if got := w.nextWake(); !got.IsZero() {
+		t.Fatalf("past hold and retry wake at %v", got)
+	}
+	w.local.RetryAt = now.Add(time.Minute)
+	if got := w.nextWake(); !got.Equal(now.Add(time.Minute)) {
+		t.Fatalf("pending retry: %v", got)
+	}
+	w.local.Imported, w.local.Grant, w.nextPoll = true, 7, now.Add(time.Second)
+	if got := w.nextWake(); !got.Equal(now.Add(time.Second)) {
+		t.Fatalf("watcher poll: %v", got)
+	}
+	w.local.Contested = 7
+	if got := w.nextWake(); !got.Equal(now.Add(time.Minute)) {
+		t.Fatalf("no polls after a contest: %v", got)
+	}
+}

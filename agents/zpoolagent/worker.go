@@ -114,19 +114,23 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
+// nextWake is when the worker must run without a new desired state: the next watcher
+// poll, the end of a hold, a retry; zero when nothing is pending. Holds and retries
+// already past are not pending (they were acted on).
 func (w *worker) nextWake() time.Time {
 	var t time.Time
-	earlier := func(c time.Time) {
-		if !c.IsZero() && (t.IsZero() || c.Before(t)) {
+	now := w.now()
+	earlier := func(c time.Time, pastOK bool) {
+		if !c.IsZero() && (pastOK || c.After(now)) && (t.IsZero() || c.Before(t)) {
 			t = c
 		}
 	}
 	if w.local.Imported && w.local.Grant != 0 && w.local.Contested != w.local.Grant {
-		earlier(w.nextPoll)
+		earlier(w.nextPoll, true)
 	}
-	earlier(w.local.HoldUntil)
+	earlier(w.local.HoldUntil, false)
 	if want, ok := w.current(); ok && want.Present && want.Desired.GrantSeq == w.local.Failed {
-		earlier(w.local.RetryAt)
+		earlier(w.local.RetryAt, false)
 	}
 	return t
 }
