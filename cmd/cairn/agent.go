@@ -15,6 +15,7 @@ func agentCmd() *cobra.Command {
 		natsURL string
 		creds   string
 	)
+	var zpoolFlags *zpoolAgentFlags // zpool reconciler flags (cmd/cairn/agent_zpool.go)
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent of one node: consume its desired state, send heartbeats",
@@ -29,6 +30,12 @@ func agentCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
+			// zpool reconciler (agents/zpoolagent): <prefix>.node.<node>.zpool.* go to it.
+			stopZpool, err := zpoolFlags.wire(nc, &opts)
+			if err != nil {
+				return err
+			}
+			defer stopZpool()
 			a, err := agents.New(nc, opts)
 			if err != nil {
 				return err
@@ -41,6 +48,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats", defaultNATS, "NATS server URL")
 	f.StringVar(&creds, "creds", "", "credentials file of this node's user (cairn auth node-creds NODE), or a NATS .creds file")
 	f.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "heartbeat period")
+	zpoolFlags = addZpoolAgentFlags(f)
 	_ = c.MarkFlagRequired("node")
 	return c
 }

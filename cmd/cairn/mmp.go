@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cairn-io/cairn"
@@ -15,11 +12,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Where the system hostid lives, in the order OpenZFS's get_system_hostid reads them: the
-// SPL module's hostid when it is loaded and set, else the first 4 bytes of /etc/hostid.
+// Where the system hostid lives (mmp.SPLHostIDPath, mmp.EtcHostIDPath); variables so
+// that tests can point them elsewhere.
 var (
-	splHostIDPath = "/proc/sys/kernel/spl/hostid"
-	etcHostIDPath = "/etc/hostid"
+	splHostIDPath = mmp.SPLHostIDPath
+	etcHostIDPath = mmp.EtcHostIDPath
 )
 
 func mmpCmd() *cobra.Command {
@@ -100,34 +97,15 @@ leaves of different pools, interrupted).`,
 
 // parseHostID parses a hostid in hex, with or without 0x, up to 32 bits.
 func parseHostID(s string) (uint32, error) {
-	t := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0X")
-	v, err := strconv.ParseUint(t, 16, 32)
-	if err != nil || t == "" {
+	v, err := mmp.ParseHostID(s)
+	if err != nil {
 		return 0, cairn.InvalidField("hostid", "--hostid %q is not a 32-bit hex number (e.g. 0x1a2b3c4d)", s)
 	}
-	return uint32(v), nil
+	return v, nil
 }
 
-// systemHostID returns the hostid OpenZFS would use: the SPL module's (hex text) when
-// non-zero, else the first 4 bytes of the hostid file, little-endian as gethostid(3)
-// stores it on this architecture; 0 when neither is there.
-func systemHostID(splPath, etcPath string) uint32 {
-	if b, err := os.ReadFile(splPath); err == nil {
-		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 16, 32); err == nil && v != 0 {
-			return uint32(v)
-		}
-	}
-	f, err := os.Open(etcPath)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	var b [4]byte
-	if _, err := io.ReadFull(f, b[:]); err != nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint32(b[:])
-}
+// systemHostID returns the hostid OpenZFS would use (mmp.ReadHostID).
+func systemHostID(splPath, etcPath string) uint32 { return mmp.ReadHostID(splPath, etcPath) }
 
 // printVerdict writes the human form of a verdict.
 func printVerdict(w io.Writer, v mmp.Verdict) {

@@ -44,4 +44,18 @@ type Status struct {
 	ForeignHost   string `json:"foreign_host,omitempty"`
 	// CheckStartedAt is when the activity check began (for the grant-to-check latency).
 	CheckStartedAt time.Time `json:"check_started_at,omitzero"`
+
+	// Code is a stable snake_case reason for refused, failed and contested (and a few
+	// notes on imported/exported): an mmp verdict code (no_hostid, activity_detected,
+	// unreadable_vdev, …), a zpool refusal (hostid_active, hostid_required,
+	// previously_in_use, remote_io), a watcher code (foreign_hostid,
+	// out_of_order_write) or an agent code (see agents/zpoolagent).
+	Code string `json:"code,omitempty"`
+	// Forced is true when the import ran with -f (the pool was last used by another
+	// host and this agent's own activity check proved it idle).
+	Forced bool `json:"forced,omitempty"`
+	// Fenced is true when a contested pool was exported here (zpool export -f).
+	Fenced bool `json:"fenced,omitempty"`
+	// Observation is the watcher's observation (storage/mmp) that raised the alarm.
+	Observation any `json:"observation,omitempty"`
 }

@@ -80,17 +80,10 @@ func (im *Image) Slots() int { return ringSize / im.SlotSize() }
 
 // WriteConfig packs nv (XDR) into the config area of label l and seals it.
 func (im *Image) WriteConfig(l int, nv *zfs.NVList) {
-	packed := Pack(nv)
-	if len(packed) > physSize-eckSize {
-		panic("zfsimage: config too large")
-	}
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	off := zfs.LabelOffset(im.psize, l) + physOffset
-	area := im.buf[off : off+physSize]
-	clear(area)
-	copy(area, packed)
-	seal(area, uint64(off), im.order)
+	copy(im.buf[off:off+physSize], ConfigArea(nv, zfs.LabelOffset(im.psize, l), im.order))
 }
 
 // WriteUberblock writes ub into slot s of label l, sealed. The Magic field is ignored:
@@ -99,10 +92,37 @@ func (im *Image) WriteUberblock(l, s int, ub zfs.Uberblock) {
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	size := im.SlotSize()
-	off := zfs.LabelOffset(im.psize, l) + ringOffset + int64(s*size)
-	slot := im.buf[off : off+int64(size)]
-	clear(slot)
-	o := im.order
+	off := SlotOffset(zfs.LabelOffset(im.psize, l), s, size)
+	copy(im.buf[off:off+int64(size)], UberblockSlot(ub, off, size, im.order))
+}
+
+// ConfigOffset is the physical offset of the config area (vdev_phys) of the label at
+// physical offset labelOff; ConfigArea's bytes go there.
+func ConfigOffset(labelOff int64) int64 { return labelOff + physOffset }
+
+// ConfigArea returns the sealed config area (vdev_phys, 112 KiB) of the label at physical
+// offset labelOff holding nv packed as XDR, in byte order o. It panics when nv does not
+// fit. Tools that rewrite a label on a real leaf (the fake zpool of the agent tests)
+// write it at ConfigOffset(labelOff).
+func ConfigArea(nv *zfs.NVList, labelOff int64, o binary.ByteOrder) []byte {
+	packed := Pack(nv)
+	if len(packed) > physSize-eckSize {
+		panic("zfsimage: config too large")
+	}
+	area := make([]byte, physSize)
+	copy(area, packed)
+	seal(area, uint64(labelOff+physOffset), o)
+	return area
+}
+
+// SlotOffset is the physical offset of uberblock slot s (of size bytes) in the label at
+// physical offset labelOff.
+func SlotOffset(labelOff int64, s, size int) int64 { return labelOff + ringOffset + int64(s*size) }
+
+// UberblockSlot returns slot bytes (size bytes) holding ub, sealed for physical offset
+// off, in byte order o. The Magic field is ignored: the uberblock magic is always written.
+func UberblockSlot(ub zfs.Uberblock, off int64, size int, o binary.ByteOrder) []byte {
+	slot := make([]byte, size)
 	for i, v := range []uint64{zfs.UberblockMagic, ub.Version, ub.TXG, ub.GUIDSum, ub.Timestamp} {
 		o.PutUint64(slot[8*i:], v)
 	}
@@ -110,6 +130,7 @@ func (im *Image) WriteUberblock(l, s int, ub zfs.Uberblock) {
 		o.PutUint64(slot[168+8*i:], v)
 	}
 	seal(slot, uint64(off), o)
+	return slot
 }
 
 // Corrupt flips one byte at physical offset off (without resealing).

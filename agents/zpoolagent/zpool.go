@@ -1,0 +1,110 @@
+package zpoolagent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/cairn-io/cairn/internal/execx"
+)
+
+// Zpool drives zpool(8) through an Executor: the real binary on hosts (execx.Runner);
+// in tests a fake (zpoolfake), since zpool needs the ZFS kernel module (/dev/zfs).
+type Zpool struct {
+	// Bin is the zpool program ("zpool": looked up in PATH).
+	Bin  string
+	Exec execx.Executor
+	// ImportTimeout bounds zpool import (the kernel's own activity check of a multihost
+	// pool takes 20-25 s with the defaults); ExportTimeout bounds zpool export, with or
+	// without -f; ListTimeout bounds zpool list. Zero: 5 min, 2 min, 30 s.
+	ImportTimeout, ExportTimeout, ListTimeout time.Duration
+}
+
+func (z Zpool) bin() string {
+	if z.Bin == "" {
+		return "zpool"
+	}
+	return z.Bin
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// ImportArgv is the zpool import command for pool on devices:
+//
+//	zpool import -d DEV... -N -o cachefile=none [-f] POOL
+//
+// -d per leaf: zpool looks at these devices only (no scan of /dev, no stray copy of the
+// pool on another LUN); -N: no dataset is mounted (the layers above decide that);
+// -o cachefile=none: the pool is never written to zpool.cache, so a reboot never
+// imports it again without a grant and a check; -f only when PlanImport says so.
+func ImportArgv(bin, pool string, devices []string, force bool) []string {
+	argv := []string{bin, "import"}
+	for _, d := range devices {
+		argv = append(argv, "-d", d)
+	}
+	argv = append(argv, "-N", "-o", "cachefile=none")
+	if force {
+		argv = append(argv, "-f")
+	}
+	return append(argv, pool)
+}
+
+// Import runs ImportArgv. The error is the executor's (*execx.Error with zpool's
+// stderr); ClassifyImport maps it to a status.
+func (z Zpool) Import(ctx context.Context, pool string, devices []string, force bool) error {
+	_, err := z.Exec.Run(ctx, ImportArgv(z.bin(), pool, devices, force), execx.Options{Timeout: orDefault(z.ImportTimeout, 5*time.Minute)})
+	return err
+}
+
+// Export runs zpool export [-f] POOL. Without -f zpool refuses a busy pool (open zvols,
+// mounted datasets): the caller reports it and retries; -f is for fencing only.
+func (z Zpool) Export(ctx context.Context, pool string, force bool) error {
+	argv := []string{z.bin(), "export"}
+	if force {
+		argv = append(argv, "-f")
+	}
+	_, err := z.Exec.Run(ctx, append(argv, pool), execx.Options{Timeout: orDefault(z.ExportTimeout, 2*time.Minute)})
+	return err
+}
+
+// ErrNoSuchPool is what Export's caller gets (wrapped) when zpool says the pool is not
+// imported; IsNoSuchPool tests for it on any zpool error.
+var ErrNoSuchPool = errors.New("no such pool")
+
+// IsNoSuchPool reports whether a zpool error says the pool is not imported
+// ("cannot open 'P': no such pool").
+func IsNoSuchPool(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrNoSuchPool) {
+		return true
+	}
+	var xe *execx.Error
+	return errors.As(err, &xe) && xe.ExitCode == 1 && strings.Contains(xe.Stderr, "no such pool")
+}
+
+// Imported reports whether pool is imported on this host: zpool list -H -o name POOL
+// prints the name (exit 0) or says "no such pool" (exit 1). Any other failure is an
+// error: the state is unknown.
+func (z Zpool) Imported(ctx context.Context, pool string) (bool, error) {
+	out, err := z.Exec.Run(ctx, []string{z.bin(), "list", "-H", "-o", "name", pool}, execx.Options{Timeout: orDefault(z.ListTimeout, 30*time.Second)})
+	if err != nil {
+		if IsNoSuchPool(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.TrimSpace(line) == pool {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,112 @@
+package zpoolfake_test
+
+import (
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cairn-io/cairn/agents/zpoolagent"
+	"github.com/cairn-io/cairn/agents/zpoolagent/zpoolfake"
+	"github.com/cairn-io/cairn/storage/mmp"
+	"github.com/cairn-io/cairn/storage/zfs"
+	"github.com/cairn-io/cairn/storage/zpool"
+)
+
+func leaf(t *testing.T, image string) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "..", "storage", "zfs", "testdata", image, "disk0.img.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "disk0.img")
+	w, _ := os.Create(p)
+	if _, err := io.Copy(w, zr); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	return p
+}
+
+func check(t *testing.T, p string, hostid uint32) mmp.Verdict {
+	d, f, err := zfs.OpenDevice(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return mmp.Checker{ReadEvery: mmp.MinInterval, Tunables: mmp.Tunables{ImportIntervals: 1, Interval: mmp.MinInterval}}.
+		Check(context.Background(), []zfs.Device{d}, hostid, nil)
+}
+
+// TestFakeZpool: the fake refuses as zpool does (and the agent's classifier reads its
+// messages), and leaves the labels as zpool would: after its own export the pool is
+// "exported by this host" for the next check.
+func TestFakeZpool(t *testing.T) {
+	p := leaf(t, "single-off") // left ACTIVE by host-a, multihost off
+	const me = 0x44444444
+	f := &zpoolfake.Fake{StateFile: filepath.Join(t.TempDir(), "state"), HostID: me, Hostname: "n1"}
+	z := zpoolagent.Zpool{Exec: f}
+	ctx := context.Background()
+	if ok, err := z.Imported(ctx, "pool-single-off"); ok || err != nil {
+		t.Fatalf("imported before import: %v %v", ok, err)
+	}
+	err := z.Import(ctx, "pool-single-off", []string{p}, false)
+	if r := zpoolagent.ClassifyImport(err); r.Phase != zpool.PhaseRefused || r.Code != zpoolagent.CodePreviouslyInUse || r.ForeignHostID != "0x11111111" || r.ForeignHost != "host-a" {
+		t.Fatalf("import without -f of a pool active elsewhere: %v -> %+v", err, r)
+	}
+	if err := z.Import(ctx, "nope", []string{p}, true); zpoolagent.ClassifyImport(err).Code != zpoolagent.CodeNoSuchPool {
+		t.Fatalf("no such pool: %v", err)
+	}
+	if err := z.Import(ctx, "pool-single-off", []string{filepath.Dir(p)}, true); err != nil { // -d DIR works too
+		t.Fatal(err)
+	}
+	if ok, err := z.Imported(ctx, "pool-single-off"); !ok || err != nil {
+		t.Fatalf("not imported: %v %v", ok, err)
+	}
+	if err := z.Import(ctx, "pool-single-off", []string{p}, true); zpoolagent.ClassifyImport(err).Code != zpoolagent.CodeNameTaken {
+		t.Fatalf("second import: %v", err)
+	}
+	if v := check(t, p, 0x55555555); v.LastHost == nil || v.LastHost.HostID != me || v.LastHost.Hostname != "n1" || v.State != "active" {
+		t.Fatalf("labels after import: %+v", v)
+	}
+	if err := z.Export(ctx, "pool-single-off", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Export(ctx, "pool-single-off", false); !zpoolagent.IsNoSuchPool(err) {
+		t.Fatalf("export of a pool not imported: %v", err)
+	}
+	if v := check(t, p, me); v.State != "exported" || v.LastHost.HostID != me {
+		t.Fatalf("labels after export: %+v", v)
+	}
+	if got := strings.Join(f.Calls(), "\n"); !strings.Contains(got, "import -d "+p+" -N -o cachefile=none pool-single-off") {
+		t.Fatalf("calls:\n%s", got)
+	}
+
+	// A multihost pool and no hostid: ZFS-8000-EY.
+	fast := leaf(t, "single-fast")
+	f0 := &zpoolfake.Fake{StateFile: filepath.Join(t.TempDir(), "state")}
+	err = zpoolagent.Zpool{Exec: f0}.Import(ctx, "pool-single-fast", []string{fast}, true)
+	if r := zpoolagent.ClassifyImport(err); r.Code != zpoolagent.CodeHostIDRequired {
+		t.Fatalf("hostid 0: %v -> %+v", err, r)
+	}
+	// Exported by this host: the next check needs no watch.
+	fe := &zpoolfake.Fake{StateFile: filepath.Join(t.TempDir(), "state"), HostID: me}
+	ze := zpoolagent.Zpool{Exec: fe}
+	if err := ze.Import(ctx, "pool-single-fast", []string{fast}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := ze.Export(ctx, "pool-single-fast", false); err != nil {
+		t.Fatal(err)
+	}
+	if v := check(t, fast, me); v.Code != mmp.CodeExportedByThisHost {
+		t.Fatalf("after our export: %+v", v)
+	}
+}

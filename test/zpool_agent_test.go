@@ -1,0 +1,263 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/agents/zpoolagent/zpoolfake"
+	"github.com/cairn-io/cairn/storage/zpool"
+	"github.com/stretchr/testify/require"
+)
+
+// buildFakeZpool builds the FAKE zpool program (agents/zpoolagent/zpoolfake/zpool): the
+// real zpool needs the ZFS kernel module. It works on the real leaf images.
+func buildFakeZpool(t testing.TB, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "zpool")
+	build := exec.Command("go", "build", "-o", bin, "../agents/zpoolagent/zpoolfake/zpool")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build fake zpool: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type poolView struct {
+	Name     string                  `json:"name"`
+	Owner    string                  `json:"owner"`
+	GrantSeq uint64                  `json:"grant_seq"`
+	Observed map[string]zpool.Status `json:"observed"`
+}
+
+// TestZpoolAgentImportsOnGrant runs `cairn serve` and `cairn agent --zpool-bin <fake>`
+// on a real OpenZFS image (single-fast: left active by host-c, 100 ms MMP interval, so
+// the activity check lasts 2-2.5 s of real time): pool.import through `cairn cmd`
+// grants n1, the agent checks, imports with -f and reports imported, which GET
+// /v1/pools/tank shows; pool.import to n2 is refused while n1 is online; pool.export
+// makes the agent export.
+func TestZpoolAgentImportsOnGrant(t *testing.T) {
+	dir := t.TempDir()
+	fake := buildFakeZpool(t, dir)
+	dev := gunzipFixture(t, dir, "single-fast", "disk0")
+	require.NoError(t, zpoolfake.Relabel([]string{dev}, map[string]any{"name": "tank"}))
+
+	s := startServe(t, t.TempDir())
+	cmd := func(verb, body string) reply {
+		t.Helper()
+		out, _ := run(t, "cmd", verb, body, "--nats", s.natsURL())
+		return decode[reply](t, out)
+	}
+	for _, c := range [][2]string{
+		{"cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`},
+		{"node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`},
+		{"node.add", `{"name":"n2","host":"h2","address":"10.0.0.2"}`},
+		{"pool.create", fmt.Sprintf(`{"name":"tank","devices":[%q],"nodes":["n1","n2"]}`, dev)},
+	} {
+		r := cmd(c[0], c[1])
+		require.True(t, r.OK, "%s: %+v", c[0], r.Error)
+	}
+
+	zlog := filepath.Join(dir, "zpool-calls.log")
+	var agentLog bytes.Buffer
+	agent := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL(), "--heartbeat-interval", "200ms",
+		"--zpool-bin", fake, "--hostid", "0x44444444", "--zpool-state-dir", filepath.Join(dir, "state"), "--zpool-watch-interval", "100ms")
+	agent.Env = append(os.Environ(), "ZPOOL_FAKE_STATE="+filepath.Join(dir, "zpool-state.json"), "ZPOOL_FAKE_HOSTID=0x44444444",
+		"ZPOOL_FAKE_HOSTNAME=h1", "ZPOOL_FAKE_LOG="+zlog)
+	agent.Stdout, agent.Stderr = &agentLog, &agentLog
+	require.NoError(t, agent.Start())
+	t.Cleanup(func() {
+		_ = agent.Process.Kill()
+		_ = agent.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", agentLog.String())
+		}
+	})
+
+	pool := func() poolView {
+		status, body := httpJSON(t, "GET", s.url("/v1/pools/tank"), "")
+		require.Equal(t, 200, status, body)
+		return decode[poolView](t, body)
+	}
+	waitPhase := func(phase string) zpool.Status {
+		t.Helper()
+		var st zpool.Status
+		require.Eventually(t, func() bool {
+			st = pool().Observed["n1"]
+			return st.Phase == phase
+		}, 30*time.Second, 50*time.Millisecond, "n1 never reported %s", phase)
+		return st
+	}
+
+	r := cmd("pool.import", `{"pool":"tank","node":"n1"}`)
+	require.True(t, r.OK, "%+v", r.Error)
+	st := waitPhase(zpool.PhaseImported)
+	require.Equal(t, r.Events[0].Seq, st.GrantSeq)
+	require.True(t, st.Forced, "left active by host-c: imported with -f after the check")
+	require.False(t, st.CheckStartedAt.IsZero())
+	v, _ := json.Marshal(st.Verdict)
+	require.Contains(t, string(v), `"code":"no_activity"`)
+	require.Contains(t, string(v), `"duration_case":"fail_intervals"`)
+
+	// One grant at a time: n2 is refused while n1 is online.
+	r2 := cmd("pool.import", `{"pool":"tank","node":"n2"}`)
+	require.False(t, r2.OK)
+	require.Equal(t, "precondition_failed", r2.Error.Code)
+	require.Contains(t, r2.Error.Message, "which is online")
+	_, hasN2 := pool().Observed["n2"]
+	require.False(t, hasN2)
+
+	r = cmd("pool.export", `{"pool":"tank","node":"n1"}`)
+	require.True(t, r.OK, "%+v", r.Error)
+	waitPhase(zpool.PhaseExported)
+
+	calls, err := os.ReadFile(zlog)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
+	require.Equal(t, []string{
+		"list -H -o name tank",
+		"import -d " + dev + " -N -o cachefile=none -f tank",
+		"export tank",
+	}, lines)
+}
+
+// startWriter runs an OpenZFS userspace writer (mmpgen -x hold) that creates pool tank on
+// vdev as hostid/hostname with a 100 ms MMP interval and keeps it imported; it returns
+// once the writer printed "ready".
+func startWriter(t *testing.T, gen, dir, vdev, hostid, hostname string) *exec.Cmd {
+	t.Helper()
+	w := exec.Command(gen, "-m", "-i", "100", "-n", hostname, "-c", filepath.Join(dir, hostname+".cache"), "-x", "hold", "tank", vdev)
+	w.Env = append(os.Environ(), "ZFS_HOSTID="+hostid)
+	var werr strings.Builder
+	w.Stderr = &werr
+	stdout, err := w.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(func() {
+		if w.ProcessState == nil {
+			_ = w.Process.Kill()
+			_ = w.Wait()
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		buf := make([]byte, 64)
+		var got strings.Builder
+		for {
+			n, err := stdout.Read(buf)
+			got.Write(buf[:n])
+			if strings.Contains(got.String(), "ready") {
+				ready <- true
+				_, _ = io.Copy(io.Discard, stdout)
+				return
+			}
+			if err != nil {
+				ready <- false
+				return
+			}
+		}
+	}()
+	select {
+	case ok := <-ready:
+		require.True(t, ok, "writer %s exited before it was ready: %s", hostname, werr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("writer %s not ready after 60 s: %s", hostname, werr.String())
+	}
+	time.Sleep(300 * time.Millisecond) // a few MMP writes
+	return w
+}
+
+// TestZpoolAgentLiveWriter: real OpenZFS writers (userspace libzpool, no kernel module)
+// against `cairn agent` with the fake zpool. A live writer holds tank when the grant
+// arrives: the check sees it, refused, zpool import never runs. The writer is killed -9:
+// the retried check finds the pool idle, import -f. Another live writer then takes the
+// leaf: the watcher sees its hostid, the agent fences (export -f) and reports contested.
+// Needs $CAIRN_ZFS_TOOLS (test/zfsimages/fetch-zfs.sh) and gcc; skips otherwise.
+func TestZpoolAgentLiveWriter(t *testing.T) {
+	tools := os.Getenv("CAIRN_ZFS_TOOLS")
+	if tools == "" {
+		t.Skip("CAIRN_ZFS_TOOLS is not set: run test/zfsimages/fetch-zfs.sh DIR and set CAIRN_ZFS_TOOLS=DIR for the live agent test")
+	}
+	if _, err := os.Stat(filepath.Join(tools, "usr/include/libzfs/sys/spa.h")); err != nil {
+		t.Skipf("CAIRN_ZFS_TOOLS=%s holds no OpenZFS headers (%v)", tools, err)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not found: the live test compiles its writer")
+	}
+	dir := t.TempDir()
+	gen := filepath.Join(dir, "mmpgen")
+	if out, err := exec.Command("bash", "zfsimages/build-mmpgen.sh", tools, gen).CombinedOutput(); err != nil {
+		t.Fatalf("build mmpgen: %v\n%s", err, out)
+	}
+	fake := buildFakeZpool(t, dir)
+	vdev := filepath.Join(dir, "vdev0.img")
+	require.NoError(t, os.WriteFile(vdev, nil, 0o600))
+	require.NoError(t, os.Truncate(vdev, 64<<20))
+	writerA := startWriter(t, gen, dir, vdev, "0xaaaa0001", "writer-a")
+
+	s := startServe(t, t.TempDir())
+	cmd := func(verb, body string) reply {
+		t.Helper()
+		out, _ := run(t, "cmd", verb, body, "--nats", s.natsURL())
+		return decode[reply](t, out)
+	}
+	for _, c := range [][2]string{
+		{"cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`},
+		{"node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`},
+		{"pool.create", fmt.Sprintf(`{"name":"tank","devices":[%q],"nodes":["n1"]}`, vdev)},
+	} {
+		require.True(t, cmd(c[0], c[1]).OK, c[0])
+	}
+	zlog := filepath.Join(dir, "zpool-calls.log")
+	var agentLog bytes.Buffer
+	agent := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL(), "--heartbeat-interval", "200ms",
+		"--zpool-bin", fake, "--hostid", "0xbbbb0002", "--zpool-state-dir", filepath.Join(dir, "state"), "--zpool-retry", "1s")
+	agent.Env = append(os.Environ(), "ZPOOL_FAKE_STATE="+filepath.Join(dir, "zpool-state.json"), "ZPOOL_FAKE_HOSTID=0xbbbb0002",
+		"ZPOOL_FAKE_HOSTNAME=h1", "ZPOOL_FAKE_LOG="+zlog)
+	agent.Stdout, agent.Stderr = &agentLog, &agentLog
+	require.NoError(t, agent.Start())
+	t.Cleanup(func() {
+		_ = agent.Process.Kill()
+		_ = agent.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", agentLog.String())
+		}
+	})
+	observed := func() zpool.Status {
+		status, body := httpJSON(t, "GET", s.url("/v1/pools/tank"), "")
+		require.Equal(t, 200, status, body)
+		return decode[poolView](t, body).Observed["n1"]
+	}
+	wait := func(what string, ok func(zpool.Status) bool) zpool.Status {
+		t.Helper()
+		var st zpool.Status
+		require.Eventually(t, func() bool { st = observed(); return ok(st) }, 60*time.Second, 50*time.Millisecond, "n1 never %s; last %+v", what, st)
+		return st
+	}
+	calls := func() string { b, _ := os.ReadFile(zlog); return string(b) }
+
+	require.True(t, cmd("pool.import", `{"pool":"tank","node":"n1"}`).OK)
+	st := wait("refused", func(st zpool.Status) bool { return st.Phase == zpool.PhaseRefused })
+	require.Equal(t, "activity_detected", st.Code, st.Error)
+	require.Equal(t, "0xaaaa0001", st.ForeignHostID)
+	require.Equal(t, "writer-a", st.ForeignHost)
+	require.NotContains(t, calls(), "import", "a refused check never runs zpool import")
+
+	require.NoError(t, writerA.Process.Signal(os.Kill))
+	_ = writerA.Wait()
+	st = wait("imported", func(st zpool.Status) bool { return st.Phase == zpool.PhaseImported })
+	require.True(t, st.Forced)
+	require.Contains(t, calls(), "import -d "+vdev+" -N -o cachefile=none -f tank")
+
+	startWriter(t, gen, dir, vdev, "0xcccc0003", "writer-c")
+	st = wait("fenced", func(st zpool.Status) bool { return st.Phase == zpool.PhaseContested && st.Fenced })
+	require.Equal(t, "0xcccc0003", st.ForeignHostID, st.Error)
+	require.Equal(t, "writer-c", st.ForeignHost)
+	require.Contains(t, calls(), "export -f tank")
+}
