@@ -20,13 +20,15 @@ type Paths struct {
 	StagedDir string
 }
 
-// NewPaths returns the paths under root ("" means "/"): <root>/etc/drbd.conf,
+// NewPaths returns the paths under root (made absolute; "" means "/"): <root>/etc/drbd.conf,
 // <root>/etc/drbd.d, <root>/var/lib/cairn/agent and <root>/var/lib/cairn/agent/staged.
 func NewPaths(root string) Paths {
 	if root == "" {
 		root = "/"
 	}
-	root = filepath.Clean(root)
+	if abs, err := filepath.Abs(root); err == nil {
+		root = abs
+	}
 	return Paths{
 		Root:      root,
 		ConfDir:   filepath.Join(root, "etc", "drbd.d"),

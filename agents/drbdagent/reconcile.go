@@ -73,8 +73,10 @@ type Reconciler struct {
 	fold *Fold
 	pub  *statusPublisher
 
-	mu  sync.Mutex
-	res map[string]*resInfo
+	prepare    sync.Once
+	prepareErr error
+	mu         sync.Mutex
+	res        map[string]*resInfo
 }
 
 // resInfo is what the status of one resource is built from.
@@ -84,7 +86,8 @@ type resInfo struct {
 	state   *State
 }
 
-// New returns a Reconciler; it prepares cfg.Paths (directories, main configuration).
+// New returns a Reconciler. The first Reconcile prepares cfg.Paths (directories, a main
+// configuration when there is none), so an agent with nothing to do changes nothing.
 func New(cfg Config) (*Reconciler, error) {
 	if cfg.Node == "" || cfg.Exec == nil || cfg.Kernel == nil {
 		return nil, errors.New("drbdagent: Node, Exec and Kernel are required")
@@ -94,9 +97,6 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = 250 * time.Millisecond
-	}
-	if err := cfg.Paths.Prepare(); err != nil {
-		return nil, err
 	}
 	r := &Reconciler{cfg: cfg, adm: drbd.Adm{Config: cfg.Paths.MainConf}, fold: NewFold(), res: map[string]*resInfo{}}
 	r.pub = &statusPublisher{r: r, dirty: map[string]bool{}, last: map[string]time.Time{}, wake: make(chan struct{}, 1)}
@@ -152,6 +152,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, subject string, data []byte)
 		if d.Resource != rd || d.Node != r.cfg.Node {
 			return r.finish(ctx, rd, d, nil, fmt.Errorf("desired state on %s names resource %q on node %q", subject, d.Resource, d.Node), start)
 		}
+	}
+	r.prepare.Do(func() { r.prepareErr = r.cfg.Paths.Prepare() })
+	if r.prepareErr != nil {
+		return r.finish(ctx, rd, d, nil, r.prepareErr, start)
 	}
 	st, err := r.apply(ctx, rd, d)
 	return r.finish(ctx, rd, d, st, err, start)
