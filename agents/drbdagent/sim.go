@@ -279,9 +279,15 @@ func (s *Sim) Adjust(ctx context.Context, r Resource) error {
 		if err := saveReg(s.Dir, peer); err != nil {
 			return err
 		}
-		notify(s.Dir, peer.Node, d.Resource)
 	}
-	return saveReg(s.Dir, reg)
+	if err := saveReg(s.Dir, reg); err != nil {
+		return err
+	}
+	// Only now that both ends are saved: the peers' views read this node's state.
+	for _, node := range reg.Peers {
+		notify(s.Dir, node, d.Resource)
+	}
+	return nil
 }
 
 // dropConn removes the connection between reg and peer id p on both ends (the
@@ -421,7 +427,13 @@ func (s *Sim) Down(ctx context.Context, rd string) error {
 		s.dropConn(rd, reg, p)
 	}
 	reg.Up = false
-	return saveReg(s.Dir, reg)
+	if err := saveReg(s.Dir, reg); err != nil {
+		return err
+	}
+	for _, node := range reg.Peers {
+		notify(s.Dir, node, rd)
+	}
+	return nil
 }
 
 // DelPeer drops the connection to node id p.
