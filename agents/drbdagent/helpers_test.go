@@ -122,7 +122,9 @@ func newSimNode(t testing.TB, base, name, host string, hook func(rd, step string
 
 func (n *simNode) subject(rd string) string { return events.NewNames("").Node(n.name, "drbd", rd) }
 
-func (n *simNode) statusSubject(rd string) string { return events.NewNames("").Status(n.name, "drbd", rd) }
+func (n *simNode) statusSubject(rd string) string {
+	return events.NewNames("").Status(n.name, "drbd", rd)
+}
 
 func (n *simNode) reconcile(t testing.TB, d *drbd.Desired) error {
 	t.Helper()
