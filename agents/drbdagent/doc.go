@@ -9,9 +9,10 @@
 //     resources. A refusal is a failed status naming the reason; nothing on the host
 //     changed.
 //  2. backing volumes through storage/volume, sized drbd.BackingKiB(size, max-peers);
-//  3. create-md once per incarnation, the seeding plan (one set-gi per seed, --force),
+//  3. the resource file installed atomically (temp file, fsync, rename, fsync dir);
+//     it is inert until the adjust;
+//  4. create-md once per incarnation, the seeding plan (one set-gi per seed, --force),
 //     verified with get-gi for every node id against drbd.Metadata;
-//  4. the resource file installed atomically (temp file, fsync, rename, fsync dir);
 //  5. adjust (or down when the resource is deactivated); del-peer and forget-peer for
 //     replicas that left;
 //

@@ -35,6 +35,7 @@ echo "exists -"
 echo "change peer-device name:r1 peer-node-id:1 conn-name:h2 volume:0 replication:SyncSource out-of-sync:$((n*100)) done:0.00"
 echo "change peer-device name:r1 peer-node-id:1 conn-name:h2 volume:0 replication:Established out-of-sync:0"
 echo "drbdsetup: stream ended $n" >&2
+if [ $n -ge 3 ]; then sleep 60; fi
 exit 1
 `, dir)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
@@ -51,9 +52,12 @@ exit 1
 		(&Follower{Kernel: k, Fold: fold, Backoff: 10 * time.Millisecond, Log: zerolog.Nop()}).Run(ctx)
 		close(done)
 	}()
-	eventually(t, "three streams", 10*time.Second, func() (bool, string) {
+	eventually(t, "three streams, the third followed to its end", 10*time.Second, func() (bool, string) {
 		b, _ := os.ReadFile(filepath.Join(dir, "count"))
-		return strings.TrimSpace(string(b)) >= "3", string(b)
+		var st drbd.Status
+		fold.Fill("r1", &st, nil)
+		return strings.TrimSpace(string(b)) >= "3" && len(st.Peers) == 1 && st.Peers[0].Volumes[0].LastSyncKiB != nil &&
+			*st.Peers[0].Volumes[0].LastSyncKiB == 300 && st.Peers[0].Volumes[0].Replication == "Established", string(b)
 	})
 	cancel()
 	<-done

@@ -309,7 +309,7 @@ func (f *Fold) Fill(rd string, st *drbd.Status, names map[int]string) {
 
 // Follower keeps a Fold up to date from the kernel's events2 stream, starting the
 // stream again whenever it ends (drbdsetup exited, was killed, or the stream broke).
-// Each new stream starts from an empty fold: its initial dump is the whole state.
+// Each new stream replaces the fold with its initial dump (at its first line).
 // Malformed lines are counted (cairn_agent_events2_malformed_total) and skipped.
 type Follower struct {
 	Kernel Kernel
@@ -332,11 +332,15 @@ func (f *Follower) Run(ctx context.Context) {
 	}
 	wait := base
 	for ctx.Err() == nil {
-		for _, rd := range f.Fold.Reset() {
-			f.changed(rd)
-		}
 		lines := 0
 		err := f.Kernel.Events(ctx, func(line string) {
+			if lines == 0 {
+				// A new stream dumps the whole state: forget the old one (kept until
+				// now, so a restart does not blank the statuses).
+				for _, rd := range f.Fold.Reset() {
+					f.changed(rd)
+				}
+			}
 			lines++
 			metricEventLines.Inc()
 			ev, err := drbd.ParseEvents2Line(line)

@@ -328,7 +328,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		return st, err
 	}
 
-	// 3. Backing volumes, metadata, seeds.
+	// 3. Backing volumes.
 	if plan.Backing {
 		if st.Disks == nil {
 			st.Disks = map[int]string{}
@@ -348,34 +348,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			return st, err
 		}
 	}
-	if plan.CreateMD {
-		for _, v := range d.Volumes {
-			if _, err := r.run(ctx, drbd.CreateMD(st.Minors[v.Number], st.Disks[v.Number], st.MaxPeers)); err != nil {
-				return st, fmt.Errorf("create-md volume %d: %w", v.Number, err)
-			}
-		}
-		st.MDCreated = true
-		if err := SaveState(paths.StateFile(rd), st); err != nil {
-			return st, err
-		}
-		if err := r.step(rd, "md-created"); err != nil {
-			return st, err
-		}
-	}
-	if plan.Seed {
-		if err := r.seed(ctx, rd, d, st); err != nil {
-			return st, err
-		}
-		st.Seeded = true
-		if err := SaveState(paths.StateFile(rd), st); err != nil {
-			return st, err
-		}
-		if err := r.step(rd, "seeded"); err != nil {
-			return st, err
-		}
-	}
-
-	// 4. The resource file, with the devices DRBD attaches.
+	// 4. The resource file, with the devices DRBD attaches (inert until the adjust).
 	if r.cfg.LoopDevices && !l.Diskless && isFile(l.Provider) {
 		for v, path := range st.Disks {
 			dev, err := volume.Loop{Exec: r.cfg.Exec}.Attach(ctx, path)
@@ -403,7 +376,35 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		}
 	}
 
-	// 5. Adjust (or down), peers that left, a dropped disk.
+	// 5. Metadata and seeds.
+	if plan.CreateMD {
+		for _, v := range d.Volumes {
+			if _, err := r.run(ctx, drbd.CreateMD(st.Minors[v.Number], st.Disks[v.Number], st.MaxPeers)); err != nil {
+				return st, fmt.Errorf("create-md volume %d: %w", v.Number, err)
+			}
+		}
+		st.MDCreated = true
+		if err := SaveState(paths.StateFile(rd), st); err != nil {
+			return st, err
+		}
+		if err := r.step(rd, "md-created"); err != nil {
+			return st, err
+		}
+	}
+	if plan.Seed {
+		if err := r.seed(ctx, rd, d, st); err != nil {
+			return st, err
+		}
+		st.Seeded = true
+		if err := SaveState(paths.StateFile(rd), st); err != nil {
+			return st, err
+		}
+		if err := r.step(rd, "seeded"); err != nil {
+			return st, err
+		}
+	}
+
+	// 6. Adjust (or down), peers that left, a dropped disk.
 	switch {
 	case plan.Adjust:
 		if !st.Adjusted {

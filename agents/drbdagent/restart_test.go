@@ -29,9 +29,9 @@ func TestRestartBetweenSteps(t *testing.T) {
 		adjustedBeforeRestart bool
 	}{
 		{step: "backing", setGIAfter: seeds, mdAfter: 1},
+		{step: "installed", setGIAfter: seeds, mdAfter: 1},
 		{step: "md-created", setGIAfter: seeds, mdAfter: 0},
 		{step: "seeded", setGIAfter: 0, mdAfter: 0},
-		{step: "installed", setGIAfter: 0, mdAfter: 0},
 		{step: "adjusting", setGIAfter: 0, mdAfter: 0, adjustedBeforeRestart: true},
 		{step: "adjusted", setGIAfter: 0, mdAfter: 0, adjustedBeforeRestart: true},
 	} {
