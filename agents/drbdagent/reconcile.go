@@ -309,6 +309,10 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		}
 	}
 
+	if plan.Retire != nil || plan.CreateMD || plan.Seed {
+		r.pending(ctx, rd, d) // long steps ahead: say so
+	}
+
 	// 2. Retire an older incarnation.
 	if plan.Retire != nil {
 		if err := r.retire(ctx, rd, plan.Retire, plan.RetireDown); err != nil {
@@ -616,4 +620,19 @@ func localMinors(d *drbd.Desired) map[int]int {
 		}
 	}
 	return map[int]int{}
+}
+
+// pending publishes phase pending for d (its revision and incarnation) while the
+// reconcile creates disks and metadata.
+func (r *Reconciler) pending(ctx context.Context, rd string, d *drbd.Desired) {
+	r.mu.Lock()
+	info := r.res[rd]
+	if info == nil {
+		info = &resInfo{}
+		r.res[rd] = info
+	}
+	info.base = drbd.Status{Resource: rd, Node: r.cfg.Node, Revision: d.Revision, Incarnation: d.Local.Incarnation, Phase: drbd.PhasePending}
+	info.desired = d
+	r.mu.Unlock()
+	r.pub.now(ctx, rd)
 }
