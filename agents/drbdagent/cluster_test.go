@@ -71,8 +71,7 @@ func startClusterNode(t *testing.T, s *server.Server, base, name, host string) *
 		default:
 		}
 	})
-	n := newSimNode(t, base, name, host, nil)
-	n.rec.cfg.Pub = natsPub{nc: nc, cap: n.pub}
+	n := newSimNodePub(t, base, name, host, nil, func(c *capture) Publisher { return natsPub{nc: nc, cap: c} })
 	a, err := agents.New(nc, agents.Options{Node: name, Names: names, HeartbeatInterval: time.Second, Reconciler: n.rec, Workers: 4,
 		Log: zerolog.Nop()})
 	if err != nil {

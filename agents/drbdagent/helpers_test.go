@@ -3,7 +3,6 @@ package drbdagent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +54,12 @@ func (c *countingExec) Run(ctx context.Context, argv []string, opts execx.Option
 	return c.Executor.Run(ctx, argv, opts)
 }
 
+func (c *countingExec) reset(key string) {
+	c.mu.Lock()
+	c.n[key] = 0
+	c.mu.Unlock()
+}
+
 func (c *countingExec) count(key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -102,12 +107,22 @@ type simNode struct {
 
 func newSimNode(t testing.TB, base, name, host string, hook func(rd, step string) bool) *simNode {
 	t.Helper()
+	return newSimNodePub(t, base, name, host, hook, nil)
+}
+
+// newSimNodePub is newSimNode whose statuses also go to pub (nil: captured only).
+func newSimNodePub(t testing.TB, base, name, host string, hook func(rd, step string) bool, pub func(*capture) Publisher) *simNode {
+	t.Helper()
 	root := filepath.Join(base, name)
 	n := &simNode{name: name, host: host, root: root, exec: newCountingExec(t), pub: &capture{}}
 	paths := NewPaths(root)
 	n.sim = &Sim{Node: name, Root: paths.Root, Dir: DefaultSimDir(root), Exec: n.exec, MainConf: paths.MainConf,
 		Log: zerolog.Nop(), PollInterval: 20 * time.Millisecond}
-	rec, err := New(Config{Node: name, Names: events.NewNames(""), Paths: paths, Exec: n.exec, Kernel: n.sim, Pub: n.pub,
+	var p Publisher = n.pub
+	if pub != nil {
+		p = pub(n.pub)
+	}
+	rec, err := New(Config{Node: name, Names: events.NewNames(""), Paths: paths, Exec: n.exec, Kernel: n.sim, Pub: p,
 		Log: zerolog.Nop(), PretendHost: true, StatusInterval: 20 * time.Millisecond, AfterStep: hook})
 	if err != nil {
 		t.Fatal(err)
@@ -187,4 +202,3 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func() (b
 
 func js(v any) string { b, _ := json.Marshal(v); return string(b) }
 
-var _ = fmt.Sprintf

@@ -83,14 +83,12 @@ func TestBadDesiredStateIsReportedAndChangesNothing(t *testing.T) {
 		if err := n.reconcile(t, other); err != nil {
 			t.Fatalf("other: %v", err)
 		}
-		before := n.exec.count("drbdmeta create-md")
-		n.exec.n["drbdmeta create-md"] = 0
+		n.exec.reset("drbdmeta create-md")
 		if err := n.reconcile(t, oneReplica(1000)); err == nil {
 			t.Fatal("reconcile accepted a conflicting minor")
 		}
 		failedWith(t, n, "r1", "drbdadm refused", "device-minor")
 		nothingChanged(t, n, "r1")
-		_ = before
 	})
 	t.Run("a refused update keeps the installed file", func(t *testing.T) {
 		n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
