@@ -201,4 +201,3 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func() (b
 }
 
 func js(v any) string { b, _ := json.Marshal(v); return string(b) }
-
