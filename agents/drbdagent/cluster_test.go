@@ -279,14 +279,15 @@ func TestThreeAgentsDay0Seeding(t *testing.T) {
 	submit(t, s, "rg.create", `{"name":"thick","place_count":2,"storage_pool":"thick"}`)
 	submit(t, s, "rg.spawn", `{"resource_group":"thick","name":"r2","size_kib":4096}`)
 	var holders []string
-	for _, n := range []string{"n1", "n2", "n3"} {
-		if d := desiredOf(t, s, n, "r2"); d != nil && !d.Local.Diskless {
-			holders = append(holders, n)
+	eventually(t, "r2's two disks dispatched", 10*time.Second, func() (bool, string) {
+		holders = holders[:0]
+		for _, n := range []string{"n1", "n2", "n3"} {
+			if d := desiredOf(t, s, n, "r2"); d != nil && !d.Local.Diskless {
+				holders = append(holders, n)
+			}
 		}
-	}
-	if len(holders) != 2 {
-		t.Fatalf("r2 disks on %v", holders)
-	}
+		return len(holders) == 2, fmt.Sprint(holders)
+	})
 	st = waitApplied(t, s, "r2", map[string][]string{holders[0]: {holders[1]}, holders[1]: {holders[0]}})
 	full := 0
 	for _, n := range holders {

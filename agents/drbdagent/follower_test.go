@@ -126,3 +126,32 @@ func counterValue(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func TestParseDumpMDWithRealDrbdmeta(t *testing.T) {
+	needDrbdUtils(t)
+	disk := filepath.Join(t.TempDir(), "d.img")
+	if err := os.WriteFile(disk, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(disk, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	ex := newCountingExec(t)
+	run := func(argv []string) []byte {
+		out, err := ex.Run(context.Background(), argv, execx.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	run(drbd.CreateMD(1000, disk, 7))
+	run(drbd.SetGI(1000, disk, 3, "1234:BBBB:CCCC:DDDD:1:1"))
+	run(drbd.SetGI(1000, disk, 30, ":EEEE::::"))
+	u, err := parseDumpMD(run(drbd.DumpMD(1000, disk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.current != 0x1234 || u.history != [2]drbd.UUID{0xCCCC, 0xDDDD} || u.bitmap[3] != 0xBBBB || u.bitmap[30] != 0xEEEE || u.bitmap[0] != 0 {
+		t.Fatalf("dump-md parsed as %+v", u)
+	}
+}

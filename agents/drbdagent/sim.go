@@ -381,31 +381,25 @@ func (s *Sim) handshake(ctx context.Context, a, b *simReg) error {
 // bitmap UUIDs for every third node id.
 func syncMetadata(ctx context.Context, meta simMeta, src, tgt *simReg, v int) error {
 	sv, tv := src.Volumes[v], tgt.Volumes[v]
-	g, err := meta.get(ctx, sv, tgt.NodeID)
+	su, err := meta.dump(ctx, sv)
 	if err != nil {
 		return err
 	}
-	own := drbd.GI{}.SetUUID(drbd.GICurrent, g.Current()).SetUUID(drbd.GIHistory1, g.UUID(drbd.GIHistory1)).
-		SetUUID(drbd.GIHistory2, g.UUID(drbd.GIHistory2)).SetFlag(drbd.GIConsistent, true).SetFlag(drbd.GIWasUpToDate, true)
+	tu, err := meta.dump(ctx, tv)
+	if err != nil {
+		return err
+	}
+	own := drbd.GI{}.SetUUID(drbd.GICurrent, su.current).SetUUID(drbd.GIHistory1, su.history[0]).
+		SetUUID(drbd.GIHistory2, su.history[1]).SetFlag(drbd.GIConsistent, true).SetFlag(drbd.GIWasUpToDate, true)
 	if err := meta.set(ctx, tv, tgt.NodeID, own); err != nil {
 		return err
 	}
 	for m := 0; m <= drbd.MaxNodeID; m++ {
-		if m == src.NodeID || m == tgt.NodeID {
+		if m == src.NodeID || m == tgt.NodeID || tu.bitmap[m] == su.bitmap[m] {
 			continue
 		}
-		sg, err := meta.get(ctx, sv, m)
-		if err != nil {
+		if err := meta.set(ctx, tv, m, drbd.GI{}.SetUUID(drbd.GIBitmap, su.bitmap[m])); err != nil {
 			return err
-		}
-		tg, err := meta.get(ctx, tv, m)
-		if err != nil {
-			return err
-		}
-		if tg.Bitmap() != sg.Bitmap() {
-			if err := meta.set(ctx, tv, m, drbd.GI{}.SetUUID(drbd.GIBitmap, sg.Bitmap())); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -469,16 +463,16 @@ func (s *Sim) ForgetPeer(ctx context.Context, rd string, p int) error {
 	}
 	meta := simMeta{s.Exec}
 	for _, v := range reg.Volumes {
+		uu, err := meta.dump(ctx, v)
+		if err != nil {
+			return err
+		}
 		bm := drbd.UUID(0)
 		for u := 0; u <= drbd.MaxNodeID; u++ {
 			if _, peer := reg.Peers[u]; u == reg.NodeID || u == p || reg.Seen[u] || peer {
 				continue
 			}
-			g, err := meta.get(ctx, v, u)
-			if err != nil {
-				return err
-			}
-			bm = g.Bitmap()
+			bm = uu.bitmap[u]
 			break
 		}
 		if err := meta.set(ctx, v, p, drbd.GI{}.SetUUID(drbd.GIBitmap, bm)); err != nil {

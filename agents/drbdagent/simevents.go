@@ -307,25 +307,19 @@ func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, bl
 			if nv == nil {
 				continue
 			}
-			g, err := meta.get(ctx, nv, n.NodeID)
+			uu, err := meta.dump(ctx, nv)
 			if err != nil {
 				return 0, err
 			}
-			prev = g
+			prev = drbd.GI{}.SetUUID(drbd.GICurrent, uu.current).SetUUID(drbd.GIHistory1, uu.history[0])
 			for p := 0; p <= drbd.MaxNodeID; p++ {
-				if ids[p] {
+				if ids[p] || uu.bitmap[p] != 0 {
 					continue
 				}
-				pg, err := meta.get(ctx, nv, p)
-				if err != nil {
+				if err := meta.set(ctx, nv, p, drbd.GI{}.SetUUID(drbd.GIBitmap, uu.current)); err != nil {
 					return 0, err
 				}
-				if pg.Bitmap() == 0 {
-					if err := meta.set(ctx, nv, p, drbd.GI{}.SetUUID(drbd.GIBitmap, g.Current())); err != nil {
-						return 0, err
-					}
-					rotated = true
-				}
+				rotated = true
 			}
 		}
 		if rotated {
