@@ -145,7 +145,14 @@ func saveReg(dir string, r *simReg) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, r.Resource, r.Node+".json"), b, 0o644)
+	// Replaced atomically (readers never see half a file) but not fsynced: it is the
+	// state of a simulated kernel, lost on a crash of the machine like a real one's.
+	path := filepath.Join(dir, r.Resource, r.Node+".json")
+	tmp := fmt.Sprintf("%s.%d.%d.tmp", path, os.Getpid(), time.Now().UnixNano())
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // lockRD takes the resource's simulation lock (flock: it holds across processes).
