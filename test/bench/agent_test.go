@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/internal/execx"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -143,8 +145,36 @@ func BenchmarkReplicaAddToResourceFile(b *testing.B) {
 		b.ReportMetric(float64(a99.Milliseconds()), "applied_p99_ms")
 		b.Logf("%d replica.add in flight: accepted -> resource file on the new node p50 %s, p99 %s; -> adjusted p50 %s, p99 %s (all %d in %s)",
 			n, p50.Round(time.Millisecond), p99.Round(time.Millisecond), a50.Round(time.Millisecond), a99.Round(time.Millisecond), n, time.Since(start).Round(time.Millisecond))
+		b.Logf("external commands run by both agents: %s", execCounts())
 		nc.Close()
 	}
+}
+
+// execCounts sums cairn_exec_commands_total by command.
+func execCounts() string {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, mf := range mfs {
+		if mf.GetName() != "cairn_exec_commands_total" {
+			continue
+		}
+		by := map[string]float64{}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "command" {
+					by[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+		for c, v := range by {
+			parts = append(parts, fmt.Sprintf("%s %.0f", c, v))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 func waitFor(b *testing.B, timeout time.Duration, cond func() bool) {
