@@ -33,6 +33,10 @@ type countingExec struct {
 	execx.Executor
 	mu sync.Mutex
 	n  map[string]int
+	// dieAt, when set, fails the call that makes that count of dieKey, as if the agent
+	// were killed while running it.
+	dieKey string
+	dieAt  int
 }
 
 func newCountingExec(t testing.TB) *countingExec {
@@ -50,7 +54,11 @@ func (c *countingExec) Run(ctx context.Context, argv []string, opts execx.Option
 	}
 	c.mu.Lock()
 	c.n[key]++
+	die := c.dieKey == key && c.n[key] == c.dieAt
 	c.mu.Unlock()
+	if die {
+		return nil, &execx.Error{Argv: argv, ExitCode: -1, Err: context.Canceled}
+	}
 	return c.Executor.Run(ctx, argv, opts)
 }
 

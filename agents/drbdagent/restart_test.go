@@ -113,3 +113,43 @@ func TestIncarnationRules(t *testing.T) {
 		t.Fatalf("state incarnation %d", st.Incarnation)
 	}
 }
+
+// Killed halfway through the seeding (the 10th of 32 set-gi never runs): the restarted
+// agent applies every seed again (set-gi writes absolute values) and ends with the
+// metadata of an uninterrupted run, without a second create-md.
+func TestRestartHalfwayThroughSeeding(t *testing.T) {
+	needDrbdUtils(t)
+	ref := newSimNode(t, t.TempDir(), "n1", "h1", nil)
+	ref.pool(t, "var/lib/cairn/thin")
+	if err := ref.reconcile(t, oneReplica(1000)); err != nil {
+		t.Fatal(err)
+	}
+	refState, _ := LoadState(NewPaths(ref.root).StateFile("r1"))
+	want := getGI(t, 1000, refState.Disks[0])
+
+	base := t.TempDir()
+	dead := newSimNode(t, base, "n1", "h1", nil)
+	dead.pool(t, "var/lib/cairn/thin")
+	dead.exec.dieKey, dead.exec.dieAt = "drbdmeta set-gi", 10
+	if err := dead.reconcile(t, oneReplica(1000)); err == nil {
+		t.Fatal("the reconcile survived its kill")
+	}
+	dead.cancel()
+	st, _ := LoadState(NewPaths(dead.root).StateFile("r1"))
+	if !st.MDCreated || st.Seeded || st.Adjusted {
+		t.Fatalf("state after the kill %+v", st)
+	}
+	again := newSimNode(t, base, "n1", "h1", nil)
+	if err := again.reconcile(t, oneReplica(1000)); err != nil {
+		t.Fatal(err)
+	}
+	if again.exec.count("drbdmeta create-md") != 0 || again.exec.count("drbdmeta set-gi") != len(oneReplica(1000).Local.Seeds) {
+		t.Fatalf("restart ran create-md %d, set-gi %d", again.exec.count("drbdmeta create-md"), again.exec.count("drbdmeta set-gi"))
+	}
+	got := getGI(t, 1000, filepath.Join(again.root, "var/lib/cairn/thin/r1_00000.img"))
+	for id := range got {
+		if got[id] != want[id] {
+			t.Fatalf("node id %d: get-gi %s, an uninterrupted run gives %s", id, got[id], want[id])
+		}
+	}
+}
