@@ -57,8 +57,9 @@ type Plan struct {
 //     refused (the metadata of a live replica is missing).
 //   - Diskless with disks recorded (toggled to diskless): DropDisks after the adjust.
 //   - Adjust when Active; Down when not Active and it was adjusted.
-//   - Forget: peers of the last adjusted configuration whose node id is gone from the
-//     replicas or now names another node.
+//   - Forget (only while Active: del-peer and forget-peer need the resource up): peers
+//     of the last adjusted configuration whose node id is gone from the replicas or now
+//     names another node.
 func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 	if d == nil || d.Local == nil {
 		if st == nil && !installed {
@@ -102,7 +103,7 @@ func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 	} else {
 		p.Down = cur.Adjusted
 	}
-	if p.Retire == nil {
+	if p.Retire == nil && d.Active {
 		p.Forget = leftPeers(cur.Peers, d)
 	}
 	return p

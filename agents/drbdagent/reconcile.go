@@ -264,6 +264,21 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	if err != nil {
 		return nil, err
 	}
+	var written []byte // the state file's content as loaded or last saved
+	if st != nil {
+		written, _ = json.Marshal(st)
+	}
+	save := func(s *State) error {
+		b, _ := json.Marshal(s)
+		if bytes.Equal(b, written) {
+			return nil // unchanged: no write, no fsync
+		}
+		if err := SaveState(paths.StateFile(rd), s); err != nil {
+			return err
+		}
+		written = b
+		return nil
+	}
 	installed, err := os.ReadFile(paths.ResFile(rd))
 	if err != nil && !os.IsNotExist(err) {
 		return st, fmt.Errorf("installed resource file: %w", err)
@@ -328,7 +343,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		st.Provider, st.Pool, st.MaxPeers = l.Provider, l.Pool, maxPeers
 		st.Minors = minors
 	}
-	if err := SaveState(paths.StateFile(rd), st); err != nil {
+	if err := save(st); err != nil {
 		return st, err
 	}
 
@@ -345,7 +360,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			}
 			st.Disks[v.Number] = path
 		}
-		if err := SaveState(paths.StateFile(rd), st); err != nil {
+		if err := save(st); err != nil {
 			return st, err
 		}
 		if err := r.step(rd, "backing"); err != nil {
@@ -388,7 +403,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			}
 		}
 		st.MDCreated = true
-		if err := SaveState(paths.StateFile(rd), st); err != nil {
+		if err := save(st); err != nil {
 			return st, err
 		}
 		if err := r.step(rd, "md-created"); err != nil {
@@ -400,7 +415,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			return st, err
 		}
 		st.Seeded = true
-		if err := SaveState(paths.StateFile(rd), st); err != nil {
+		if err := save(st); err != nil {
 			return st, err
 		}
 		if err := r.step(rd, "seeded"); err != nil {
@@ -413,7 +428,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	case plan.Adjust:
 		if !st.Adjusted {
 			st.Adjusted = true // before the adjust: from now on DRBD may use the metadata
-			if err := SaveState(paths.StateFile(rd), st); err != nil {
+			if err := save(st); err != nil {
 				return st, err
 			}
 			if err := r.step(rd, "adjusting"); err != nil {
@@ -454,7 +469,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		st.Peers = PeersOf(d)
 	}
 	st.Revision = d.Revision
-	return st, SaveState(paths.StateFile(rd), st)
+	return st, save(st)
 }
 
 func isFile(p drbd.Provider) bool { return p == drbd.ProviderFile || p == drbd.ProviderFileThin }
