@@ -1,8 +1,10 @@
 // Package agents is the node agent: one per host, it consumes its own node's desired
 // state (<prefix>.node.<node>.>, latest value per subject), carries it out, and reports
 // what it observes on <prefix>.status.<node>.>. The loop is level-triggered: on start
-// and after every reconnect it receives the latest desired state of every subject, so a
-// missed message is never a lost change.
+// it receives the latest desired state of every subject, and after every reconnect it
+// reconciles every subject it holds again, so a missed message is never a lost change.
+// Subjects are reconciled by a bounded pool of workers (Options.Workers), one call per
+// subject at a time, the latest message winning over older ones still queued.
 package agents
 
 import (
@@ -11,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/cairn-io/cairn/events"
@@ -44,6 +45,8 @@ type Options struct {
 	HeartbeatInterval time.Duration // (5 s)
 	Log               zerolog.Logger
 	Reconciler        Reconciler // nil: desired state is only recorded
+	// Workers bounds how many subjects are reconciled at once (8).
+	Workers int
 }
 
 // Agent is a running node agent.
@@ -52,8 +55,7 @@ type Agent struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 
-	mu      sync.Mutex
-	desired map[string][]byte
+	work *workers
 }
 
 // New returns an agent on an open connection. Open it with the node's inbox prefix,
@@ -66,24 +68,44 @@ func New(nc *nats.Conn, opts Options) (*Agent, error) {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = 5 * time.Second
 	}
+	if opts.Workers <= 0 {
+		opts.Workers = 8
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{opts: opts, nc: nc, js: js, desired: map[string][]byte{}}, nil
+	rec := opts.Reconciler
+	if rec == nil {
+		rec = noReconciler{}
+	}
+	a := &Agent{opts: opts, nc: nc, js: js, work: newWorkers(opts.Workers, rec, opts.Log.With().Str("node", opts.Node).Logger())}
+	// After a reconnect the ordered consumer resumes where it stopped; reconcile every
+	// subject again so that whatever happened on the host meanwhile is corrected.
+	prev := nc.Opts.ReconnectedCB
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		if prev != nil {
+			prev(c)
+		}
+		opts.Log.Info().Str("node", opts.Node).Msg("reconnected: reconciling every resource again")
+		a.work.all()
+	})
+	return a, nil
 }
+
+type noReconciler struct{}
+
+func (noReconciler) Reconcile(context.Context, string, []byte) error { return nil }
 
 // Desired returns the desired-state subjects the agent holds, sorted.
 func (a *Agent) Desired() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]string, 0, len(a.desired))
-	for s := range a.desired {
-		out = append(out, s)
-	}
+	out := a.work.subjects()
 	sort.Strings(out)
 	return out
 }
+
+// Resync reconciles every subject the agent holds again.
+func (a *Agent) Resync() { a.work.all() }
 
 // Run consumes desired state and sends heartbeats until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
@@ -95,21 +117,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: consume %s: %w", a.opts.Node, a.opts.Names.NodeFilter(a.opts.Node), err)
 	}
+	a.work.run(ctx)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		subject := m.Subject()
-		a.mu.Lock()
-		if len(m.Data()) == 0 {
-			delete(a.desired, subject)
-		} else {
-			a.desired[subject] = append([]byte(nil), m.Data()...)
-		}
-		a.mu.Unlock()
-		log.Info().Str("subject", subject).Int("bytes", len(m.Data())).Msg("desired state")
-		if a.opts.Reconciler != nil {
-			if err := a.opts.Reconciler.Reconcile(ctx, subject, m.Data()); err != nil {
-				log.Error().Err(err).Str("subject", subject).Msg("reconcile failed")
-			}
-		}
+		log.Debug().Str("subject", subject).Int("bytes", len(m.Data())).Msg("desired state")
+		a.work.put(subject, append([]byte{}, m.Data()...))
 	})
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.opts.Node, err)
@@ -130,9 +142,7 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 func (a *Agent) heartbeat(log zerolog.Logger) {
-	a.mu.Lock()
-	hb := Heartbeat{Node: a.opts.Node, SentAt: time.Now().UTC(), AgentVersion: Version, Desired: len(a.desired)}
-	a.mu.Unlock()
+	hb := Heartbeat{Node: a.opts.Node, SentAt: time.Now().UTC(), AgentVersion: Version, Desired: len(a.work.subjects())}
 	body, _ := json.Marshal(hb)
 	subject := a.opts.Names.Status(a.opts.Node, "node", a.opts.Node)
 	if err := a.nc.Publish(subject, body); err != nil {

@@ -58,6 +58,13 @@ type PeerVolumeStatus struct {
 	Replication string   `json:"replication,omitempty"` // Established, SyncSource, SyncTarget, …
 	PeerDisk    string   `json:"peer_disk,omitempty"`
 	SyncPercent *float64 `json:"sync_percent,omitempty"` // events2 "done" while syncing
-	// SyncKind is what the (simulated or observed) sync copies: none, bitmap or full.
+	// SyncKind is what the last (simulated or observed) sync of this connection copied:
+	// none (Established without a resync), bitmap or full (out-of-sync at the start of
+	// the resync below or at the volume's size), unrelated (DRBD refused the peer). It
+	// stays after the sync finished, until the connection is lost.
 	SyncKind string `json:"sync_kind,omitempty"`
+	// OutOfSyncKiB is events2's out-of-sync (KiB still to copy to or from the peer).
+	OutOfSyncKiB *uint64 `json:"out_of_sync_kib,omitempty"`
+	// LastSyncKiB is what the last resync had to copy when it started (its out-of-sync).
+	LastSyncKiB *uint64 `json:"last_sync_kib,omitempty"`
 }

@@ -35,18 +35,15 @@ import (
 	"testing"
 )
 
-type syncKind int
+// The model uses the production decision (DecideSync, syncmodel.go).
+type syncKind = SyncKind
 
 const (
-	syncNone syncKind = iota
-	syncBitmap
-	syncFull
-	syncUnrelated
+	syncNone      = SyncNone
+	syncBitmap    = SyncBitmap
+	syncFull      = SyncFull
+	syncUnrelated = SyncUnrelated
 )
-
-func (k syncKind) String() string {
-	return [...]string{"none", "bitmap", "full", "unrelated"}[k]
-}
 
 // decision is the outcome of a handshake; source is the sync source's node id (-1 for
 // none and unrelated).
@@ -100,28 +97,17 @@ func (n *simNode) setCurrent(u UUID) {
 	n.set(n.id, g)
 }
 
-// compare is the model's handshake between a and b.
+// compare is the model's handshake between a and b: DecideSync over the GIs
+// drbdmeta would print for each side (a's read for b's node id, b's for a's).
 func compare(a, b *simNode) decision {
-	ca, cb := a.current(), b.current()
+	k, aSource := DecideSync(a.md.GI(b.id), b.md.GI(a.id))
 	switch {
-	case ca == UUIDJustCreated && cb == UUIDJustCreated:
-		return decision{syncNone, -1}
-	case ca == UUIDJustCreated:
-		return decision{syncFull, b.id}
-	case cb == UUIDJustCreated:
-		return decision{syncFull, a.id}
-	case ca == cb:
-		return decision{syncNone, -1}
-	case b.bitmapFor(a.id) == ca:
-		return decision{syncBitmap, b.id}
-	case a.bitmapFor(b.id) == cb:
-		return decision{syncBitmap, a.id}
-	case slices.Contains(a.history(), cb):
-		return decision{syncFull, a.id}
-	case slices.Contains(b.history(), ca):
-		return decision{syncFull, b.id}
+	case k == syncNone || k == syncUnrelated:
+		return decision{k, -1}
+	case aSource:
+		return decision{k, a.id}
 	}
-	return decision{syncUnrelated, -1}
+	return decision{k, b.id}
 }
 
 // cluster is one volume's replicas.

@@ -1,28 +1,40 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/cairn-io/cairn/agents"
+	"github.com/cairn-io/cairn/agents/drbdagent"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/internal/execx"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
 
 func agentCmd() *cobra.Command {
 	var (
-		opts    agents.Options
-		natsURL string
-		creds   string
+		opts      agents.Options
+		natsURL   string
+		creds     string
+		root      string
+		kernel    string
+		simDir    string
+		drbdsetup string
+		execTO    time.Duration
 	)
 	var zpoolFlags *zpoolAgentFlags // zpool reconciler flags (cmd/cairn/agent_zpool.go)
 	c := &cobra.Command{
 		Use:   "agent",
-		Short: "Run the node agent of one node: consume its desired state, send heartbeats",
+		Short: "Run the node agent of one node: carry out its DRBD desired state, report status, send heartbeats",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Names = events.NewNames(prefix)
 			opts.Log = newLogger()
+			ctx := cmd.Context()
 			// Its own inbox prefix: with per-node users (serve --auth) an agent may
 			// subscribe to _INBOX.<prefix>.node.<node>.> only.
 			nc, err := connect(natsURL, creds, "cairn-agent-"+opts.Node, nats.CustomInboxPrefix(opts.Names.NodeInbox(opts.Node)))
@@ -30,7 +42,13 @@ func agentCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			// zpool reconciler (agents/zpoolagent): <prefix>.node.<node>.zpool.* go to it.
+			rec, run, err := newDRBDAgent(ctx, opts, nc, root, kernel, simDir, drbdsetup, execTO)
+			if err != nil {
+				return err
+			}
+			opts.Reconciler = rec
+			// zpool reconciler (agents/zpoolagent): <prefix>.node.<node>.zpool.* go to it,
+			// everything else to the DRBD reconciler.
 			stopZpool, err := zpoolFlags.wire(nc, &opts)
 			if err != nil {
 				return err
@@ -40,7 +58,8 @@ func agentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.Run(cmd.Context())
+			go run(ctx)
+			return a.Run(ctx)
 		},
 	}
 	f := c.Flags()
@@ -49,6 +68,79 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&creds, "creds", "", "credentials file of this node's user (cairn auth node-creds NODE), or a NATS .creds file")
 	f.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "heartbeat period")
 	zpoolFlags = addZpoolAgentFlags(f)
+	f.IntVar(&opts.Workers, "workers", 8, "resources reconciled at once")
+	f.StringVar(&root, "root", "/", "host root: DRBD config under ROOT/etc/drbd.d, state under ROOT/var/lib/cairn/agent, file pools under ROOT")
+	f.StringVar(&kernel, "kernel", "real", "DRBD kernel: real (drbdadm adjust, drbdsetup) or sim (simulated DRBD on file-backed disks, real drbdadm/drbdmeta)")
+	f.StringVar(&simDir, "sim-dir", "", "shared directory of the simulated DRBD network (default: a \"sim\" directory beside --root)")
+	f.StringVar(&drbdsetup, "drbdsetup", "", "drbdsetup program (default: drbdsetup from PATH)")
+	f.DurationVar(&execTO, "exec-timeout", execx.DefaultTimeout, "timeout of every external command")
 	_ = c.MarkFlagRequired("node")
+	return c
+}
+
+// newDRBDAgent wires the DRBD reconciler: one executor for every program, the kernel
+// (real or simulated) and the status publisher. run follows events2 until ctx ends.
+func newDRBDAgent(ctx context.Context, opts agents.Options, nc *nats.Conn, root, kernel, simDir, drbdsetup string, timeout time.Duration) (*drbdagent.Reconciler, func(context.Context), error) {
+	log := opts.Log.With().Str("node", opts.Node).Logger()
+	exec := &execx.Runner{Timeout: timeout, Log: log}
+	paths := drbdagent.NewPaths(root)
+	cfg := drbdagent.Config{Node: opts.Node, Names: opts.Names, Paths: paths, Exec: exec, Pub: nc, Log: log}
+	switch kernel {
+	case "real":
+		cfg.Kernel = &drbdagent.Real{Exec: exec, Lines: exec, Adm: drbd.Adm{Config: paths.MainConf}, Drbdsetup: drbdsetup}
+		cfg.LoopDevices = true
+	case "sim":
+		// drbd-utils without the kernel module: silence the modinfo probe.
+		exec.Env = []string{"DRBD_DRIVER_VERSION_OVERRIDE=9.2.0"}
+		if simDir == "" {
+			simDir = drbdagent.DefaultSimDir(paths.Root)
+		}
+		abs, err := filepath.Abs(simDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Kernel = &drbdagent.Sim{Node: opts.Node, Root: paths.Root, Dir: abs, Exec: exec, MainConf: paths.MainConf, Log: log}
+		cfg.PretendHost = true
+		log.Info().Str("root", paths.Root).Str("sim_dir", abs).Msg("simulated DRBD kernel")
+	default:
+		return nil, nil, fmt.Errorf("--kernel %q: must be real or sim", kernel)
+	}
+	rec, err := drbdagent.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, rec.Run, nil
+}
+
+// simCmd holds the tools of the simulated kernel.
+func simCmd() *cobra.Command {
+	c := &cobra.Command{Use: "sim", Short: "Tools of the simulated DRBD kernel (cairn agent --kernel sim)"}
+	var root, simDir string
+	w := &cobra.Command{
+		Use:   "write RESOURCE BLOCKS",
+		Short: "Simulate an application writing BLOCKS 4 KiB blocks to RESOURCE on the node under --root (and its connected peers)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var blocks uint64
+			if _, err := fmt.Sscan(args[1], &blocks); err != nil || blocks == 0 {
+				return fmt.Errorf("BLOCKS %q: must be a positive number", args[1])
+			}
+			if simDir == "" {
+				simDir = drbdagent.DefaultSimDir(drbdagent.NewPaths(root).Root)
+			}
+			exec := &execx.Runner{Timeout: execx.DefaultTimeout, Log: newLogger(), Env: []string{"DRBD_DRIVER_VERSION_OVERRIDE=9.2.0"}}
+			abs, _ := filepath.Abs(root)
+			n, err := drbdagent.SimWrite(cmd.Context(), exec, simDir, abs, args[0], blocks)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d blocks written since day 0\n", args[0], n)
+			return nil
+		},
+	}
+	w.Flags().StringVar(&root, "root", "", "root of the node to write on (as given to cairn agent --root)")
+	w.Flags().StringVar(&simDir, "sim-dir", "", "shared simulation directory (default: a \"sim\" directory beside --root)")
+	_ = w.MarkFlagRequired("root")
+	c.AddCommand(w)
 	return c
 }

@@ -51,7 +51,7 @@ func main() {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "json", "log format: json or console")
 	root.PersistentFlags().StringVar(&prefix, "prefix", "cairn", "subject prefix of the deployment (one token)")
-	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), drbdCmd(), authCmd(), mmpCmd())
+	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), drbdCmd(), authCmd(), mmpCmd(), simCmd())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)

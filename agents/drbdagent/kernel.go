@@ -1,0 +1,117 @@
+package drbdagent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/execx"
+)
+
+// Resource is what a Kernel learns of a resource when it is adjusted: the Desired the
+// installed file was rendered from, the local backing disks by volume number, and
+// whether the file changed in this reconcile.
+type Resource struct {
+	Desired       drbd.Desired
+	Disks         map[int]string
+	ConfigChanged bool
+}
+
+// Kernel is everything of DRBD that needs the kernel module. Real drives it with
+// drbdadm and drbdsetup; Sim simulates it on one machine. Every method is idempotent.
+type Kernel interface {
+	// Adjust brings the resource in line with its installed resource file (up,
+	// attach, connect, options). Returns the tool's error (an *execx.Error).
+	Adjust(ctx context.Context, r Resource) error
+	// Down takes the resource down (disconnect, detach, remove); a resource that is
+	// not up is not an error.
+	Down(ctx context.Context, resource string) error
+	// DelPeer drops the connection to node id peer; ForgetPeer then frees that node
+	// id's bitmap slot (see drbd.ForgetPeer).
+	DelPeer(ctx context.Context, resource string, peer int) error
+	ForgetPeer(ctx context.Context, resource string, peer int) error
+	// GetGI returns the GI of an attached volume as seen for node id peer
+	// (drbdsetup get-gi). Only for resources that are up.
+	GetGI(ctx context.Context, resource string, volume, peer int) (drbd.GI, error)
+	// Events runs one `drbdsetup events2` stream (initial dump, `exists -`, then
+	// changes), handing every line to fn, until the stream ends (an error, or nil if it
+	// ended on its own) or ctx ends.
+	Events(ctx context.Context, fn func(line string)) error
+}
+
+// Real is the Kernel of a host with the DRBD module: drbdadm adjust with the agent's
+// main configuration, drbdsetup for everything else, all through one executor.
+type Real struct {
+	Exec execx.Executor
+	// Lines runs the events2 stream (the same Runner as Exec in production).
+	Lines execx.LineRunner
+	Adm   drbd.Adm
+	// Drbdsetup is the drbdsetup program ("" = drbdsetup from PATH); tests point it
+	// at a fake script.
+	Drbdsetup string
+}
+
+var _ Kernel = (*Real)(nil)
+
+func (k *Real) setup(argv []string) []string {
+	if k.Drbdsetup != "" {
+		argv[0] = k.Drbdsetup
+	}
+	return argv
+}
+
+// Adjust runs `drbdadm -c <main> adjust <resource>`.
+func (k *Real) Adjust(ctx context.Context, r Resource) error {
+	_, err := k.Exec.Run(ctx, k.Adm.Adjust(r.Desired.Resource), execx.Options{})
+	return err
+}
+
+// Down runs `drbdsetup down <resource>` (it needs no configuration file, so it also
+// works after the file is gone).
+func (k *Real) Down(ctx context.Context, resource string) error {
+	_, err := k.Exec.Run(ctx, k.setup([]string{drbd.Drbdsetup, "down", resource}), execx.Options{})
+	return err
+}
+
+// DelPeer runs drbdsetup del-peer.
+func (k *Real) DelPeer(ctx context.Context, resource string, peer int) error {
+	_, err := k.Exec.Run(ctx, k.setup(drbd.DelPeer(resource, peer)), execx.Options{})
+	return err
+}
+
+// ForgetPeer runs drbdsetup forget-peer.
+func (k *Real) ForgetPeer(ctx context.Context, resource string, peer int) error {
+	_, err := k.Exec.Run(ctx, k.setup(drbd.ForgetPeer(resource, peer)), execx.Options{})
+	return err
+}
+
+// GetGI runs drbdsetup get-gi and parses it.
+func (k *Real) GetGI(ctx context.Context, resource string, volume, peer int) (drbd.GI, error) {
+	out, err := k.Exec.Run(ctx, k.setup(drbd.DrbdsetupGetGI(resource, peer, volume)), execx.Options{})
+	if err != nil {
+		return drbd.GI{}, err
+	}
+	return drbd.ParseGetGI(out)
+}
+
+// EventsArgv is the events2 stream the agent follows: every resource, with
+// statistics (out-of-sync, sizes). Without --now it prints the same initial dump as
+// `drbdsetup events2 --now --statistics all` and then follows the changes.
+func EventsArgv(drbdsetup string) []string {
+	if drbdsetup == "" {
+		drbdsetup = drbd.Drbdsetup
+	}
+	return []string{drbdsetup, "events2", "--statistics", "all"}
+}
+
+// Events runs `drbdsetup events2 --statistics all` until it exits or ctx ends.
+func (k *Real) Events(ctx context.Context, fn func(line string)) error {
+	if k.Lines == nil {
+		return fmt.Errorf("kernel: no line runner for events2")
+	}
+	return k.Lines.Lines(ctx, EventsArgv(k.Drbdsetup), execx.Options{}, fn)
+}
+
+// itoa is strconv.Itoa, short.
+func itoa(n int) string { return strconv.Itoa(n) }

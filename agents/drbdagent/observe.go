@@ -1,0 +1,379 @@
+package drbdagent
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/rs/zerolog"
+)
+
+var (
+	metricEventLines = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_agent_events2_lines_total",
+		Help: "drbdsetup events2 lines read (real or simulated kernel)."})
+	metricEventMalformed = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_agent_events2_malformed_total",
+		Help: "drbdsetup events2 lines that did not parse and were skipped."})
+	metricEventRestarts = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_agent_events2_restarts_total",
+		Help: "Times the events2 stream ended and was started again."})
+)
+
+// Fold holds what events2 said about every resource: the latest value of every field
+// the status reports. Safe for concurrent use.
+type Fold struct {
+	mu  sync.Mutex
+	res map[string]*resObs
+}
+
+type resObs struct {
+	role    string
+	devices map[int]*devObs
+	conns   map[int]*connObs
+}
+
+type devObs struct {
+	minor        int
+	disk         string
+	quorum, open *bool
+	sizeKiB      uint64
+}
+
+type connObs struct {
+	name, state string
+	pds         map[int]*pdObs
+}
+
+type pdObs struct {
+	replication, peerDisk string
+	done                  *float64
+	oos                   *uint64
+	kind                  string
+	lastSync              *uint64
+	syncing               bool
+}
+
+// NewFold returns an empty fold.
+func NewFold() *Fold { return &Fold{res: map[string]*resObs{}} }
+
+// Reset forgets everything (a new events2 stream starts with a full dump) and returns
+// the resources it knew.
+func (f *Fold) Reset() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.res))
+	for rd := range f.res {
+		out = append(out, rd)
+	}
+	f.res = map[string]*resObs{}
+	return out
+}
+
+// Up reports whether events2 shows the resource (it exists in the kernel).
+func (f *Fold) Up(rd string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.res[rd]
+	return ok
+}
+
+func isSyncing(r string) bool {
+	switch r {
+	case "SyncSource", "SyncTarget", "PausedSyncS", "PausedSyncT":
+		return true
+	}
+	return false
+}
+
+// Apply folds one event in; it returns the resource it concerns ("" for `exists -`
+// and objects the status does not use). sizeKiB gives a volume's size when the device
+// line carries none: a resync whose out-of-sync at its start reaches the size is a full
+// sync, a smaller one a bitmap resync; a connection that reaches Established through a
+// change without a resync synced nothing ("none"). The dump (`exists`) of an already
+// established connection says nothing about how it got there.
+func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) string {
+	rd := ev.Name()
+	if rd == "" {
+		return ""
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.res[rd]
+	if ev.Object == drbd.ObjectResource && ev.Verb == drbd.VerbDestroy {
+		delete(f.res, rd)
+		return rd
+	}
+	if r == nil {
+		switch ev.Object {
+		case drbd.ObjectResource, drbd.ObjectDevice, drbd.ObjectConnection, drbd.ObjectPeerDevice:
+		default:
+			return ""
+		}
+		r = &resObs{devices: map[int]*devObs{}, conns: map[int]*connObs{}}
+		f.res[rd] = r
+	}
+	switch ev.Object {
+	case drbd.ObjectResource:
+		if v := ev.Role(); v != "" {
+			r.role = v
+		}
+	case drbd.ObjectDevice:
+		vol, ok := ev.Volume()
+		if !ok {
+			return ""
+		}
+		if ev.Verb == drbd.VerbDestroy {
+			delete(r.devices, vol)
+			return rd
+		}
+		d := r.devices[vol]
+		if d == nil {
+			d = &devObs{}
+			r.devices[vol] = d
+		}
+		if m, ok := ev.Minor(); ok {
+			d.minor = m
+		}
+		if v := ev.Disk(); v != "" {
+			d.disk = v
+		}
+		if q, ok := ev.Quorum(); ok {
+			d.quorum = &q
+		}
+		if o, ok := ev.Open(); ok {
+			d.open = &o
+		}
+		if s, ok := ev.Get("size"); ok {
+			if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+				d.sizeKiB = n
+			}
+		}
+	case drbd.ObjectConnection:
+		peer, ok := ev.PeerNodeID()
+		if !ok {
+			return ""
+		}
+		if ev.Verb == drbd.VerbDestroy {
+			delete(r.conns, peer)
+			return rd
+		}
+		c := conn(r, peer)
+		if v := ev.ConnName(); v != "" {
+			c.name = v
+		}
+		if v := ev.Connection(); v != "" {
+			c.state = v
+			if v != "Connected" {
+				for _, pd := range c.pds {
+					pd.kind, pd.lastSync, pd.syncing = "", nil, false
+				}
+			}
+		}
+	case drbd.ObjectPeerDevice:
+		peer, ok1 := ev.PeerNodeID()
+		vol, ok2 := ev.Volume()
+		if !ok1 || !ok2 {
+			return ""
+		}
+		c := conn(r, peer)
+		if v := ev.ConnName(); v != "" {
+			c.name = v
+		}
+		if ev.Verb == drbd.VerbDestroy {
+			delete(c.pds, vol)
+			return rd
+		}
+		pd := c.pds[vol]
+		if pd == nil {
+			pd = &pdObs{}
+			c.pds[vol] = pd
+		}
+		if v := ev.PeerDisk(); v != "" {
+			pd.peerDisk = v
+		}
+		if s, ok := ev.Get("out-of-sync"); ok {
+			if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+				pd.oos = &n
+			}
+		}
+		if d, ok := ev.Done(); ok {
+			pd.done = &d
+		} else if ev.Verb != drbd.VerbChange || ev.Replication() != "" {
+			pd.done = nil
+		}
+		if rep := ev.Replication(); rep != "" {
+			prev := pd.replication
+			pd.replication = rep
+			switch {
+			case isSyncing(rep) && !pd.syncing:
+				pd.syncing = true
+				if pd.oos != nil {
+					size := uint64(0)
+					if d := r.devices[vol]; d != nil {
+						size = d.sizeKiB
+					}
+					if size == 0 && sizeKiB != nil {
+						size = sizeKiB(rd, vol)
+					}
+					kib := *pd.oos
+					pd.lastSync = &kib
+					if size > 0 && kib >= size {
+						pd.kind = drbd.SyncFull.String()
+					} else {
+						pd.kind = drbd.SyncBitmap.String()
+					}
+				}
+			case rep == "Established" && pd.syncing:
+				pd.syncing = false
+			case rep == "Established" && prev != "Established" && ev.Verb != drbd.VerbExists && pd.kind == "":
+				pd.kind = drbd.SyncNone.String()
+			case rep == "Off":
+				pd.kind, pd.lastSync, pd.syncing = "", nil, false
+			}
+		}
+	}
+	return rd
+}
+
+func conn(r *resObs, peer int) *connObs {
+	c := r.conns[peer]
+	if c == nil {
+		c = &connObs{pds: map[int]*pdObs{}}
+		r.conns[peer] = c
+	}
+	return c
+}
+
+// Fill copies what events2 said about rd into st (role, quorum, open, volumes, peers);
+// names gives the node of each peer node id. Volumes already in st keep their
+// CurrentGI.
+func (f *Fold) Fill(rd string, st *drbd.Status, names map[int]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.res[rd]
+	if r == nil {
+		return
+	}
+	st.Role = r.role
+	vols := make([]int, 0, len(r.devices))
+	for v := range r.devices {
+		vols = append(vols, v)
+	}
+	sort.Ints(vols)
+	for _, v := range vols {
+		d := r.devices[v]
+		if st.Quorum == nil && d.quorum != nil {
+			q := *d.quorum
+			st.Quorum = &q
+		}
+		if st.Open == nil && d.open != nil {
+			o := *d.open
+			st.Open = &o
+		}
+		found := false
+		for i := range st.Volumes {
+			if st.Volumes[i].Volume == v {
+				st.Volumes[i].Minor, st.Volumes[i].DiskState = d.minor, d.disk
+				found = true
+			}
+		}
+		if !found {
+			st.Volumes = append(st.Volumes, drbd.VolumeStatus{Volume: v, Minor: d.minor, DiskState: d.disk})
+		}
+	}
+	peers := make([]int, 0, len(r.conns))
+	for p := range r.conns {
+		peers = append(peers, p)
+	}
+	sort.Ints(peers)
+	st.Peers = st.Peers[:0]
+	for _, p := range peers {
+		c := r.conns[p]
+		ps := drbd.PeerStatus{Node: names[p], NodeID: p, Connection: c.state}
+		pvs := make([]int, 0, len(c.pds))
+		for v := range c.pds {
+			pvs = append(pvs, v)
+		}
+		sort.Ints(pvs)
+		for _, v := range pvs {
+			pd := c.pds[v]
+			ps.Volumes = append(ps.Volumes, drbd.PeerVolumeStatus{Volume: v, Replication: pd.replication, PeerDisk: pd.peerDisk,
+				SyncPercent: pd.done, SyncKind: pd.kind, OutOfSyncKiB: pd.oos, LastSyncKiB: pd.lastSync})
+		}
+		st.Peers = append(st.Peers, ps)
+	}
+}
+
+// Follower keeps a Fold up to date from the kernel's events2 stream, starting the
+// stream again whenever it ends (drbdsetup exited, was killed, or the stream broke).
+// Each new stream replaces the fold with its initial dump (at its first line).
+// Malformed lines are counted (cairn_agent_events2_malformed_total) and skipped.
+type Follower struct {
+	Kernel Kernel
+	Fold   *Fold
+	// Changed is called with the resource every event (or a reset) concerns.
+	Changed func(rd string)
+	// SizeKiB gives a volume's size for the sync-kind rule (may be nil).
+	SizeKiB func(rd string, vol int) uint64
+	Log     zerolog.Logger
+	// Backoff is the pause before a stream is started again (1 s); it doubles while
+	// streams end without a line, up to 30 s.
+	Backoff time.Duration
+}
+
+// Run follows events2 until ctx ends.
+func (f *Follower) Run(ctx context.Context) {
+	base := f.Backoff
+	if base <= 0 {
+		base = time.Second
+	}
+	wait := base
+	for ctx.Err() == nil {
+		lines := 0
+		err := f.Kernel.Events(ctx, func(line string) {
+			if lines == 0 {
+				// A new stream dumps the whole state: forget the old one (kept until
+				// now, so a restart does not blank the statuses).
+				for _, rd := range f.Fold.Reset() {
+					f.changed(rd)
+				}
+			}
+			lines++
+			metricEventLines.Inc()
+			ev, err := drbd.ParseEvents2Line(line)
+			if err != nil {
+				metricEventMalformed.Inc()
+				f.Log.Warn().Err(err).Str("line", line).Msg("events2 line skipped")
+				return
+			}
+			if rd := f.Fold.Apply(ev, f.SizeKiB); rd != "" {
+				f.changed(rd)
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		metricEventRestarts.Inc()
+		if lines > 0 {
+			wait = base
+		}
+		f.Log.Warn().Err(err).Int("lines", lines).Dur("restart_in", wait).Msg("events2 stream ended")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if lines == 0 {
+			wait = min(2*wait, 30*time.Second)
+		}
+	}
+}
+
+func (f *Follower) changed(rd string) {
+	if f.Changed != nil {
+		f.Changed(rd)
+	}
+}

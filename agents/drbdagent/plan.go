@@ -1,0 +1,135 @@
+package drbdagent
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/cairn-io/cairn/drbd"
+)
+
+// Plan is what remains to do for one resource on this node, decided by Decide from the
+// desired state and the state file alone (no I/O).
+type Plan struct {
+	// Ignore is set (with the reason) when the Desired is older than what this node
+	// already carried out: nothing is done.
+	Ignore string
+	// Refuse is set (with the reason) when the Desired cannot be carried out from the
+	// state the node is in; nothing is done and the status says why.
+	Refuse string
+	// Remove tears the resource down: down (when Down), wipe-md of the disks, backing
+	// volumes freed, resource file and state file removed.
+	Remove bool
+
+	// Retire is the state of an older incarnation to retire before starting over:
+	// down first when RetireDown, then wipe-md and remove its backing volumes.
+	Retire     *State
+	RetireDown bool
+
+	// Backing: create (or find) the backing volumes.
+	Backing bool
+	// CreateMD: drbdmeta create-md on every volume.
+	CreateMD bool
+	// Seed: apply every seed of the Desired (set-gi is idempotent), then verify.
+	Seed bool
+	// Adjust brings the resource up / in line with the file; Down takes it down
+	// (deactivated), keeping disk, metadata and file.
+	Adjust bool
+	Down   bool
+	// DropDisks: the replica became diskless in the same incarnation; after the adjust
+	// (which detaches) wipe-md and free the backing volumes.
+	DropDisks bool
+	// Forget are the node ids of peers that left (or whose node id now belongs to
+	// another node): del-peer, and forget-peer when this replica has a disk.
+	Forget []int
+}
+
+// Decide returns the plan for desired d (nil: removal) given the state file st (nil:
+// none) and whether a resource file is installed. The rules (docs/agent.md):
+//
+//   - No Desired, or no Local: Remove when anything is left (state or file); Down when
+//     the resource may be up (adjusted, or a file without state).
+//   - A Desired of an older incarnation than st's, or an older revision: Ignore.
+//   - A newer incarnation than st's: Retire st (RetireDown when it was adjusted and
+//     had disks) and plan the new incarnation from scratch. The old disk and metadata
+//     belong to the old incarnation: a plan is never applied to them.
+//   - Diskful: Backing always (idempotent); CreateMD while not md-created, Seed while
+//     not seeded — both only while not adjusted. Adjusted with no metadata recorded is
+//     refused (the metadata of a live replica is missing).
+//   - Diskless with disks recorded (toggled to diskless): DropDisks after the adjust.
+//   - Adjust when Active; Down when not Active and it was adjusted.
+//   - Forget (only while Active: del-peer and forget-peer need the resource up): peers
+//     of the last adjusted configuration whose node id is gone from the replicas or now
+//     names another node.
+func Decide(d *drbd.Desired, st *State, installed bool) Plan {
+	if d == nil || d.Local == nil {
+		if st == nil && !installed {
+			return Plan{}
+		}
+		return Plan{Remove: true, Down: installed || st != nil && st.Adjusted}
+	}
+	l := d.Local
+	var p Plan
+	cur := st
+	if st != nil {
+		switch {
+		case l.Incarnation < st.Incarnation:
+			return Plan{Ignore: fmt.Sprintf("desired incarnation %d is older than incarnation %d on this node", l.Incarnation, st.Incarnation)}
+		case l.Incarnation == st.Incarnation && d.Revision < st.Revision:
+			return Plan{Ignore: fmt.Sprintf("desired revision %d is older than revision %d carried out", d.Revision, st.Revision)}
+		case l.Incarnation > st.Incarnation:
+			p.Retire = st
+			p.RetireDown = st.Adjusted && len(st.Disks) > 0
+			cur = nil
+		}
+	}
+	if cur == nil {
+		cur = &State{}
+	}
+	if l.Diskless {
+		p.DropDisks = len(cur.Disks) > 0
+	} else {
+		p.Backing = true
+		switch {
+		case cur.Adjusted && !cur.MDCreated:
+			return Plan{Refuse: fmt.Sprintf("incarnation %d was adjusted diskless or without metadata; a disk needs a new incarnation (replica.toggle-disk)", l.Incarnation)}
+		case !cur.Adjusted && !cur.MDCreated:
+			p.CreateMD, p.Seed = true, true
+		case !cur.Adjusted && !cur.Seeded:
+			p.Seed = true
+		}
+	}
+	if d.Active {
+		p.Adjust = true
+	} else {
+		p.Down = cur.Adjusted
+	}
+	if p.Retire == nil && d.Active {
+		p.Forget = leftPeers(cur.Peers, d)
+	}
+	return p
+}
+
+// leftPeers returns the node ids in peers that d no longer has, or that now belong to
+// another node, sorted.
+func leftPeers(peers map[int]string, d *drbd.Desired) []int {
+	now := PeersOf(d)
+	var out []int
+	for id, node := range peers {
+		if n, ok := now[id]; !ok || n != node {
+			out = append(out, id)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// PeersOf returns d's replicas other than d.Node's, node id -> node.
+func PeersOf(d *drbd.Desired) map[int]string {
+	out := map[int]string{}
+	for _, r := range d.Replicas {
+		if r.Node != d.Node {
+			out[r.NodeID] = r.Node
+		}
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+package drbdagent
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/cairn-io/cairn/drbd"
+)
+
+func desired(inc, rev uint64, diskless, active bool, peers ...string) *drbd.Desired {
+	d := &drbd.Desired{Resource: "r1", Node: "n1", Revision: rev, Active: active,
+		Replicas: []drbd.Replica{{Node: "n1", NodeID: 0, Diskless: diskless}},
+		Local:    &drbd.Local{NodeID: 0, Diskless: diskless, Incarnation: inc, Provider: drbd.ProviderFileThin}}
+	for i, p := range peers {
+		d.Replicas = append(d.Replicas, drbd.Replica{Node: p, NodeID: i + 1})
+	}
+	return d
+}
+
+func TestDecide(t *testing.T) {
+	disks := map[int]string{0: "/d"}
+	tests := []struct {
+		name      string
+		d         *drbd.Desired
+		st        *State
+		installed bool
+		want      Plan
+	}{
+		{"nothing desired, nothing here", nil, nil, false, Plan{}},
+		{"removal of an adjusted resource", nil, &State{Incarnation: 5, Adjusted: true}, true, Plan{Remove: true, Down: true}},
+		{"removal before adjust: no down", nil, &State{Incarnation: 5, MDCreated: true}, false, Plan{Remove: true}},
+		{"removal of a file without state", nil, nil, true, Plan{Remove: true, Down: true}},
+		{"Local nil is a removal", &drbd.Desired{Resource: "r1"}, &State{Incarnation: 5, Adjusted: true}, true, Plan{Remove: true, Down: true}},
+		{"fresh diskful", desired(5, 5, false, true), nil, false, Plan{Backing: true, CreateMD: true, Seed: true, Adjust: true}},
+		{"crash between create-md and set-gi: seed again, no create-md", desired(5, 5, false, true),
+			&State{Incarnation: 5, MDCreated: true, Disks: disks}, false, Plan{Backing: true, Seed: true, Adjust: true}},
+		{"crash between set-gi and adjust: adjust only", desired(5, 5, false, true),
+			&State{Incarnation: 5, MDCreated: true, Seeded: true, Disks: disks}, true, Plan{Backing: true, Adjust: true}},
+		{"crash during adjust (adjusted written first): never seed again", desired(5, 5, false, true),
+			&State{Incarnation: 5, MDCreated: true, Adjusted: true, Disks: disks}, true, Plan{Backing: true, Adjust: true}},
+		{"older incarnation ignored", desired(4, 9, false, true), &State{Incarnation: 5, Revision: 5}, true,
+			Plan{Ignore: "desired incarnation 4 is older than incarnation 5 on this node"}},
+		{"older revision ignored", desired(5, 6, false, true), &State{Incarnation: 5, Revision: 7}, true,
+			Plan{Ignore: "desired revision 6 is older than revision 7 carried out"}},
+		{"newer incarnation retires an adjusted diskful one", desired(9, 9, false, true),
+			&State{Incarnation: 5, MDCreated: true, Seeded: true, Adjusted: true, Disks: disks}, true,
+			Plan{Retire: &State{Incarnation: 5, MDCreated: true, Seeded: true, Adjusted: true, Disks: disks}, RetireDown: true,
+				Backing: true, CreateMD: true, Seed: true, Adjust: true}},
+		{"tiebreaker promoted: new incarnation, no down (no disk to wipe)", desired(9, 9, false, true),
+			&State{Incarnation: 5, Diskless: true, Adjusted: true}, true,
+			Plan{Retire: &State{Incarnation: 5, Diskless: true, Adjusted: true}, Backing: true, CreateMD: true, Seed: true, Adjust: true}},
+		{"toggled to diskless: drop the disks after adjust", desired(5, 8, true, true),
+			&State{Incarnation: 5, MDCreated: true, Seeded: true, Adjusted: true, Disks: disks}, true, Plan{Adjust: true, DropDisks: true}},
+		{"deactivated: down, keep everything", desired(5, 8, false, false),
+			&State{Incarnation: 5, MDCreated: true, Seeded: true, Adjusted: true, Disks: disks}, true, Plan{Backing: true, Down: true}},
+		{"deactivated before it was ever up: nothing to take down", desired(5, 8, false, false), nil, false,
+			Plan{Backing: true, CreateMD: true, Seed: true}},
+		{"adjusted without metadata: refused", desired(5, 8, false, true), &State{Incarnation: 5, Adjusted: true}, true,
+			Plan{Refuse: "incarnation 5 was adjusted diskless or without metadata; a disk needs a new incarnation (replica.toggle-disk)"}},
+		{"a peer left: forget it", desired(5, 8, false, true, "n2"),
+			&State{Incarnation: 5, MDCreated: true, Seeded: true, Adjusted: true, Disks: disks, Peers: map[int]string{1: "n2", 2: "n3"}}, true,
+			Plan{Backing: true, Adjust: true, Forget: []int{2}}},
+		{"deactivated: a peer that left is forgotten only once it is up again", desired(5, 8, false, false, "n2"),
+			&State{Incarnation: 5, MDCreated: true, Seeded: true, Adjusted: true, Disks: disks, Peers: map[int]string{1: "n2", 2: "n3"}}, true,
+			Plan{Backing: true, Down: true}},
+		{"a node id now names another node: forget it", desired(5, 8, false, true, "n4"),
+			&State{Incarnation: 5, MDCreated: true, Seeded: true, Adjusted: true, Disks: disks, Peers: map[int]string{1: "n2"}}, true,
+			Plan{Backing: true, Adjust: true, Forget: []int{1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Decide(tt.d, tt.st, tt.installed)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Decide:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}

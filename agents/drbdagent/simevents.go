@@ -1,0 +1,356 @@
+package drbdagent
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/execx"
+)
+
+// simObj is one events2 object of the simulated kernel: its key, the object word, the
+// fields that identify it and the rest.
+type simObj struct {
+	key, object, ident, fields string
+}
+
+func (o simObj) line(verb string) string {
+	if verb == drbd.VerbDestroy {
+		return verb + " " + o.object + " " + o.ident
+	}
+	return verb + " " + o.object + " " + o.ident + " " + o.fields
+}
+
+// view computes this node's events2 objects of rd from the simulated kernel state.
+func (s *Sim) view(rd string) ([]simObj, *simReg) {
+	reg, err := loadReg(s.regPath(rd, s.Node))
+	if err != nil || reg == nil || !reg.Up {
+		return nil, reg
+	}
+	name := "name:" + rd
+	objs := []simObj{{key: "resource", object: drbd.ObjectResource, ident: name, fields: "role:Secondary suspended:no"}}
+	vols := make([]int, 0, len(reg.Volumes))
+	for v := range reg.Volumes {
+		vols = append(vols, v)
+	}
+	sort.Ints(vols)
+	client := "no"
+	if reg.Diskless {
+		client = "yes"
+	}
+	for _, v := range vols {
+		sv := reg.Volumes[v]
+		objs = append(objs, simObj{key: "device:" + itoa(v), object: drbd.ObjectDevice,
+			ident:  fmt.Sprintf("%s volume:%d minor:%d", name, v, sv.Minor),
+			fields: fmt.Sprintf("disk:%s client:%s size:%d written:%d", sv.DiskState, client, sv.SizeKiB, sv.Written*4)})
+	}
+	peers := make([]int, 0, len(reg.Peers))
+	for p := range reg.Peers {
+		peers = append(peers, p)
+	}
+	sort.Ints(peers)
+	for _, p := range peers {
+		host := reg.PeerHosts[p]
+		if host == "" {
+			host = reg.Peers[p]
+		}
+		c := reg.Conns[p]
+		var peer *simReg
+		state, role := "Connecting", "Unknown"
+		if c != nil {
+			state = c.State
+			if c.State == "Connected" {
+				role = "Secondary"
+				peer, _ = loadReg(s.regPath(rd, reg.Peers[p]))
+			}
+		}
+		ident := fmt.Sprintf("%s peer-node-id:%d conn-name:%s", name, p, host)
+		objs = append(objs, simObj{key: "connection:" + itoa(p), object: drbd.ObjectConnection, ident: ident,
+			fields: fmt.Sprintf("connection:%s role:%s", state, role)})
+		for _, v := range vols {
+			rep, pdisk, pclient := "Off", "DUnknown", "no"
+			if peer != nil {
+				rep = "Established"
+				if peer.Diskless {
+					pdisk, pclient = "Diskless", "yes"
+				} else if pv := peer.Volumes[v]; pv != nil {
+					pdisk = pv.DiskState
+				}
+			}
+			objs = append(objs, simObj{key: fmt.Sprintf("peer-device:%d:%d", p, v), object: drbd.ObjectPeerDevice,
+				ident:  fmt.Sprintf("%s volume:%d", ident, v),
+				fields: fmt.Sprintf("replication:%s peer-disk:%s peer-client:%s resync-suspended:no out-of-sync:0", rep, pdisk, pclient)})
+		}
+	}
+	return objs, reg
+}
+
+// refresh emits the events2 lines that take the last emitted view of rd to the current
+// one: create/change/destroy, and for every sync not emitted yet a SyncSource or
+// SyncTarget line with its out-of-sync before the final Established.
+func (s *Sim) refresh(rd string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.views == nil {
+		s.views, s.syncSeen = map[string][]simObj{}, map[string]map[string]int64{}
+	}
+	objs, reg := s.view(rd)
+	old := map[string]simObj{}
+	for _, o := range s.views[rd] {
+		old[o.key] = o
+	}
+	seen := s.syncSeen[rd]
+	if seen == nil {
+		seen = map[string]int64{}
+		s.syncSeen[rd] = seen
+	}
+	var lines []string
+	now := map[string]bool{}
+	for _, o := range objs {
+		now[o.key] = true
+		prev, had := old[o.key]
+		if o.object == drbd.ObjectPeerDevice && reg != nil {
+			var p, v int
+			fmt.Sscanf(o.key, "peer-device:%d:%d", &p, &v)
+			if c := reg.Conns[p]; c != nil {
+				if rec := c.Syncs[v]; rec != nil && rec.Seq > seen[o.key] && (rec.Kind == "bitmap" || rec.Kind == "full") {
+					role := "SyncTarget"
+					if rec.Source {
+						role = "SyncSource"
+					}
+					sync := o
+					sync.fields = strings.Replace(strings.Replace(o.fields, "replication:Established", "replication:"+role, 1),
+						"out-of-sync:0", fmt.Sprintf("out-of-sync:%d done:0.00", rec.KiB), 1)
+					verb := drbd.VerbChange
+					if !had {
+						verb = drbd.VerbCreate
+					}
+					lines = append(lines, sync.line(verb))
+					prev, had = sync, true
+				}
+				if rec := c.Syncs[v]; rec != nil {
+					seen[o.key] = rec.Seq
+				}
+			}
+		}
+		switch {
+		case !had:
+			lines = append(lines, o.line(drbd.VerbCreate))
+		case prev.fields != o.fields || prev.ident != o.ident:
+			lines = append(lines, o.line(drbd.VerbChange))
+		}
+	}
+	olds := s.views[rd]
+	for i := len(olds) - 1; i >= 0; i-- {
+		if !now[olds[i].key] {
+			lines = append(lines, olds[i].line(drbd.VerbDestroy))
+		}
+	}
+	if len(objs) == 0 {
+		delete(s.views, rd)
+		delete(s.syncSeen, rd)
+	} else {
+		s.views[rd] = objs
+	}
+	s.send(lines)
+}
+
+// send hands lines to the running stream; a full buffer ends the stream (the next one
+// starts with a fresh dump, as after a real drbdsetup restart).
+func (s *Sim) send(lines []string) {
+	if s.sub == nil {
+		return
+	}
+	for _, l := range lines {
+		select {
+		case s.sub <- l:
+		default:
+			s.overflow = true
+			return
+		}
+	}
+}
+
+// Events emits the initial dump of every resource this node has up (exists lines,
+// then `exists -`) and then the changes, until ctx ends. It also reads the inbox: a
+// peer's change to a resource makes it emit that resource's lines.
+func (s *Sim) Events(ctx context.Context, fn func(line string)) error {
+	interval := s.PollInterval
+	if interval <= 0 {
+		interval = 100 * time.Millisecond
+	}
+	ch := make(chan string, 1<<14)
+	s.mu.Lock()
+	s.sub, s.overflow = ch, false
+	s.views, s.syncSeen = map[string][]simObj{}, map[string]map[string]int64{}
+	var dump []string
+	entries, _ := os.ReadDir(s.Dir)
+	for _, e := range entries {
+		rd := e.Name()
+		if !e.IsDir() || strings.HasPrefix(rd, ".") {
+			continue
+		}
+		objs, reg := s.view(rd)
+		if len(objs) == 0 {
+			continue
+		}
+		s.views[rd] = objs
+		seen := map[string]int64{}
+		for p, c := range reg.Conns {
+			for v, rec := range c.Syncs {
+				seen[fmt.Sprintf("peer-device:%d:%d", p, v)] = rec.Seq
+			}
+		}
+		s.syncSeen[rd] = seen
+		for _, o := range objs {
+			dump = append(dump, o.line(drbd.VerbExists))
+		}
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.sub == ch {
+			s.sub = nil
+		}
+		s.mu.Unlock()
+	}()
+	for _, l := range dump {
+		fn(l)
+	}
+	fn("exists -")
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	inbox := filepath.Join(s.Dir, ".inbox", s.Node)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case l := <-ch:
+			fn(l)
+		case <-tick.C:
+			entries, _ := os.ReadDir(inbox)
+			for _, e := range entries {
+				_ = os.Remove(filepath.Join(inbox, e.Name()))
+				s.refresh(e.Name())
+			}
+			s.mu.Lock()
+			over := s.overflow
+			s.mu.Unlock()
+			if over {
+				return errors.New("sim: events2 stream overflowed")
+			}
+		}
+	}
+}
+
+// SimWrite simulates an application writing blocks 4 KiB blocks to rd on the node
+// whose root is root: the blocks count as written on that disk and on every peer
+// connected to it. Like the kernel, a write first rotates the current UUID into the
+// bitmap UUID of every node id that is not connected and has none, drawing a new
+// current UUID (the day-0 bitmap UUIDs of vacant node ids stay). Returns the disk's
+// blocks written since day 0. Errors: no such node, the resource not up there, or
+// diskless.
+func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, blocks uint64) (uint64, error) {
+	unlock, err := lockRD(dir, rd)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	entries, err := os.ReadDir(filepath.Join(dir, rd))
+	if err != nil {
+		return 0, fmt.Errorf("sim write: resource %s: %w", rd, err)
+	}
+	regs := map[string]*simReg{}
+	var me *simReg
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		r, err := loadReg(filepath.Join(dir, rd, e.Name()))
+		if err != nil || r == nil {
+			continue
+		}
+		regs[r.Node] = r
+		if filepath.Clean(r.Root) == filepath.Clean(root) {
+			me = r
+		}
+	}
+	switch {
+	case me == nil:
+		return 0, fmt.Errorf("sim write: no node with root %s has resource %s", root, rd)
+	case !me.Up:
+		return 0, fmt.Errorf("sim write: %s is not up on node %s", rd, me.Node)
+	case me.Diskless:
+		return 0, fmt.Errorf("sim write: %s is diskless on node %s", rd, me.Node)
+	}
+	group := []*simReg{me}
+	ids := map[int]bool{me.NodeID: true}
+	for p, c := range me.Conns {
+		if peer := regs[me.Peers[p]]; c.State == "Connected" && peer != nil && peer.Up && !peer.Diskless {
+			group = append(group, peer)
+			ids[p] = true
+		}
+	}
+	meta := simMeta{exec}
+	for v := range me.Volumes {
+		rotated := false
+		var prev drbd.GI
+		for _, n := range group {
+			nv := n.Volumes[v]
+			if nv == nil {
+				continue
+			}
+			uu, err := meta.dump(ctx, nv)
+			if err != nil {
+				return 0, err
+			}
+			prev = drbd.GI{}.SetUUID(drbd.GICurrent, uu.current).SetUUID(drbd.GIHistory1, uu.history[0])
+			for p := 0; p <= drbd.MaxNodeID; p++ {
+				if ids[p] || uu.bitmap[p] != 0 {
+					continue
+				}
+				if err := meta.set(ctx, nv, p, drbd.GI{}.SetUUID(drbd.GIBitmap, uu.current)); err != nil {
+					return 0, err
+				}
+				rotated = true
+			}
+		}
+		if rotated {
+			next, err := drbd.NewDay0GI(rand.Reader, prev.Current())
+			if err != nil {
+				return 0, err
+			}
+			g := drbd.GI{}.SetUUID(drbd.GICurrent, next).SetUUID(drbd.GIHistory1, prev.Current()).SetUUID(drbd.GIHistory2, prev.UUID(drbd.GIHistory1))
+			for _, n := range group {
+				if nv := n.Volumes[v]; nv != nil {
+					if err := meta.set(ctx, nv, n.NodeID, g); err != nil {
+						return 0, err
+					}
+				}
+			}
+		}
+		for _, n := range group {
+			if nv := n.Volumes[v]; nv != nil {
+				nv.Written += blocks
+			}
+		}
+	}
+	for _, n := range group {
+		if err := saveReg(dir, n); err != nil {
+			return 0, err
+		}
+		notify(dir, n.Node, rd)
+	}
+	var total uint64
+	for _, v := range me.Volumes {
+		total = max(total, v.Written)
+	}
+	return total, nil
+}

@@ -1,0 +1,79 @@
+package drbdagent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/cairn-io/cairn/drbd"
+)
+
+// State is what the agent has done for one resource on this node, in
+// <root>/var/lib/cairn/agent/<rd>.json. It is written atomically after every step, so
+// after a crash it says exactly which steps of the current incarnation are done.
+//
+// The rules (Plan applies them):
+//   - Steps belong to Incarnation only. A Desired of a newer incarnation retires this
+//     one (down if adjusted, wipe-md, backing volumes removed) and starts over; one of
+//     an older incarnation, or an older revision, is ignored.
+//   - create-md runs while MDCreated is false; the seeds are applied (all of them,
+//     set-gi is idempotent) and verified while Seeded is false; both only while
+//     Adjusted is false.
+//   - Adjusted is written BEFORE the first adjust runs: from then on DRBD may have used
+//     the metadata, and nothing ever seeds it again.
+type State struct {
+	Resource    string `json:"resource"`
+	Incarnation uint64 `json:"incarnation"`
+	// Revision is the Desired revision last carried out completely.
+	Revision uint64 `json:"revision"`
+	Diskless bool   `json:"diskless,omitempty"`
+	// Provider and Pool of the backing volumes (diskful only).
+	Provider drbd.Provider `json:"provider,omitempty"`
+	Pool     string        `json:"pool,omitempty"`
+	// MaxPeers is the create-md max-peers (fixed for the incarnation; the backing
+	// volumes are sized for it).
+	MaxPeers int `json:"max_peers,omitempty"`
+	// Disks are the backing volumes created, by volume number (the file or device
+	// drbdmeta writes); Minors the minors drbdmeta was called with.
+	Disks  map[int]string `json:"disks,omitempty"`
+	Minors map[int]int    `json:"minors,omitempty"`
+
+	MDCreated bool `json:"md_created,omitempty"`
+	Seeded    bool `json:"seeded,omitempty"`
+	Adjusted  bool `json:"adjusted,omitempty"`
+
+	// Peers are the peers of the last configuration adjusted (node id -> node); a
+	// peer that is gone from the Desired gets del-peer and forget-peer.
+	Peers map[int]string `json:"peers,omitempty"`
+}
+
+// LoadState reads the state file at path; (nil, nil) when there is none. Returns an
+// error naming the file when it cannot be read or parsed.
+func LoadState(path string) (*State, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return &s, nil
+}
+
+// SaveState writes s to path atomically (temp file, fsync, rename, fsync dir).
+func SaveState(path string, s *State) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	return nil
+}
