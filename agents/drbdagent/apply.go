@@ -393,4 +393,3 @@ func localMinors(d *drbd.Desired) map[int]int {
 	}
 	return map[int]int{}
 }
-
