@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/internal/execx"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 )
 
@@ -25,6 +28,7 @@ func agentCmd() *cobra.Command {
 		simDir    string
 		drbdsetup string
 		execTO    time.Duration
+		metrics   string
 	)
 	var zpoolFlags *zpoolAgentFlags // zpool reconciler flags (cmd/cairn/agent_zpool.go)
 	c := &cobra.Command{
@@ -58,6 +62,17 @@ func agentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if metrics != "" {
+				l, err := net.Listen("tcp", metrics)
+				if err != nil {
+					return fmt.Errorf("--metrics %s: %w", metrics, err)
+				}
+				mux := http.NewServeMux()
+				mux.Handle("GET /metrics", promhttp.Handler())
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+				go func() { _ = srv.Serve(l) }()
+				defer srv.Close()
+			}
 			go run(ctx)
 			return a.Run(ctx)
 		},
@@ -74,6 +89,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&simDir, "sim-dir", "", "shared directory of the simulated DRBD network (default: a \"sim\" directory beside --root)")
 	f.StringVar(&drbdsetup, "drbdsetup", "", "drbdsetup program (default: drbdsetup from PATH)")
 	f.DurationVar(&execTO, "exec-timeout", execx.DefaultTimeout, "timeout of every external command")
+	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9370); off when empty")
 	_ = c.MarkFlagRequired("node")
 	return c
 }
