@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-io/cairn/agents/zpoolagent/zpoolfake"
 	"github.com/cairn-io/cairn/storage/zpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -237,7 +238,9 @@ func TestZpoolAgentLiveWriter(t *testing.T) {
 	wait := func(what string, ok func(zpool.Status) bool) zpool.Status {
 		t.Helper()
 		var st zpool.Status
-		require.Eventually(t, func() bool { st = observed(); return ok(st) }, 60*time.Second, 50*time.Millisecond, "n1 never %s; last %+v", what, st)
+		if !assert.Eventually(t, func() bool { st = observed(); return ok(st) }, 60*time.Second, 50*time.Millisecond, "n1 never %s", what) {
+			t.Fatalf("n1 never %s; last status %+v", what, observed())
+		}
 		return st
 	}
 	calls := func() string { b, _ := os.ReadFile(zlog); return string(b) }
@@ -256,7 +259,11 @@ func TestZpoolAgentLiveWriter(t *testing.T) {
 	require.Contains(t, calls(), "import -d "+vdev+" -N -o cachefile=none -f tank")
 
 	startWriter(t, gen, dir, vdev, "0xcccc0003", "writer-c")
-	st = wait("fenced", func(st zpool.Status) bool { return st.Phase == zpool.PhaseContested && st.Fenced })
+	// Fenced: the agent reports contested and fenced, and once cairn serve has turned that
+	// into pool.contest (which withdraws the grant) exported since the fence.
+	st = wait("fenced", func(st zpool.Status) bool {
+		return st.Phase == zpool.PhaseContested && st.Fenced || st.Phase == zpool.PhaseExported && st.Code == "fenced"
+	})
 	require.Equal(t, "0xcccc0003", st.ForeignHostID, st.Error)
 	require.Equal(t, "writer-c", st.ForeignHost)
 	require.Contains(t, calls(), "export -f tank")
