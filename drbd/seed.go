@@ -1,7 +1,6 @@
 package drbd
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -87,9 +86,10 @@ type SeedVolume struct {
 // agree at all. Seeds are ordered by volume (as given), then node id.
 //
 // fullSync is true when at least one volume gets no seeds (that volume syncs fully);
-// seeds are then still returned for the other volumes. Errors (invalid_argument naming
-// the field): node id out of 0..31, a Day0GI that is not a valid day-0 UUID (see
-// ValidDay0), a First volume without Rand, a duplicate volume number, or Rand failing.
+// seeds are then still returned for the other volumes. Errors: invalid_argument naming
+// the field for a node id out of 0..31, a Day0GI that is not a valid day-0 UUID (see
+// ValidDay0), a First volume without Rand or a duplicate volume number; the error of
+// NewDay0GI when Rand fails.
 func PlanSeeds(in SeedInput) (seeds []Seed, fullSync bool, err error) {
 	if in.NodeID < 0 || in.NodeID > MaxNodeID {
 		return nil, false, cairn.InvalidField("node_id", "node id must be 0..%d, got %d", MaxNodeID, in.NodeID)
@@ -116,7 +116,7 @@ func PlanSeeds(in SeedInput) (seeds []Seed, fullSync bool, err error) {
 			}
 			current, err := NewDay0GI(in.Rand, day0)
 			if err != nil {
-				return nil, false, errors.Join(cairn.InvalidField("rand", "volume %d: drawing the current UUID failed", v.Number), err)
+				return nil, false, fmt.Errorf("planning the seeds of volume %d: %w", v.Number, err)
 			}
 			own = own.SetUUID(GICurrent, current).SetUUID(GIBitmap, day0).
 				SetFlag(GIConsistent, true).SetFlag(GIWasUpToDate, true)
