@@ -68,7 +68,10 @@ type SeedVolume struct {
 //     other node id `:DAY0::::` (bitmap UUID day 0 and nothing else). The first
 //     replica's content is the data, whatever its provider; ForceInitialSync and
 //     FromDiskless do not apply (there is nothing to sync from). RANDOM is drawn from
-//     Rand and never equals day 0, so a later day-0 replica never looks in sync.
+//     Rand and never equals day 0, so a later day-0 replica never looks in sync. (On a
+//     thick first replica, blocks nobody ever wrote keep whatever the disk held, and a
+//     later zeroing replica reads zeros there: no written data differs, but drbdadm
+//     verify reports those blocks.)
 //   - A later replica on a provider whose fresh volumes read zeros, not forced, not
 //     promoted from diskless: own node id `DAY0::::1:1`, every other `DAY0:::::`. Its
 //     disk then equals the volume as it was at day 0; each existing replica holds the
