@@ -136,6 +136,23 @@ func TestRenderedFilesPassDrbdadmShNop(t *testing.T) {
 	}
 }
 
+func TestRenderedIPv6PassesDrbdadm(t *testing.T) {
+	needTool(t, Drbdadm)
+	d := layout("r1", 0, "ddt", 1)
+	for i := range d.Replicas {
+		d.Replicas[i].Address = fmt.Sprintf("fd00::%d", i+1)
+	}
+	file := writeFile(t, filepath.Join(t.TempDir(), "r1.res"), mustRender(t, d, disksFor("r1", 1)))
+	if res := run(t, "h0", nil, Adm{Config: file}.ShNop()); res.rc != 0 {
+		t.Fatalf("drbdadm sh-nop rc %d: %s", res.rc, res.stderr)
+	}
+	empty := writeFile(t, filepath.Join(t.TempDir(), "empty.txt"), nil)
+	res := run(t, "h0", []string{"FAKE_DRBDSETUP_SHOW=" + empty}, Adm{Config: file, DryRun: true}.Adjust("r1"))
+	if want := `drbdsetup new-path r1 1 ipv6:\[fd00::1\]:7000 ipv6:\[fd00::2\]:7000`; !strings.Contains(strings.Join(planLines(res.stdout), "\n"), want) {
+		t.Fatalf("adjust -d lacks %s:\n%s", want, res.stdout)
+	}
+}
+
 // The options actually reach drbdsetup: adjust -d from nothing shows them as
 // new-resource / new-peer / attach arguments.
 func TestRenderedOptionsReachDrbdsetup(t *testing.T) {

@@ -1,7 +1,6 @@
 package drbd
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -69,7 +68,10 @@ type SeedVolume struct {
 //     other node id `:DAY0::::` (bitmap UUID day 0 and nothing else). The first
 //     replica's content is the data, whatever its provider; ForceInitialSync and
 //     FromDiskless do not apply (there is nothing to sync from). RANDOM is drawn from
-//     Rand and never equals day 0, so a later day-0 replica never looks in sync.
+//     Rand and never equals day 0, so a later day-0 replica never looks in sync. (On a
+//     thick first replica, blocks nobody ever wrote keep whatever the disk held, and a
+//     later zeroing replica reads zeros there: no written data differs, but drbdadm
+//     verify reports those blocks.)
 //   - A later replica on a provider whose fresh volumes read zeros, not forced, not
 //     promoted from diskless: own node id `DAY0::::1:1`, every other `DAY0:::::`. Its
 //     disk then equals the volume as it was at day 0; each existing replica holds the
@@ -87,9 +89,10 @@ type SeedVolume struct {
 // agree at all. Seeds are ordered by volume (as given), then node id.
 //
 // fullSync is true when at least one volume gets no seeds (that volume syncs fully);
-// seeds are then still returned for the other volumes. Errors (invalid_argument naming
-// the field): node id out of 0..31, a Day0GI that is not a valid day-0 UUID (see
-// ValidDay0), a First volume without Rand, a duplicate volume number, or Rand failing.
+// seeds are then still returned for the other volumes. Errors: invalid_argument naming
+// the field for a node id out of 0..31, a Day0GI that is not a valid day-0 UUID (see
+// ValidDay0), a First volume without Rand or a duplicate volume number; the error of
+// NewDay0GI when Rand fails.
 func PlanSeeds(in SeedInput) (seeds []Seed, fullSync bool, err error) {
 	if in.NodeID < 0 || in.NodeID > MaxNodeID {
 		return nil, false, cairn.InvalidField("node_id", "node id must be 0..%d, got %d", MaxNodeID, in.NodeID)
@@ -116,7 +119,7 @@ func PlanSeeds(in SeedInput) (seeds []Seed, fullSync bool, err error) {
 			}
 			current, err := NewDay0GI(in.Rand, day0)
 			if err != nil {
-				return nil, false, errors.Join(cairn.InvalidField("rand", "volume %d: drawing the current UUID failed", v.Number), err)
+				return nil, false, fmt.Errorf("planning the seeds of volume %d: %w", v.Number, err)
 			}
 			own = own.SetUUID(GICurrent, current).SetUUID(GIBitmap, day0).
 				SetFlag(GIConsistent, true).SetFlag(GIWasUpToDate, true)
