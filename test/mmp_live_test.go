@@ -51,21 +51,7 @@ func mmpCheck(t *testing.T, args ...string) (mmpVerdict, int, time.Duration) {
 // binary as another host. It needs the OpenZFS 2.1.11 packages extracted by
 // test/zfsimages/fetch-zfs.sh into $CAIRN_ZFS_TOOLS (.ci/run does that) and gcc.
 func TestMMPLiveWriter(t *testing.T) {
-	tools := os.Getenv("CAIRN_ZFS_TOOLS")
-	if tools == "" {
-		t.Skip("CAIRN_ZFS_TOOLS is not set: run test/zfsimages/fetch-zfs.sh DIR and set CAIRN_ZFS_TOOLS=DIR for the live MMP test")
-	}
-	if _, err := os.Stat(filepath.Join(tools, "usr/include/libzfs/sys/spa.h")); err != nil {
-		t.Skipf("CAIRN_ZFS_TOOLS=%s holds no OpenZFS headers (%v): the live MMP test needs fetch-zfs.sh to have succeeded", tools, err)
-	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not found: the live MMP test compiles its writer")
-	}
-	dir := t.TempDir()
-	gen := filepath.Join(dir, "mmpgen")
-	if out, err := exec.Command("bash", "zfsimages/build-mmpgen.sh", tools, gen).CombinedOutput(); err != nil {
-		t.Fatalf("build mmpgen: %v\n%s", err, out)
-	}
+	dir, gen := liveMMPGen(t, "live MMP")
 	vdevs := filepath.Join(dir, "vdevs")
 	if err := os.Mkdir(vdevs, 0o700); err != nil {
 		t.Fatal(err)
@@ -196,4 +182,27 @@ func zfsImport(t *testing.T, gen, dir, hostid string) (int, string) {
 		t.Fatal(err)
 	}
 	return 0, string(out)
+}
+
+// liveMMPGen skips the test unless the OpenZFS userspace tools (CAIRN_ZFS_TOOLS, from
+// test/zfsimages/fetch-zfs.sh) and gcc are there, then builds the libzpool writer in a
+// fresh temporary directory and returns both.
+func liveMMPGen(t *testing.T, what string) (dir, gen string) {
+	t.Helper()
+	tools := os.Getenv("CAIRN_ZFS_TOOLS")
+	if tools == "" {
+		t.Skipf("CAIRN_ZFS_TOOLS is not set: run test/zfsimages/fetch-zfs.sh DIR and set CAIRN_ZFS_TOOLS=DIR for the %s test", what)
+	}
+	if _, err := os.Stat(filepath.Join(tools, "usr/include/libzfs/sys/spa.h")); err != nil {
+		t.Skipf("CAIRN_ZFS_TOOLS=%s holds no OpenZFS headers (%v): the %s test needs fetch-zfs.sh to have succeeded", tools, err, what)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skipf("gcc not found: the %s test compiles its writer", what)
+	}
+	dir = t.TempDir()
+	gen = filepath.Join(dir, "mmpgen")
+	if out, err := exec.Command("bash", "zfsimages/build-mmpgen.sh", tools, gen).CombinedOutput(); err != nil {
+		t.Fatalf("build mmpgen: %v\n%s", err, out)
+	}
+	return dir, gen
 }

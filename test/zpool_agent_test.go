@@ -65,21 +65,7 @@ func TestZpoolAgentImportsOnGrant(t *testing.T) {
 		require.True(t, r.OK, "%s: %+v", c[0], r.Error)
 	}
 
-	zlog := filepath.Join(dir, "zpool-calls.log")
-	var agentLog bytes.Buffer
-	agent := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL(), "--heartbeat-interval", "200ms",
-		"--zpool-bin", fake, "--hostid", "0x44444444", "--zpool-state-dir", filepath.Join(dir, "state"), "--zpool-watch-interval", "100ms")
-	agent.Env = append(os.Environ(), "ZPOOL_FAKE_STATE="+filepath.Join(dir, "zpool-state.json"), "ZPOOL_FAKE_HOSTID=0x44444444",
-		"ZPOOL_FAKE_HOSTNAME=h1", "ZPOOL_FAKE_LOG="+zlog)
-	agent.Stdout, agent.Stderr = &agentLog, &agentLog
-	require.NoError(t, agent.Start())
-	t.Cleanup(func() {
-		_ = agent.Process.Kill()
-		_ = agent.Wait()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", agentLog.String())
-		}
-	})
+	zlog := startZpoolAgent(t, s, dir, fake, "0x44444444", "--zpool-watch-interval", "100ms")
 
 	pool := func() poolView {
 		status, body := httpJSON(t, "GET", s.url("/v1/pools/tank"), "")
@@ -181,21 +167,7 @@ func startWriter(t *testing.T, gen, dir, vdev, hostid, hostname string) *exec.Cm
 // leaf: the watcher sees its hostid, the agent fences (export -f) and reports contested.
 // Needs $CAIRN_ZFS_TOOLS (test/zfsimages/fetch-zfs.sh) and gcc; skips otherwise.
 func TestZpoolAgentLiveWriter(t *testing.T) {
-	tools := os.Getenv("CAIRN_ZFS_TOOLS")
-	if tools == "" {
-		t.Skip("CAIRN_ZFS_TOOLS is not set: run test/zfsimages/fetch-zfs.sh DIR and set CAIRN_ZFS_TOOLS=DIR for the live agent test")
-	}
-	if _, err := os.Stat(filepath.Join(tools, "usr/include/libzfs/sys/spa.h")); err != nil {
-		t.Skipf("CAIRN_ZFS_TOOLS=%s holds no OpenZFS headers (%v)", tools, err)
-	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not found: the live test compiles its writer")
-	}
-	dir := t.TempDir()
-	gen := filepath.Join(dir, "mmpgen")
-	if out, err := exec.Command("bash", "zfsimages/build-mmpgen.sh", tools, gen).CombinedOutput(); err != nil {
-		t.Fatalf("build mmpgen: %v\n%s", err, out)
-	}
+	dir, gen := liveMMPGen(t, "live agent")
 	fake := buildFakeZpool(t, dir)
 	vdev := filepath.Join(dir, "vdev0.img")
 	require.NoError(t, os.WriteFile(vdev, nil, 0o600))
@@ -215,21 +187,7 @@ func TestZpoolAgentLiveWriter(t *testing.T) {
 	} {
 		require.True(t, cmd(c[0], c[1]).OK, c[0])
 	}
-	zlog := filepath.Join(dir, "zpool-calls.log")
-	var agentLog bytes.Buffer
-	agent := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL(), "--heartbeat-interval", "200ms",
-		"--zpool-bin", fake, "--hostid", "0xbbbb0002", "--zpool-state-dir", filepath.Join(dir, "state"), "--zpool-retry", "1s")
-	agent.Env = append(os.Environ(), "ZPOOL_FAKE_STATE="+filepath.Join(dir, "zpool-state.json"), "ZPOOL_FAKE_HOSTID=0xbbbb0002",
-		"ZPOOL_FAKE_HOSTNAME=h1", "ZPOOL_FAKE_LOG="+zlog)
-	agent.Stdout, agent.Stderr = &agentLog, &agentLog
-	require.NoError(t, agent.Start())
-	t.Cleanup(func() {
-		_ = agent.Process.Kill()
-		_ = agent.Wait()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", agentLog.String())
-		}
-	})
+	zlog := startZpoolAgent(t, s, dir, fake, "0xbbbb0002", "--zpool-retry", "1s")
 	observed := func() zpool.Status {
 		status, body := httpJSON(t, "GET", s.url("/v1/pools/tank"), "")
 		require.Equal(t, 200, status, body)
@@ -267,4 +225,28 @@ func TestZpoolAgentLiveWriter(t *testing.T) {
 	require.Equal(t, "0xcccc0003", st.ForeignHostID, st.Error)
 	require.Equal(t, "writer-c", st.ForeignHost)
 	require.Contains(t, calls(), "export -f tank")
+}
+
+// startZpoolAgent runs `cairn agent --node n1` with the fake zpool (its state, call log
+// and hostid under dir) until the test ends, printing its log when the test failed, and
+// returns the path of the fake's call log. extra are more agent flags.
+func startZpoolAgent(t *testing.T, s *serve, dir, fake, hostid string, extra ...string) string {
+	t.Helper()
+	zlog := filepath.Join(dir, "zpool-calls.log")
+	var agentLog bytes.Buffer
+	args := append([]string{"agent", "--node", "n1", "--nats", s.natsURL(), "--heartbeat-interval", "200ms",
+		"--zpool-bin", fake, "--hostid", hostid, "--zpool-state-dir", filepath.Join(dir, "state")}, extra...)
+	agent := exec.Command(cairnBin, args...)
+	agent.Env = append(os.Environ(), "ZPOOL_FAKE_STATE="+filepath.Join(dir, "zpool-state.json"), "ZPOOL_FAKE_HOSTID="+hostid,
+		"ZPOOL_FAKE_HOSTNAME=h1", "ZPOOL_FAKE_LOG="+zlog)
+	agent.Stdout, agent.Stderr = &agentLog, &agentLog
+	require.NoError(t, agent.Start())
+	t.Cleanup(func() {
+		_ = agent.Process.Kill()
+		_ = agent.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", agentLog.String())
+		}
+	})
+	return zlog
 }
