@@ -24,7 +24,7 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	for _, r := range rd.Replicas {
 		spec := nodes[r.Node]
 		rep := drbd.Replica{Node: r.Node, Host: spec.Host, Address: spec.Address, NodeID: r.NodeID,
-			Diskless: r.Diskless, Tiebreaker: r.Tiebreaker, Minors: map[int]int{}}
+			Diskless: r.Diskless, Tiebreaker: r.Tiebreaker, Minors: map[int]int{}, Incarnation: r.Incarnation}
 		for _, m := range r.Minors {
 			rep.Minors[m.Volume] = m.Minor
 		}

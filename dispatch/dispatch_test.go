@@ -131,9 +131,12 @@ func TestOutboxEmptiesOncePublished(t *testing.T) {
 	require.True(t, servertest.Submit(s, "vd.create", `{"resource":"r1","volume":0,"size_kib":4096}`).OK)
 	require.True(t, servertest.Submit(s, "replica.add", `{"resource":"r1","node":"n1"}`).OK)
 	require.Eventually(t, func() bool { d, _ := latest(t, s, "n1", "r1"); return d != nil }, 5*time.Second, 20*time.Millisecond)
-	// the outbox is empty once published
-	b, err := s.DB.Outbox(10)
-	require.NoError(t, err)
-	assert.Empty(t, b.Entries)
-	b.View.Close()
+	// the outbox empties once JetStream acknowledged the publish (just after the message
+	// becomes visible)
+	require.Eventually(t, func() bool {
+		b, err := s.DB.Outbox(10)
+		require.NoError(t, err)
+		defer b.View.Close()
+		return len(b.Entries) == 0
+	}, 5*time.Second, 10*time.Millisecond)
 }

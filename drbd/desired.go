@@ -81,6 +81,10 @@ type Replica struct {
 	Tiebreaker bool `json:"tiebreaker,omitempty"`
 	// Minors are this replica's device minors by volume number (unique per node).
 	Minors map[int]int `json:"minors"`
+	// Incarnation is the event sequence that created the replica's current disk (or the
+	// replica, when diskless): a peer removed and added again under the same node id
+	// has a new one, so its peers know to forget the old bitmap slot.
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // Volume is one volume definition of a resource.

@@ -223,7 +223,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		}
 	}
 	if plan.Adjust {
-		st.Peers = PeersOf(d)
+		st.Peers = PeerKeysOf(d)
 	}
 	st.Revision = d.Revision
 	return st, save(st)

@@ -3,6 +3,8 @@ package drbdagent
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/cairn-io/cairn/drbd"
 )
@@ -109,17 +111,46 @@ func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 	return p
 }
 
-// leftPeers returns the node ids in peers that d no longer has, or that now belong to
-// another node, sorted.
+// leftPeers returns the node ids in peers that d no longer has, that now belong to
+// another node, or whose replica is a new incarnation (removed and added again under
+// the same node id), sorted. A recorded peer without an incarnation (state written
+// before desired states carried one) matches any incarnation of the same node.
 func leftPeers(peers map[int]string, d *drbd.Desired) []int {
-	now := PeersOf(d)
+	now := PeerKeysOf(d)
 	var out []int
-	for id, node := range peers {
-		if n, ok := now[id]; !ok || n != node {
+	for id, was := range peers {
+		is, ok := now[id]
+		if !ok || !samePeer(was, is) {
 			out = append(out, id)
 		}
 	}
 	sort.Ints(out)
+	return out
+}
+
+// samePeer compares two recorded peers ("node" or "node#incarnation").
+func samePeer(was, is string) bool {
+	if was == is {
+		return true
+	}
+	wn, _, wok := strings.Cut(was, "#")
+	in, _, iok := strings.Cut(is, "#")
+	return wn == in && (!wok || !iok)
+}
+
+// PeerKeysOf returns d's replicas other than d.Node's as the state file records them:
+// node id -> "node#incarnation" ("node" when the desired state names none).
+func PeerKeysOf(d *drbd.Desired) map[int]string {
+	out := map[int]string{}
+	for _, r := range d.Replicas {
+		if r.Node == d.Node {
+			continue
+		}
+		out[r.NodeID] = r.Node
+		if r.Incarnation != 0 {
+			out[r.NodeID] = r.Node + "#" + strconv.FormatUint(r.Incarnation, 10)
+		}
+	}
 	return out
 }
 

@@ -76,3 +76,32 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestLeftPeers: a peer that left, whose node id went to another node, or that came
+// back as a new incarnation under the same node id, is forgotten; a state file written
+// before desired states named incarnations does not forget live peers.
+func TestLeftPeers(t *testing.T) {
+	d := func(peers ...drbd.Replica) *drbd.Desired {
+		return &drbd.Desired{Node: "n1", Replicas: append([]drbd.Replica{{Node: "n1", NodeID: 0}}, peers...)}
+	}
+	cases := []struct {
+		name    string
+		was     map[int]string
+		desired *drbd.Desired
+		want    []int
+	}{
+		{"unchanged", map[int]string{1: "n2#7"}, d(drbd.Replica{Node: "n2", NodeID: 1, Incarnation: 7}), nil},
+		{"gone", map[int]string{1: "n2#7", 2: "n3#9"}, d(drbd.Replica{Node: "n2", NodeID: 1, Incarnation: 7}), []int{2}},
+		{"node id reused by another node", map[int]string{1: "n2#7"}, d(drbd.Replica{Node: "n3", NodeID: 1, Incarnation: 12}), []int{1}},
+		{"removed and added again under the same node id", map[int]string{1: "n2#7"}, d(drbd.Replica{Node: "n2", NodeID: 1, Incarnation: 15}), []int{1}},
+		{"old state file without incarnations", map[int]string{1: "n2"}, d(drbd.Replica{Node: "n2", NodeID: 1, Incarnation: 15}), nil},
+		{"desired state without incarnations", map[int]string{1: "n2#7"}, d(drbd.Replica{Node: "n2", NodeID: 1}), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := leftPeers(c.was, c.desired); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("leftPeers = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -44,8 +44,10 @@ type State struct {
 	Seeded    bool `json:"seeded,omitempty"`
 	Adjusted  bool `json:"adjusted,omitempty"`
 
-	// Peers are the peers of the last configuration adjusted (node id -> node); a
-	// peer that is gone from the Desired gets del-peer and forget-peer.
+	// Peers are the peers of the last configuration adjusted (node id -> node, or
+	// "node#incarnation" when the desired state names the peer's incarnation); a peer
+	// that is gone from the Desired, or came back as a new incarnation, gets del-peer
+	// and forget-peer.
 	Peers map[int]string `json:"peers,omitempty"`
 }
 
