@@ -180,7 +180,21 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		}
 	}
 
-	// 6. Adjust (or down), peers that left, a dropped disk.
+	// 6. Adjust (or down), peers that left, a dropped disk. A peer that came back as a
+	// new incarnation under the same node id is forgotten before the adjust, which then
+	// connects it afresh; peers gone from the file after it.
+	var back, gone []int
+	present := PeerKeysOf(d)
+	for _, id := range plan.Forget {
+		if _, ok := present[id]; ok && plan.Adjust {
+			back = append(back, id)
+		} else {
+			gone = append(gone, id)
+		}
+	}
+	if err := r.forget(ctx, rd, l.Diskless, st, back); err != nil {
+		return st, err
+	}
 	switch {
 	case plan.Adjust:
 		if !st.Adjusted {
@@ -204,18 +218,8 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		}
 		metricSteps.WithLabelValues("down").Inc()
 	}
-	for _, id := range plan.Forget {
-		if err := r.cfg.Kernel.DelPeer(ctx, rd, id); err != nil {
-			// adjust already dropped the connection of a peer gone from the file
-			r.cfg.Log.Debug().Str("resource", rd).Int("peer", id).Err(err).Msg("del-peer")
-		}
-		if !l.Diskless {
-			if err := r.cfg.Kernel.ForgetPeer(ctx, rd, id); err != nil {
-				return st, fmt.Errorf("forget-peer node id %d: %w", id, err)
-			}
-		}
-		delete(st.Peers, id)
-		metricSteps.WithLabelValues("forget-peer").Inc()
+	if err := r.forget(ctx, rd, l.Diskless, st, gone); err != nil {
+		return st, err
 	}
 	if plan.DropDisks {
 		if err := r.freeDisks(ctx, rd, st); err != nil {
@@ -227,6 +231,25 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	}
 	st.Revision = d.Revision
 	return st, save(st)
+}
+
+// forget runs del-peer and, on a replica with a disk, forget-peer for each node id, so
+// its bitmap slot is free for whatever replica gets the node id next.
+func (r *Reconciler) forget(ctx context.Context, rd string, diskless bool, st *State, ids []int) error {
+	for _, id := range ids {
+		if err := r.cfg.Kernel.DelPeer(ctx, rd, id); err != nil {
+			// adjust already dropped the connection of a peer gone from the file
+			r.cfg.Log.Debug().Str("resource", rd).Int("peer", id).Err(err).Msg("del-peer")
+		}
+		if !diskless {
+			if err := r.cfg.Kernel.ForgetPeer(ctx, rd, id); err != nil {
+				return fmt.Errorf("forget-peer node id %d: %w", id, err)
+			}
+		}
+		delete(st.Peers, id)
+		metricSteps.WithLabelValues("forget-peer").Inc()
+	}
+	return nil
 }
 
 func isFile(p drbd.Provider) bool { return p == drbd.ProviderFile || p == drbd.ProviderFileThin }

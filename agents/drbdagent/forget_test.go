@@ -1,11 +1,13 @@
 package drbdagent
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/execx"
 )
 
 // twoReplicas is r1 on n1 (first replica) and n2 (a later day-0 replica), seen from node.
@@ -67,5 +69,55 @@ func TestPeerRemovalForgetsItsNodeID(t *testing.T) {
 	st, _ := n1.pub.get(n1.statusSubject("r1"))
 	if st.Phase != drbd.PhaseApplied || strings.Contains(js(st.Peers), "n2") {
 		t.Fatalf("status %s", js(st))
+	}
+}
+
+// A peer removed and added again under the same node id is a new incarnation: its old
+// bitmap slot holds the old disk's history, so the remaining replica forgets it (before
+// the adjust that connects the new one) and records the new incarnation.
+func TestPeerReaddedUnderTheSameNodeIDIsForgotten(t *testing.T) {
+	needDrbdUtils(t)
+	base := t.TempDir()
+	n1 := newSimNode(t, base, "n1", "h1", nil)
+	n1.pool(t, "var/lib/cairn/thin")
+	d := twoReplicas("n1")
+	d.Replicas[1].Incarnation = 11
+	if err := n1.reconcile(t, d); err != nil {
+		t.Fatal(err)
+	}
+	paths := NewPaths(n1.root)
+	state, _ := LoadState(paths.StateFile("r1"))
+	if state.Peers[1] != "n2#11" {
+		t.Fatalf("state peers %v, want n2#11 for node id 1", state.Peers)
+	}
+	// the old n2 synced once: n1's slot for node id 1 no longer holds day 0
+	synced := drbd.UUID(0x1234567890ABCDE0)
+	if _, err := newCountingExec(t).Run(context.Background(), drbd.SetGI(1000, state.Disks[0], 1, drbd.GI{}.SetUUID(drbd.GIBitmap, synced).String()), execx.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	again := twoReplicas("n1")
+	again.Revision = 20
+	again.Replicas[1].Incarnation = 20
+	if err := n1.reconcile(t, again); err != nil {
+		t.Fatal(err)
+	}
+	state, _ = LoadState(paths.StateFile("r1"))
+	if state.Peers[1] != "n2#20" {
+		t.Fatalf("state peers %v, want the new incarnation n2#20", state.Peers)
+	}
+	day0, _ := drbd.ParseUUID(testDay0)
+	if g := getGI(t, 1000, state.Disks[0])[1]; g.Bitmap() != day0 {
+		t.Fatalf("n1's bitmap UUID for the re-added node id 1 is %s, want day 0 %s (forgotten)", g.Bitmap(), day0)
+	}
+	// the same incarnation again: nothing forgotten
+	if _, err := newCountingExec(t).Run(context.Background(), drbd.SetGI(1000, state.Disks[0], 1, drbd.GI{}.SetUUID(drbd.GIBitmap, synced).String()), execx.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	again.Revision = 21
+	if err := n1.reconcile(t, again); err != nil {
+		t.Fatal(err)
+	}
+	if g := getGI(t, 1000, state.Disks[0])[1]; g.Bitmap() != synced {
+		t.Fatalf("n1 forgot a peer that did not change: bitmap UUID %s, want %s", g.Bitmap(), synced)
 	}
 }
