@@ -6,12 +6,20 @@ import "sync"
 // byte-identical payloads once: validation is a pure function of (type, version,
 // payload bytes). Operational histories repeat payloads a lot (a node flapping offline
 // and online writes the same few payloads over and over). Keys are the exact bytes,
-// never a hash, so a remembered verdict is never applied to other bytes. The memo is
-// bounded: when it holds memoLimit payloads or memoBytes bytes it starts afresh.
+// never a hash, so a remembered verdict is never applied to other bytes; lookups do not
+// allocate. The memo is bounded: when it holds memoLimit payloads or memoBytes bytes it
+// starts afresh.
 type validMemo struct {
 	mu    sync.RWMutex
-	seen  map[string]struct{}
+	seen  map[memoType]map[string]struct{}
+	n     int
 	bytes int
+}
+
+// memoType is an event type at one schema version.
+type memoType struct {
+	name    string
+	version int
 }
 
 const (
@@ -20,16 +28,15 @@ const (
 	memoMax   = 4 << 10 // payloads larger than this are not remembered
 )
 
-var memo = validMemo{seen: map[string]struct{}{}}
+var memo = validMemo{seen: map[memoType]map[string]struct{}{}}
 
 // known reports whether payload of type name at version already passed validation.
 func (m *validMemo) known(name string, version int, payload []byte) bool {
 	if len(payload) > memoMax {
 		return false
 	}
-	key := memoKey(name, version, payload)
 	m.mu.RLock()
-	_, ok := m.seen[string(key)]
+	_, ok := m.seen[memoType{name, version}][string(payload)]
 	m.mu.RUnlock()
 	return ok
 }
@@ -39,20 +46,21 @@ func (m *validMemo) remember(name string, version int, payload []byte) {
 	if len(payload) > memoMax {
 		return
 	}
-	key := string(memoKey(name, version, payload))
+	k := memoType{name, version}
 	m.mu.Lock()
-	if len(m.seen) >= memoLimit || m.bytes+len(key) > memoBytes {
+	defer m.mu.Unlock()
+	if m.n >= memoLimit || m.bytes+len(payload) > memoBytes {
 		clear(m.seen)
-		m.bytes = 0
+		m.n, m.bytes = 0, 0
 	}
-	m.seen[key] = struct{}{}
-	m.bytes += len(key)
-	m.mu.Unlock()
-}
-
-func memoKey(name string, version int, payload []byte) []byte {
-	k := make([]byte, 0, len(name)+2+len(payload))
-	k = append(k, name...)
-	k = append(k, 0, byte(version))
-	return append(k, payload...)
+	inner := m.seen[k]
+	if inner == nil {
+		inner = map[string]struct{}{}
+		m.seen[k] = inner
+	}
+	if _, dup := inner[string(payload)]; !dup {
+		inner[string(payload)] = struct{}{}
+		m.n++
+		m.bytes += len(payload)
+	}
 }

@@ -110,41 +110,9 @@ func Decode(seq uint64, body []byte) (Event, error) {
 	if env.SchemaVersion > t.Version {
 		return ev, &DecodeError{seq, fmt.Sprintf("%s v%d is newer than this binary knows (v%d)", t.Name, env.SchemaVersion, t.Version)}
 	}
-	payload := env.Payload
-	if env.SchemaVersion == t.Version && memo.known(t.Name, t.Version, payload) {
-		data := t.New()
-		if err := json.Unmarshal(payload, data); err != nil {
-			return ev, &DecodeError{seq, fmt.Sprintf("%s payload: %v", t.Name, err)}
-		}
-		ev.Data = data
-		return ev, nil
-	}
-	doc, err := decodeDocument(env.Payload)
+	payload, err := validPayload(t, env.SchemaVersion, env.Payload)
 	if err != nil {
-		return ev, &DecodeError{seq, "payload is not valid JSON: " + err.Error()}
-	}
-	if err := schemas.ValidateValue(t.schemas[env.SchemaVersion-1], doc); err != nil {
-		return ev, &DecodeError{seq, fmt.Sprintf("%s v%d payload: %v", t.Name, env.SchemaVersion, err)}
-	}
-	if env.SchemaVersion == t.Version {
-		memo.remember(t.Name, t.Version, payload)
-	}
-	if env.SchemaVersion < t.Version {
-		obj, ok := doc.(map[string]any)
-		if !ok {
-			return ev, &DecodeError{seq, "payload is not an object"}
-		}
-		for v := env.SchemaVersion; v < t.Version; v++ {
-			if obj, err = t.Upcasters[v](obj); err != nil {
-				return ev, &DecodeError{seq, fmt.Sprintf("upcast %s v%d: %v", t.Name, v, err)}
-			}
-		}
-		if payload, err = json.Marshal(obj); err != nil {
-			return ev, &DecodeError{seq, "re-encode upcast payload: " + err.Error()}
-		}
-		if err := schemas.Validate(schemas.EventSchemaID(t.Name, t.Version), payload); err != nil {
-			return ev, &DecodeError{seq, fmt.Sprintf("upcast %s payload: %v", t.Name, err)}
-		}
+		return ev, &DecodeError{seq, err.Error()}
 	}
 	data := t.New()
 	if err := json.Unmarshal(payload, data); err != nil {
@@ -152,6 +120,42 @@ func Decode(seq uint64, body []byte) (Event, error) {
 	}
 	ev.Data = data
 	return ev, nil
+}
+
+// validPayload validates payload against the schema of its version (once per distinct
+// payload at the current version, see memo) and upcasts it to the current version.
+func validPayload(t *Type, version int, payload []byte) ([]byte, error) {
+	current := version == t.Version
+	if current && memo.known(t.Name, version, payload) {
+		return payload, nil
+	}
+	doc, err := decodeDocument(payload)
+	if err != nil {
+		return nil, fmt.Errorf("payload is not valid JSON: %v", err)
+	}
+	if err := schemas.ValidateValue(t.schemas[version-1], doc); err != nil {
+		return nil, fmt.Errorf("%s v%d payload: %v", t.Name, version, err)
+	}
+	if current {
+		memo.remember(t.Name, version, payload)
+		return payload, nil
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("payload is not an object")
+	}
+	for v := version; v < t.Version; v++ {
+		if obj, err = t.Upcasters[v](obj); err != nil {
+			return nil, fmt.Errorf("upcast %s v%d: %v", t.Name, v, err)
+		}
+	}
+	if payload, err = json.Marshal(obj); err != nil {
+		return nil, fmt.Errorf("re-encode upcast payload: %v", err)
+	}
+	if err := schemas.Validate(schemas.EventSchemaID(t.Name, t.Version), payload); err != nil {
+		return nil, fmt.Errorf("upcast %s payload: %v", t.Name, err)
+	}
+	return payload, nil
 }
 
 // DecodeStored decodes a stored message as Decode does and also refuses an envelope
