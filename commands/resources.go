@@ -425,7 +425,8 @@ func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
 	return nil
 }
 
-// DecideReplicaAdd adds one replica on c.Node, or autoplaces up to the place count.
+// replicaAdd adds one replica on c.Node, or autoplaces up to the place count, then
+// applies the tiebreaker rule.
 func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
 	if len(p.rd.Volumes) == 0 {
 		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s has no volumes; define them with vd.create first", p.rd.Name)
@@ -787,23 +788,15 @@ func resourceHandlers(opts Options) []Handler {
 // invalid_argument for an unknown unset name or a field both set and unset; a patch
 // that changes nothing is a no-op with a warning.
 func DecideResourceModify(current drbd.Options, c ResourceModify) (*events.ResourceOptionsChanged, []string, error) {
-	set, err := json.Marshal(c.DRBDOptions)
-	if err != nil {
-		return nil, nil, err
-	}
-	var setKeys map[string]any
-	_ = json.Unmarshal(set, &setKeys)
-	extra, _ := setKeys["extra"].(map[string]any)
-	for i, n := range c.Unset {
-		_, typed := setKeys[n]
-		_, untyped := extra[n]
-		if (typed && n != "extra") || untyped {
-			return nil, nil, cairn.InvalidField(fmt.Sprintf("unset[%d]", i), "%s is both set and unset", n)
-		}
-	}
 	next, err := drbd.Resolve(current, c.DRBDOptions).Without(c.Unset)
 	if err != nil {
 		return nil, nil, err
+	}
+	set := drbd.Resolve(c.DRBDOptions)
+	for i, n := range c.Unset {
+		if without, _ := set.Without([]string{n}); !reflect.DeepEqual(without, set) {
+			return nil, nil, cairn.InvalidField(fmt.Sprintf("unset[%d]", i), "%s is both set and unset", n)
+		}
 	}
 	if reflect.DeepEqual(next, drbd.Resolve(current)) {
 		return nil, []string{fmt.Sprintf("resource %s already has these options; nothing changed", c.Name)}, nil

@@ -166,7 +166,8 @@ func TestResourceLifecycle(t *testing.T) {
 	assert.True(t, p.FullSync)
 	assert.Empty(t, p.Seeds)
 	assert.False(t, p.Diskless)
-	assert.Equal(t, "disk disk disk", strings.Join(strings.Fields(strings.NewReplacer("n1:", "", "n2:", "", "n3:", "", "n4:", "", "n5:", "", "n6:", "").Replace(layout(rd))), " "))
+	assert.Equal(t, 3, strings.Count(layout(rd), ":disk"), layout(rd))
+	assert.Len(t, rd.Replicas, 3, "three disks and no tiebreaker: %s", layout(rd))
 
 	// refusals
 	refused(t, s, "replica.add", `{"resource":"r1","node":"`+tb+`"}`, cairn.CodeAlreadyExists, "already has a diskful replica")
@@ -337,6 +338,7 @@ func TestModifyIsAPatch(t *testing.T) {
 	assert.Empty(t, r.Events)
 	assert.Contains(t, strings.Join(r.Warnings, " "), "nothing changed")
 	refused(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"C"},"unset":["protocol"]}`, cairn.CodeInvalidArgument, "both set and unset")
+	refused(t, s, "rd.modify", `{"name":"r1","drbd_options":{"extra":{"DrbdOptions/Net/x":"1"}},"unset":["DrbdOptions/Net/x"]}`, cairn.CodeInvalidArgument, "both set and unset")
 	refused(t, s, "rd.modify", `{"name":"r1","unset":["bogus"]}`, cairn.CodeInvalidArgument, "neither a typed option")
 	refused(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"X"}}`, cairn.CodeInvalidArgument, "protocol")
 	refused(t, s, "rd.modify", `{"name":"r1"}`, cairn.CodeInvalidArgument, "")

@@ -212,9 +212,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 				}
 			}
 			for _, m := range r.Minors {
-				if err := freeMinor(t, d.Node, m.Minor); err != nil {
-					return err
-				}
+				freeMinor(t, d.Node, m.Minor)
 			}
 			t.del(nodeRDKey(d.Node, d.Resource))
 			outbox(t, ev.Seq, d.Node, d.Resource) // the node tears the resource down
@@ -252,9 +250,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.ResourceActivated:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			if d.Port != 0 && d.Port != rd.Port {
-				if err := freePort(t, rd.Port); err != nil {
-					return err
-				}
+				freePort(t, rd.Port)
 				if err := takePort(t, rd.Name, d.Port); err != nil {
 					return err
 				}
@@ -344,10 +340,9 @@ func takePort(t *tx, rd string, port int) error {
 	return nil
 }
 
-func freePort(t *tx, port int) error {
+func freePort(t *tx, port int) {
 	t.del(portKey(portUsedPrefix, port))
 	t.mark(portKey(portFreePrefix, port))
-	return nil
 }
 
 func takeMinor(t *tx, node string, minor int, rd string, volume int) error {
@@ -365,10 +360,9 @@ func takeMinor(t *tx, node string, minor int, rd string, volume int) error {
 	return nil
 }
 
-func freeMinor(t *tx, node string, minor int) error {
+func freeMinor(t *tx, node string, minor int) {
 	t.del(minorKey(minorUsedPrefix(node), minor))
 	t.mark(minorKey(minorFreePrefix(node), minor))
-	return nil
 }
 
 // outbox queues the desired state of rd on node for the dispatcher.
