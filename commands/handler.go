@@ -31,11 +31,19 @@ type Handler struct {
 	Decide func(v *projections.View, names events.Names, body []byte) (Decision, error)
 }
 
+// decodeBody decodes a schema-valid body into v; an error is invalid_argument.
+func decodeBody(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return cairn.InvalidField("", "body: %v", err)
+	}
+	return nil
+}
+
 // decodeWithBoundary decodes a schema-valid body into cmd and computes the command's
 // boundary from it.
 func decodeWithBoundary(body []byte, cmd any, boundary func() (events.Expect, error)) (Decision, error) {
-	if err := json.Unmarshal(body, cmd); err != nil {
-		return Decision{}, cairn.InvalidField("", "body: %v", err)
+	if err := decodeBody(body, cmd); err != nil {
+		return Decision{}, err
 	}
 	exp, err := boundary()
 	return Decision{Expect: exp}, err

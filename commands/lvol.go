@@ -1,8 +1,6 @@
 package commands
 
 import (
-	"encoding/json"
-
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -77,17 +75,11 @@ func DecideSnapshotDelete(existing *projections.Snapshot, c NameOnly) (*events.S
 // volumeHandlers decide the logical volume and snapshot verbs. Their boundary is the
 // whole stream: placing a volume depends on its node, which node.remove may take away.
 func volumeHandlers() []Handler {
-	decode := func(body []byte, v any) error {
-		if err := json.Unmarshal(body, v); err != nil {
-			return cairn.InvalidField("", "body: %v", err)
-		}
-		return nil
-	}
 	return []Handler{
 		{Verb: "lvol.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c LvolCreate
 			d := Decision{Expect: streamBoundary(v)}
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			l, lok, err := v.Lvol(c.Name)
@@ -104,7 +96,7 @@ func volumeHandlers() []Handler {
 		{Verb: "lvol.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NameOnly
 			d := Decision{Expect: streamBoundary(v)}
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			l, ok, err := v.Lvol(c.Name)
@@ -117,7 +109,7 @@ func volumeHandlers() []Handler {
 		{Verb: "snapshot.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c SnapshotCreate
 			d := Decision{Expect: streamBoundary(v)}
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			s, sok, err := v.Snapshot(c.Name)
@@ -134,7 +126,7 @@ func volumeHandlers() []Handler {
 		{Verb: "snapshot.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NameOnly
 			d := Decision{Expect: streamBoundary(v)}
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			s, ok, err := v.Snapshot(c.Name)

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -119,16 +118,6 @@ func DecidePoolContest(pool *projections.Pool, c PoolContest) (*events.PoolConte
 // their boundary is the whole stream: two concurrent imports for different nodes
 // cannot both be accepted.
 func poolHandlers(opts Options) []Handler {
-	decode := func(body []byte, v any) error {
-		if err := json.Unmarshal(body, v); err != nil {
-			return cairn.InvalidField("", "body: %v", err)
-		}
-		return nil
-	}
-	pool := func(v *projections.View, name string) (*projections.Pool, error) {
-		p, ok, err := v.Pool(name)
-		return ptrIf(p, ok), err
-	}
 	node := func(v *projections.View, name string) (*projections.Node, error) {
 		if name == "" {
 			return nil, nil
@@ -139,16 +128,15 @@ func poolHandlers(opts Options) []Handler {
 	return []Handler{
 		{Verb: "pool.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c PoolCreate
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			d := Decision{Expect: streamBoundary(v)}
-			p, err := pool(v, c.Name)
-			if err != nil {
+			if _, exists, err := v.Pool(c.Name); err != nil || exists {
+				if err == nil {
+					err = cairn.Errorf(cairn.CodeAlreadyExists, "pool %s already exists", c.Name)
+				}
 				return d, err
-			}
-			if p != nil {
-				return d, cairn.Errorf(cairn.CodeAlreadyExists, "pool %s already exists", c.Name)
 			}
 			for _, n := range c.Nodes {
 				if nd, err := node(v, n); err != nil || nd == nil {
@@ -160,7 +148,7 @@ func poolHandlers(opts Options) []Handler {
 			}
 			return d.with(names.Event("pool", c.Name), &c, nil), nil
 		}},
-		poolVerb("pool.import", decode, func(v *projections.View, p *projections.Pool, c PoolImport) (*events.PoolImportGranted, []string, error) {
+		poolVerb("pool.import", func(v *projections.View, p *projections.Pool, c PoolImport) (*events.PoolImportGranted, []string, error) {
 			target, err := node(v, c.Node)
 			if err != nil {
 				return nil, nil, err
@@ -173,10 +161,10 @@ func poolHandlers(opts Options) []Handler {
 			}
 			return DecidePoolImport(p, target, owner, c, opts.Now(), opts.PoolFailoverTimeout)
 		}),
-		poolVerb("pool.export", decode, func(_ *projections.View, p *projections.Pool, c PoolExport) (*events.PoolExported, []string, error) {
+		poolVerb("pool.export", func(_ *projections.View, p *projections.Pool, c PoolExport) (*events.PoolExported, []string, error) {
 			return DecidePoolExport(p, c)
 		}),
-		poolVerb("pool.contest", decode, func(_ *projections.View, p *projections.Pool, c PoolContest) (*events.PoolContested, []string, error) {
+		poolVerb("pool.contest", func(_ *projections.View, p *projections.Pool, c PoolContest) (*events.PoolContested, []string, error) {
 			return DecidePoolContest(p, c)
 		}),
 	}
@@ -191,11 +179,10 @@ func (c PoolContest) poolName() string { return c.Pool }
 // poolVerb is a handler for a verb on an existing pool's subject: it decodes C, reads
 // the pool (nil when unknown) and lets decide choose the event E, on the whole stream
 // as boundary.
-func poolVerb[C poolBody, E events.Payload](verb string, decode func([]byte, any) error,
-	decide func(*projections.View, *projections.Pool, C) (E, []string, error)) Handler {
+func poolVerb[C poolBody, E events.Payload](verb string, decide func(*projections.View, *projections.Pool, C) (E, []string, error)) Handler {
 	return Handler{Verb: verb, Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 		var c C
-		if err := decode(body, &c); err != nil {
+		if err := decodeBody(body, &c); err != nil {
 			return Decision{}, err
 		}
 		d := Decision{Expect: streamBoundary(v)}

@@ -621,17 +621,11 @@ func spawnSizes(raw json.RawMessage) ([]uint64, error) {
 // read nodes and pools, so their boundary is the whole stream; rg.create and sp.create
 // depend only on their own subject.
 func resourceHandlers(opts Options) []Handler {
-	decode := func(body []byte, v any) error {
-		if err := json.Unmarshal(body, v); err != nil {
-			return cairn.InvalidField("", "body: %v", err)
-		}
-		return nil
-	}
 	// onResource runs fn on a plan for an existing definition.
 	onResource := func(verb string, cmd func() any, name func(any) string, fn func(*resourcePlan, any) error) Handler {
 		return Handler{Verb: verb, Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			c := cmd()
-			if err := decode(body, c); err != nil {
+			if err := decodeBody(body, c); err != nil {
 				return Decision{}, err
 			}
 			d := Decision{Expect: streamBoundary(v)}
@@ -651,7 +645,7 @@ func resourceHandlers(opts Options) []Handler {
 	return []Handler{
 		{Verb: "sp.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c StoragePoolCreate
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			subject := names.Event("node", c.Node)
@@ -676,7 +670,7 @@ func resourceHandlers(opts Options) []Handler {
 		}},
 		{Verb: "rg.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceGroupCreate
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			subject := names.Event("rg", c.Name)
@@ -695,7 +689,7 @@ func resourceHandlers(opts Options) []Handler {
 		}},
 		{Verb: "rd.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceDefinitionCreate
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			d := Decision{Expect: streamBoundary(v)}
@@ -710,7 +704,7 @@ func resourceHandlers(opts Options) []Handler {
 		}},
 		{Verb: "rg.spawn", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceGroupSpawn
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			d := Decision{Expect: streamBoundary(v)}
@@ -740,7 +734,7 @@ func resourceHandlers(opts Options) []Handler {
 		}},
 		{Verb: "rd.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceModify
-			if err := decode(body, &c); err != nil {
+			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
 			subject := names.Event("rd", c.Name)
