@@ -33,8 +33,10 @@ func poolStatusKey(pool, node string) string { return poolStatusPrefix + pool + 
 // (<prefix>.status.*.drbd.* and <prefix>.status.*.zpool.*, the latest of each subject
 // first, then every new one) and keeps the latest per object and node in the views
 // until ctx ends. The node and object come from the subject, which only that node's
-// agent may publish to; a report naming another is refused.
-func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names events.Names, log zerolog.Logger) error {
+// agent may publish to; a report naming another is refused. onPool, when not nil, sees
+// every pool report once it is folded (after a restart the latest of each subject
+// again), so a reaction to it is not lost while serve is down.
+func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names events.Names, log zerolog.Logger, onPool func(node string, st zpool.Status)) error {
 	filter := names.Prefix + ".status.*.drbd.*"
 	cons, err := js.OrderedConsumer(ctx, names.StatusStream(), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter, names.Prefix + ".status.*.zpool.*"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
@@ -42,12 +44,16 @@ func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names event
 		return fmt.Errorf("status: consume %s: %w", filter, err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		if err := foldStatus(db, names, m.Subject(), m.Data()); err != nil {
+		pool, err := foldStatus(db, names, m.Subject(), m.Data())
+		if err != nil {
 			statusFolded.WithLabelValues("invalid").Inc()
 			log.Warn().Err(err).Str("subject", m.Subject()).Msg("status report skipped")
 			return
 		}
 		statusFolded.WithLabelValues("ok").Inc()
+		if pool != nil && onPool != nil {
+			onPool(pool.Node, *pool)
+		}
 	})
 	if err != nil {
 		return err
@@ -57,43 +63,51 @@ func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names event
 	return nil
 }
 
-// foldStatus checks one report against its subject and stores it.
-func foldStatus(db *DB, names events.Names, subject string, data []byte) error {
+// foldStatus checks one report against its subject and stores it; a pool report is
+// returned (nil for an empty one and for DRBD reports).
+func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool.Status, error) {
 	rest, ok := strings.CutPrefix(subject, names.Prefix+".status.")
 	parts := strings.Split(rest, ".")
 	if !ok || len(parts) != 3 || (parts[1] != KindDRBD && parts[1] != KindZpool) {
-		return fmt.Errorf("not a DRBD or pool status subject")
+		return nil, fmt.Errorf("not a DRBD or pool status subject")
 	}
-	node, rd := parts[0], parts[2]
+	node, id := parts[0], parts[2]
 	if parts[1] == KindZpool {
-		return foldPoolStatus(db, node, rd, data)
+		return foldOne(db, poolStatusKey(id, node), data, func(st zpool.Status) (bool, error) {
+			if st.Node != node || st.Pool != id {
+				return false, fmt.Errorf("status names pool %s on %s but was published for %s on %s", st.Pool, st.Node, id, node)
+			}
+			return true, nil
+		})
 	}
-	return foldOne(db, drbdStatusKey(rd, node), data, func(st drbd.Status) (bool, error) {
-		if st.Node != node || st.Resource != rd {
-			return false, fmt.Errorf("status names %s on %s but was published for %s on %s", st.Resource, st.Node, rd, node)
+	_, err := foldOne(db, drbdStatusKey(id, node), data, func(st drbd.Status) (bool, error) {
+		if st.Node != node || st.Resource != id {
+			return false, fmt.Errorf("status names %s on %s but was published for %s on %s", st.Resource, st.Node, id, node)
 		}
 		return st.Phase != drbd.PhaseRemoved, nil
 	})
+	return nil, err
 }
 
 // foldOne stores (keep true) or deletes a status report under key after check accepted
-// it; an empty report deletes.
-func foldOne[T any](db *DB, key string, data []byte, check func(T) (keep bool, err error)) error {
+// it; an empty report deletes. It returns the report (nil when empty).
+func foldOne[T any](db *DB, key string, data []byte, check func(T) (keep bool, err error)) (*T, error) {
+	var st *T
 	keep := false
 	if len(data) > 0 {
-		var st T
-		if err := json.Unmarshal(data, &st); err != nil {
-			return fmt.Errorf("status: %w", err)
+		st = new(T)
+		if err := json.Unmarshal(data, st); err != nil {
+			return nil, fmt.Errorf("status: %w", err)
 		}
 		var err error
-		if keep, err = check(st); err != nil {
-			return err
+		if keep, err = check(*st); err != nil {
+			return nil, err
 		}
 	}
 	if !keep {
-		return db.pdb.Delete([]byte(key), pebble.NoSync)
+		return st, db.pdb.Delete([]byte(key), pebble.NoSync)
 	}
-	return db.pdb.Set([]byte(key), data, pebble.NoSync)
+	return st, db.pdb.Set([]byte(key), data, pebble.NoSync)
 }
 
 // scanStatus reads every status report under prefix, keyed by node.
@@ -113,15 +127,6 @@ func scanStatus[T any](v *View, prefix string, node func(T) string) (map[string]
 // ResourceStatus returns the latest observed state of rd by node.
 func (v *View) ResourceStatus(rd string) (map[string]drbd.Status, error) {
 	return scanStatus(v, statusPrefix+rd+"/", func(st drbd.Status) string { return st.Node })
-}
-
-func foldPoolStatus(db *DB, node, pool string, data []byte) error {
-	return foldOne(db, poolStatusKey(pool, node), data, func(st zpool.Status) (bool, error) {
-		if st.Node != node || st.Pool != pool {
-			return false, fmt.Errorf("status names pool %s on %s but was published for %s on %s", st.Pool, st.Node, pool, node)
-		}
-		return true, nil
-	})
 }
 
 // PoolStatus returns the latest observed state of pool by node.

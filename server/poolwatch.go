@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/cairn-io/cairn/commands"
-	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/storage/zpool"
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 )
 
@@ -33,32 +30,20 @@ func ContestFromStatus(node string, st zpool.Status) (commands.Request, bool) {
 		CommandID: fmt.Sprintf("pool-contest-%s-%s-%d", st.Pool, node, st.GrantSeq)}, true
 }
 
-// watchPools submits pool.contest for every contested report until ctx ends.
-func watchPools(ctx context.Context, nc *nats.Conn, adm *commands.Admission, names events.Names, log zerolog.Logger) error {
-	sub, err := nc.Subscribe(names.Prefix+".status.*.zpool.*", func(m *nats.Msg) {
-		rest := strings.TrimPrefix(m.Subject, names.Prefix+".status.")
-		node, _, _ := strings.Cut(rest, ".")
-		var st zpool.Status
-		if json.Unmarshal(m.Data, &st) != nil {
-			return
-		}
+// contestPools returns the status folder's pool hook: it submits pool.contest for
+// every contested report (FoldStatus replays the latest report of each subject after a
+// restart, and the command id makes a repeated report a duplicate).
+func contestPools(ctx context.Context, adm *commands.Admission, log zerolog.Logger) func(node string, st zpool.Status) {
+	return func(node string, st zpool.Status) {
 		req, ok := ContestFromStatus(node, st)
 		if !ok {
 			return
 		}
-		go func() {
-			r := adm.Submit(ctx, req)
-			ev := log.Warn().Str("pool", st.Pool).Str("node", node).Str("foreign_hostid", st.ForeignHostID)
-			if !r.OK {
-				ev = ev.Str("error", r.Error.Message)
-			}
-			ev.Bool("recorded", r.OK && len(r.Events) > 0).Msg("pool contested")
-		}()
-	})
-	if err != nil {
-		return err
+		r := adm.Submit(ctx, req)
+		ev := log.Warn().Str("pool", st.Pool).Str("node", node).Str("foreign_hostid", st.ForeignHostID)
+		if !r.OK {
+			ev = ev.Str("error", r.Error.Message)
+		}
+		ev.Bool("recorded", r.OK && len(r.Events) > 0).Msg("pool contested")
 	}
-	<-ctx.Done()
-	_ = sub.Unsubscribe() // the connection may already be closed
-	return nil
 }

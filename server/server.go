@@ -197,13 +197,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}()
 	go func() {
-		if err := projections.FoldStatus(runCtx, db, s.JS, names, cfg.Log.With().Str("part", "status").Logger()); err != nil {
+		// Agents' status folds into the views; a contested pool report becomes pool.contest.
+		onPool := contestPools(runCtx, s.Admission, cfg.Log.With().Str("part", "pools").Logger())
+		if err := projections.FoldStatus(runCtx, db, s.JS, names, cfg.Log.With().Str("part", "status").Logger(), onPool); err != nil {
 			cfg.Log.Error().Err(err).Msg("status folding stopped")
-		}
-	}()
-	go func() {
-		if err := watchPools(runCtx, s.NC, s.Admission, names, cfg.Log.With().Str("part", "pools").Logger()); err != nil {
-			cfg.Log.Error().Err(err).Msg("pool watch stopped")
 		}
 	}()
 	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())

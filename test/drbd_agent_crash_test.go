@@ -88,7 +88,8 @@ func TestSimAgentKilledWhileSeeding(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(root, "etc/drbd.d/*.res"))
 		return len(m) >= 3
 	}, 60*time.Second, 5*time.Millisecond, "the agent got going")
-	time.Sleep(300 * time.Millisecond)
+	// kill it as soon as one resource is through: the others are somewhere mid-way
+	require.Eventually(t, func() bool { return applied() >= 1 }, 60*time.Second, 2*time.Millisecond, "a first resource applied")
 	require.NoError(t, a.Process.Signal(syscall.SIGKILL))
 	_ = a.Wait()
 	require.Less(t, applied(), n, "killed too late: everything was done already")
