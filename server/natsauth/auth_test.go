@@ -372,3 +372,38 @@ func TestAuthWithExternalNATSRefused(t *testing.T) {
 	_, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), NATSURL: "nats://127.0.0.1:1", Auth: true, Log: zerolog.Nop()})
 	require.EqualError(t, err, "--auth secures the embedded NATS server; with --nats use that NATS system's own users and --nats-creds")
 }
+
+// TestControlCredsFollowARotatedMasterKey: after master.key is replaced, the control
+// credentials file left from the old key is rewritten, so serve (which connects with
+// it) still starts; a current file is left as it is.
+func TestControlCredsFollowARotatedMasterKey(t *testing.T) {
+	dir := t.TempDir()
+	a, err := natsauth.Open(dir, true)
+	require.NoError(t, err)
+	path, err := a.EnsureControlCreds()
+	require.NoError(t, err)
+	old, err := os.ReadFile(path)
+	require.NoError(t, err)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	_, err = a.EnsureControlCreds()
+	require.NoError(t, err)
+	again, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, info.ModTime(), again.ModTime(), "a current file is not rewritten")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, natsauth.MasterKeyFile)))
+	b, err := natsauth.Open(dir, true)
+	require.NoError(t, err)
+	_, err = b.EnsureControlCreds()
+	require.NoError(t, err)
+	now, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want, err := b.ControlCreds()
+	require.NoError(t, err)
+	require.NotEqual(t, string(old), string(now), "the old key's file was kept")
+	require.Equal(t, string(want), string(now))
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+}

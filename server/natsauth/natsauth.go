@@ -194,8 +194,9 @@ func (a *Authority) ControlCreds() ([]byte, error) {
 	return formatCreds(RoleControl, "", a.key(RoleControl, ""))
 }
 
-// EnsureControlCreds writes the control credentials to <dir>/cairn.creds (0600) unless
-// the file exists, and returns its path. serve connects with them; operators point
+// EnsureControlCreds writes the control credentials to <dir>/cairn.creds (0600) and
+// returns its path; a file left from an earlier master key is replaced (atomically), one
+// that is current is left alone. serve connects with them; operators point
 // `cairn cmd --creds` (and `nats --nkey`) at the same file.
 func (a *Authority) EnsureControlCreds() (string, error) {
 	path := filepath.Join(a.dir, ControlCredsFile)
@@ -203,7 +204,18 @@ func (a *Authority) EnsureControlCreds() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeExclusive(path, creds); err != nil && !errors.Is(err, fs.ErrExist) {
+	err = writeExclusive(path, creds)
+	if errors.Is(err, fs.ErrExist) {
+		if have, rerr := os.ReadFile(path); rerr == nil && bytes.Equal(have, creds) {
+			return path, nil
+		}
+		tmp := path + ".new"
+		_ = os.Remove(tmp)
+		if err = writeExclusive(tmp, creds); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("control credentials: %w", err)
 	}
 	return path, nil
