@@ -3,7 +3,6 @@ package zpoolagent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -292,7 +291,7 @@ func (w *worker) importPool(ctx context.Context, d zpool.Desired) {
 		return
 	}
 	// The window between the check and the import: read the best uberblock once more.
-	if now, err := bestNow(w.devs); err != nil || UberblockChanged(v.Uberblock, now) {
+	if now, err := w.bestNow(); err != nil || UberblockChanged(v.Uberblock, now) {
 		w.closeDevices()
 		base.Phase, base.Code = zpool.PhaseRefused, CodeChangedAfter
 		base.Error = fmt.Sprintf("pool %s changed on disk between the activity check and the import: another host is writing it", w.pool)
@@ -335,14 +334,11 @@ func (w *worker) importPool(ctx context.Context, d zpool.Desired) {
 	w.publish(ctx, zpool.Status{GrantSeq: grant, Phase: zpool.PhaseImported, Verdict: v, CheckStartedAt: started, Forced: plan.Force})
 }
 
-func bestNow(devs []zfs.Device) (*mmp.Seen, error) {
-	leaves, err := zfs.ReadLeaves(devs, zfs.ReadLeaf)
+// bestNow re-reads the pool's best uberblock the way the activity check read it.
+func (w *worker) bestNow() (*mmp.Seen, error) {
+	f, err := w.r.opts.Checker.ReadBest(w.devs)
 	if err != nil {
 		return nil, err
-	}
-	f, ok := zfs.Best(leaves)
-	if !ok {
-		return nil, errors.New("no valid uberblock")
 	}
 	return mmp.SeenFrom(f.LeafName, f.Slot), nil
 }

@@ -184,7 +184,7 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 	if len(leaves) == 0 {
 		return refuse(CodeInvalidArgument, "no leaf vdev given")
 	}
-	found, err := c.readBest(leaves)
+	found, err := c.ReadBest(leaves)
 	if err != nil {
 		var rerr readError
 		if errors.As(err, &rerr) {
@@ -245,7 +245,7 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 		if err := ctx.Err(); err != nil {
 			return refuse(CodeCanceled, "activity check of pool %q canceled after %d re-reads: %v", v.Pool, v.Reads, err)
 		}
-		cur, err := c.readBest(leaves)
+		cur, err := c.ReadBest(leaves)
 		v.Reads++
 		if err != nil {
 			var rerr readError
@@ -291,8 +291,9 @@ type readError struct{ code, msg string }
 
 func (e readError) Error() string { return e.msg }
 
-// readBest reads every leaf and returns the best uberblock over all of them.
-func (c Checker) readBest(devs []zfs.Device) (zfs.Found, error) {
+// ReadBest reads every leaf as the check does and returns the best uberblock over all
+// of them (an unreadable leaf or no valid uberblock is an error).
+func (c Checker) ReadBest(devs []zfs.Device) (zfs.Found, error) {
 	leaves, err := readLeaves(devs, c.ReadLeaf)
 	if err != nil {
 		return zfs.Found{}, err
