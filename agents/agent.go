@@ -104,9 +104,6 @@ func (a *Agent) Desired() []string {
 	return out
 }
 
-// Resync reconciles every subject the agent holds again.
-func (a *Agent) Resync() { a.work.all() }
-
 // Run consumes desired state and sends heartbeats until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	log := a.opts.Log.With().Str("node", a.opts.Node).Logger()

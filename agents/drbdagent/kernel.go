@@ -3,7 +3,6 @@ package drbdagent
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/internal/execx"
@@ -112,6 +111,3 @@ func (k *Real) Events(ctx context.Context, fn func(line string)) error {
 	}
 	return k.Lines.Lines(ctx, EventsArgv(k.Drbdsetup), execx.Options{}, fn)
 }
-
-// itoa is strconv.Itoa, short.
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -99,9 +99,6 @@ func New(cfg Config) (*Reconciler, error) {
 	return r, nil
 }
 
-// Fold is the events2 state the statuses are built from.
-func (r *Reconciler) Fold() *Fold { return r.fold }
-
 // Run follows the kernel's events2 stream and publishes statuses on observed changes
 // until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) {
@@ -121,12 +118,6 @@ func (r *Reconciler) sizeKiB(rd string, vol int) uint64 {
 		}
 	}
 	return 0
-}
-
-// Status returns the status the agent would publish for rd now (false if it knows
-// nothing of rd).
-func (r *Reconciler) Status(ctx context.Context, rd string) (drbd.Status, bool) {
-	return r.build(ctx, rd)
 }
 
 // Reconcile carries out one desired-state message. Subjects of other kinds than drbd
@@ -165,9 +156,6 @@ func (r *Reconciler) resourceOf(subject string) (string, bool) {
 	}
 	return rest, true
 }
-
-// phase values for finish.
-type removed struct{}
 
 func (r *Reconciler) finish(ctx context.Context, rd string, d *drbd.Desired, st *State, err error, start time.Time) error {
 	metricReconcileSeconds.Observe(time.Since(start).Seconds())

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +48,7 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 	}
 	for _, v := range vols {
 		sv := reg.Volumes[v]
-		objs = append(objs, simObj{key: "device:" + itoa(v), object: drbd.ObjectDevice,
+		objs = append(objs, simObj{key: "device:" + strconv.Itoa(v), object: drbd.ObjectDevice,
 			ident:  fmt.Sprintf("%s volume:%d minor:%d", name, v, sv.Minor),
 			fields: fmt.Sprintf("disk:%s client:%s size:%d written:%d", sv.DiskState, client, sv.SizeKiB, sv.Written*4)})
 	}
@@ -72,7 +73,7 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 			}
 		}
 		ident := fmt.Sprintf("%s peer-node-id:%d conn-name:%s", name, p, host)
-		objs = append(objs, simObj{key: "connection:" + itoa(p), object: drbd.ObjectConnection, ident: ident,
+		objs = append(objs, simObj{key: "connection:" + strconv.Itoa(p), object: drbd.ObjectConnection, ident: ident,
 			fields: fmt.Sprintf("connection:%s role:%s", state, role)})
 		for _, v := range vols {
 			rep, pdisk, pclient := "Off", "DUnknown", "no"

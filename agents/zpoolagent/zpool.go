@@ -73,18 +73,11 @@ func (z Zpool) Export(ctx context.Context, pool string, force bool) error {
 	return err
 }
 
-// ErrNoSuchPool is what Export's caller gets (wrapped) when zpool says the pool is not
-// imported; IsNoSuchPool tests for it on any zpool error.
-var ErrNoSuchPool = errors.New("no such pool")
-
 // IsNoSuchPool reports whether a zpool error says the pool is not imported
 // ("cannot open 'P': no such pool").
 func IsNoSuchPool(err error) bool {
 	if err == nil {
 		return false
-	}
-	if errors.Is(err, ErrNoSuchPool) {
-		return true
 	}
 	var xe *execx.Error
 	return errors.As(err, &xe) && xe.ExitCode == 1 && strings.Contains(xe.Stderr, "no such pool")

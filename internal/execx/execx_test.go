@@ -189,7 +189,10 @@ func TestRunnerMetricsAndLog(t *testing.T) {
 	require.Contains(t, lines[0], `"exit_code":0`)
 	require.Contains(t, lines[1], `"outcome":"exit"`)
 	require.Contains(t, lines[1], `"exit_code":1`)
-	require.Contains(t, lines[0], `"message":"exec"`)
+	require.Contains(t, lines[2], `"outcome":"start"`)
+	for _, l := range lines {
+		require.Contains(t, l, `"message":"exec"`)
+	}
 }
 
 func TestFormat(t *testing.T) {

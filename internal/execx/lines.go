@@ -25,9 +25,6 @@ type LineRunner interface {
 
 var _ LineRunner = (*Runner)(nil)
 
-// maxLine is the longest line Lines delivers; longer lines are cut.
-const maxLine = 1 << 20
-
 // Lines runs argv like Run, without the Runner's default timeout (a stream runs until
 // it ends; opts.Timeout > 0 still bounds it), delivering stdout line by line (without
 // the newline). See LineRunner.
@@ -71,9 +68,6 @@ func (r *Runner) Lines(ctx context.Context, argv []string, opts Options, fn func
 			s := string(line)
 			if n := len(s); s[n-1] == '\n' {
 				s = s[:n-1]
-			}
-			if len(s) > maxLine {
-				s = s[:maxLine]
 			}
 			fn(s)
 		}
