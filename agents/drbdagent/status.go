@@ -122,10 +122,14 @@ func (r *Reconciler) build(ctx context.Context, rd string) (drbd.Status, bool) {
 	if d.Local.Diskless || state == nil || !state.MDCreated {
 		return st, true
 	}
+	// drbdsetup get-gi needs a peer node id; the current UUID is the same for every
+	// peer, so take the first peer in node-id order (d.Replicas is sorted), or our own.
 	peer := d.Local.NodeID
-	for id := range PeersOf(d) {
-		peer = id
-		break
+	for _, rep := range d.Replicas {
+		if rep.Node != d.Node {
+			peer = rep.NodeID
+			break
+		}
 	}
 	for i := range st.Volumes {
 		v := st.Volumes[i].Volume
