@@ -160,3 +160,26 @@ func TestDecodeRemembersOnlyValidBytes(t *testing.T) {
 	_, err := events.Decode(1, env("node.removed", 1, good))
 	assert.Error(t, err)
 }
+
+func TestParsePerNodeSubjects(t *testing.T) {
+	n := events.NewNames("")
+	for _, c := range []struct {
+		subject, node, kind, id string
+		ok                      bool
+	}{
+		{"cairn.node.n1.drbd.r1", "n1", "drbd", "r1", true},
+		{"cairn.node.n1.zpool.tank", "n1", "zpool", "tank", true},
+		{"cairn.node.n1.drbd", "", "", "", false},
+		{"cairn.node.n1.drbd.r1.x", "", "", "", false},
+		{"cairn.node..drbd.r1", "", "", "", false},
+		{"other.node.n1.drbd.r1", "", "", "", false},
+		{"cairn.status.n1.drbd.r1", "", "", "", false},
+	} {
+		node, kind, id, ok := n.ParseNode(c.subject)
+		assert.Equal(t, []any{c.node, c.kind, c.id, c.ok}, []any{node, kind, id, ok}, c.subject)
+	}
+	node, kind, id, ok := n.ParseStatus("cairn.status.n2.zpool.tank")
+	assert.Equal(t, []any{"n2", "zpool", "tank", true}, []any{node, kind, id, ok})
+	_, _, _, ok = n.ParseStatus("cairn.node.n2.zpool.tank")
+	assert.False(t, ok)
+}

@@ -85,6 +85,30 @@ func (n Names) NodeFilter(node string) string {
 	return n.Prefix + ".node." + node + ".>"
 }
 
+// ParseNode splits a desired-state subject <prefix>.node.<node>.<kind>.<id>; ok is
+// false for any other subject (or an empty token).
+func (n Names) ParseNode(subject string) (node, kind, id string, ok bool) {
+	return n.parsePerNode(".node.", subject)
+}
+
+// ParseStatus splits an observed-state subject <prefix>.status.<node>.<kind>.<id>; ok
+// is false for any other subject (or an empty token).
+func (n Names) ParseStatus(subject string) (node, kind, id string, ok bool) {
+	return n.parsePerNode(".status.", subject)
+}
+
+func (n Names) parsePerNode(space, subject string) (node, kind, id string, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.Prefix+space)
+	if !found {
+		return "", "", "", false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
 // Status is a per-node observed-state subject: <prefix>.status.<node>.<kind>.<id>.
 func (n Names) Status(node, kind, id string) string {
 	return n.Prefix + ".status." + node + "." + kind + "." + id

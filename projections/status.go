@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
@@ -66,13 +65,11 @@ func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names event
 // foldStatus checks one report against its subject and stores it; a pool report is
 // returned (nil for an empty one and for DRBD reports).
 func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool.Status, error) {
-	rest, ok := strings.CutPrefix(subject, names.Prefix+".status.")
-	parts := strings.Split(rest, ".")
-	if !ok || len(parts) != 3 || (parts[1] != KindDRBD && parts[1] != KindZpool) {
+	node, kind, id, ok := names.ParseStatus(subject)
+	if !ok || (kind != KindDRBD && kind != KindZpool) {
 		return nil, fmt.Errorf("not a DRBD or pool status subject")
 	}
-	node, id := parts[0], parts[2]
-	if parts[1] == KindZpool {
+	if kind == KindZpool {
 		return foldOne(db, poolStatusKey(id, node), data, func(st zpool.Status) (bool, error) {
 			if st.Node != node || st.Pool != id {
 				return false, fmt.Errorf("status names pool %s on %s but was published for %s on %s", st.Pool, st.Node, id, node)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -150,11 +149,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, subject string, data []byte)
 
 // resourceOf returns the resource of <prefix>.node.<node>.drbd.<rd>.
 func (r *Reconciler) resourceOf(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, r.cfg.Names.Node(r.cfg.Node, "drbd", ""))
-	if !ok || rest == "" || strings.Contains(rest, ".") {
+	node, kind, rd, ok := r.cfg.Names.ParseNode(subject)
+	if !ok || node != r.cfg.Node || kind != "drbd" {
 		return "", false
 	}
-	return rest, true
+	return rd, true
 }
 
 func (r *Reconciler) finish(ctx context.Context, rd string, d *drbd.Desired, st *State, err error, start time.Time) error {

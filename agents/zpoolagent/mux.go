@@ -3,7 +3,6 @@ package zpoolagent
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/cairn-io/cairn/agents"
 	"github.com/cairn-io/cairn/events"
@@ -29,15 +28,8 @@ var _ agents.Reconciler = (*Reconciler)(nil)
 
 // Kind returns the kind of a desired-state subject, "" when it is not one.
 func (m Mux) Kind(subject string) string {
-	rest, ok := strings.CutPrefix(subject, m.Names.Prefix+".node.")
-	if !ok {
-		return ""
-	}
-	parts := strings.SplitN(rest, ".", 3)
-	if len(parts) < 3 {
-		return ""
-	}
-	return parts[1]
+	_, kind, _, _ := m.Names.ParseNode(subject)
+	return kind
 }
 
 // Reconcile hands the subject to its kind's Reconciler.

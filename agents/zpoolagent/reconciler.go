@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -165,15 +164,11 @@ func (r *Reconciler) Close() error {
 
 // ParseSubject splits <prefix>.node.<node>.zpool.<pool>; ok is false for any other subject.
 func ParseSubject(names events.Names, subject string) (node, pool string, ok bool) {
-	rest, found := strings.CutPrefix(subject, names.Prefix+".node.")
-	if !found {
+	node, kind, pool, ok := names.ParseNode(subject)
+	if !ok || kind != Kind {
 		return "", "", false
 	}
-	parts := strings.Split(rest, ".")
-	if len(parts) != 3 || parts[1] != Kind || parts[0] == "" || parts[2] == "" {
-		return "", "", false
-	}
-	return parts[0], parts[2], true
+	return node, pool, true
 }
 
 // Reconcile takes the latest desired state of one zpool subject (empty: the pool must
