@@ -112,8 +112,9 @@ func (w *Watcher) Poll() (Observation, error) {
 	w.polls++
 	slots, labels, newest := snapshot(leaves)
 	obs := Observation{Code: ObsQuiet}
-	if f, ok := zfs.Best(leaves); ok {
-		obs.Newest = SeenFrom(f.LeafName, f.Slot)
+	best, hasBest := zfs.Best(leaves)
+	if hasBest {
+		obs.Newest = SeenFrom(best.LeafName, best.Slot)
 	}
 	var oldest *zfs.Uberblock // the oldest changed write, for the out-of-order rule
 	for k, u := range slots {
@@ -143,8 +144,8 @@ func (w *Watcher) Poll() (Observation, error) {
 	case !w.opts.SelfWriting && (obs.Writes > 0 || labelChanged):
 		obs.Foreign, obs.Code = true, ObsActivity
 		obs.Message = fmt.Sprintf("%d uberblock slot(s) changed while this host is not writing the pool", obs.Writes)
-		if f, ok := zfs.Best(leaves); ok && f.HasConfig && f.Config.HasHostID {
-			obs.Writer = &Host{HostID: HostID(f.Config.HostID), Hostname: f.Config.Hostname}
+		if hasBest && best.HasConfig && best.Config.HasHostID {
+			obs.Writer = &Host{HostID: HostID(best.Config.HostID), Hostname: best.Config.Hostname}
 		}
 	case w.opts.SelfWriting && oldest != nil && zfs.Compare(*oldest, w.newest) < 0:
 		obs.Foreign, obs.Code = true, ObsOutOfOrder
