@@ -12,13 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Where the system hostid lives (mmp.SPLHostIDPath, mmp.EtcHostIDPath); variables so
-// that tests can point them elsewhere.
-var (
-	splHostIDPath = mmp.SPLHostIDPath
-	etcHostIDPath = mmp.EtcHostIDPath
-)
-
 func mmpCmd() *cobra.Command {
 	c := &cobra.Command{Use: "mmp", Short: "ZFS multihost (MMP) safety checks on leaf vdevs"}
 	var (
@@ -48,7 +41,7 @@ leaves of different pools, interrupted).`,
 				}
 				hostid = h
 			} else {
-				hostid = systemHostID(splHostIDPath, etcHostIDPath)
+				hostid = mmp.SystemHostID()
 			}
 			log := newLogger()
 			var devs []zfs.Device
@@ -103,9 +96,6 @@ func parseHostID(s string) (uint32, error) {
 	}
 	return v, nil
 }
-
-// systemHostID returns the hostid OpenZFS would use (mmp.ReadHostID).
-func systemHostID(splPath, etcPath string) uint32 { return mmp.ReadHostID(splPath, etcPath) }
 
 // printVerdict writes the human form of a verdict.
 func printVerdict(w io.Writer, v mmp.Verdict) {
