@@ -88,7 +88,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&kernel, "kernel", "real", "DRBD kernel: real (drbdadm adjust, drbdsetup) or sim (simulated DRBD on file-backed disks, real drbdadm/drbdmeta)")
 	f.StringVar(&simDir, "sim-dir", "", "shared directory of the simulated DRBD network (default: a \"sim\" directory beside --root)")
 	f.StringVar(&drbdsetup, "drbdsetup", "", "drbdsetup program (default: drbdsetup from PATH)")
-	f.DurationVar(&execTO, "exec-timeout", execx.DefaultTimeout, "timeout of every external command")
+	f.DurationVar(&execTO, "exec-timeout", execx.DefaultTimeout, "timeout of every DRBD and backing-volume command (zpool has --zpool-import-timeout)")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9370); off when empty")
 	_ = c.MarkFlagRequired("node")
 	return c
