@@ -1,8 +1,7 @@
 package test
 
 import (
-	"compress/gzip"
-	"io"
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,24 +12,8 @@ import (
 // gunzipFixture writes a committed OpenZFS fixture leaf to a file under dir.
 func gunzipFixture(t *testing.T, dir, image, leaf string) string {
 	t.Helper()
-	in, err := os.Open(filepath.Join("../storage/zfs/testdata", image, leaf+".img.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	zr, err := gzip.NewReader(in)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(dir, image+"-"+leaf+".img")
-	out, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if _, err := io.Copy(out, zr); err != nil {
-		t.Fatal(err)
-	}
+	zfsimage.GunzipTo(t, zfsimage.FixturePath(image, leaf), p)
 	return p
 }
 

@@ -1,9 +1,9 @@
 package zpoolagent_test
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"io"
 	"os"
 	"path/filepath"
@@ -78,17 +78,8 @@ func fixture(t *testing.T, dir, image string, leaves ...string) []string {
 	t.Helper()
 	var out []string
 	for _, l := range leaves {
-		f, err := os.Open(filepath.Join("..", "..", "storage", "zfs", "testdata", image, l+".img.gz"))
-		require.NoError(t, err)
-		zr, err := gzip.NewReader(f)
-		require.NoError(t, err)
 		p := filepath.Join(dir, image+"-"+l+".img")
-		w, err := os.Create(p)
-		require.NoError(t, err)
-		_, err = io.Copy(w, zr)
-		require.NoError(t, err)
-		require.NoError(t, w.Close())
-		f.Close()
+		zfsimage.GunzipTo(t, zfsimage.FixturePath(image, l), p)
 		out = append(out, p)
 	}
 	require.NoError(t, zpoolfake.Relabel(out, map[string]any{"name": "tank"}))

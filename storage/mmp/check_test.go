@@ -2,12 +2,9 @@ package mmp_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -247,20 +244,8 @@ func fixture(t *testing.T, image string, leaves ...string) []zfs.Device {
 	t.Helper()
 	var devs []zfs.Device
 	for _, l := range leaves {
-		p := "../zfs/testdata/" + image + "/" + l + ".img.gz"
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(zr)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := zfsimage.FixturePath(image, l)
+		b := zfsimage.Gunzip(t, p)
 		devs = append(devs, zfs.Device{Name: p, R: bytes.NewReader(b), Size: int64(len(b))})
 	}
 	return devs

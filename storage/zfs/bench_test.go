@@ -2,6 +2,7 @@ package zfs_test
 
 import (
 	"fmt"
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"os"
 	"path/filepath"
 	"testing"
@@ -42,7 +43,7 @@ func gunzipCached(b *testing.B, p string) []byte {
 	if img, ok := gunzipped[p]; ok {
 		return img
 	}
-	img := gunzip(b, p)
+	img := zfsimage.Gunzip(b, p)
 	gunzipped[p] = img
 	return img
 }

@@ -17,24 +17,6 @@ import (
 
 const imgSize = 4 << 20
 
-func gunzip(t testing.TB, path string) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // gunzipPrefix returns the first n bytes of a gzip-compressed fixture (label 0 and
 // beyond) without inflating the whole leaf.
 func gunzipPrefix(t testing.TB, path string, n int) []byte {
@@ -213,7 +195,7 @@ func TestReadLeafDamage(t *testing.T) {
 		}
 	})
 	t.Run("truncated fixture", func(t *testing.T) {
-		b := gunzip(t, "testdata/single-exported/disk0.img.gz")
+		b := zfsimage.Gunzip(t, "testdata/single-exported/disk0.img.gz")
 		// The size claims the whole leaf but only the first half can be read: labels
 		// 2 and 3 fail with a short read, 0 and 1 still serve.
 		lf, err := zfs.ReadLeaf(zfs.Device{Name: "t", R: bytes.NewReader(b[:len(b)/2]), Size: int64(len(b))})
@@ -242,7 +224,7 @@ func TestBestOverMirror(t *testing.T) {
 	var leaves []*zfs.Leaf
 	var all []zfs.Uberblock
 	for _, p := range []string{"testdata/mirror-active/disk0.img.gz", "testdata/mirror-active/disk1.img.gz"} {
-		b := gunzip(t, p)
+		b := zfsimage.Gunzip(t, p)
 		lf, err := zfs.ReadLeaf(zfs.Device{Name: p, R: bytes.NewReader(b), Size: int64(len(b))})
 		if err != nil {
 			t.Fatal(err)

@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -38,7 +36,7 @@ func BenchmarkPoolGrantToCheck(b *testing.B) {
 	s := startServer(b, b.TempDir())
 	dir := b.TempDir()
 	dev := filepath.Join(dir, "disk0.img")
-	gunzipTo(b, "../../storage/zfs/testdata/single-exported/disk0.img.gz", dev)
+	zfsimage.GunzipTo(b, "../../storage/zfs/testdata/single-exported/disk0.img.gz", dev)
 	if err := zpoolfake.Relabel([]string{dev}, map[string]any{"name": "tank"}); err != nil {
 		b.Fatal(err)
 	}
@@ -144,27 +142,5 @@ func BenchmarkPoolGrantToCheck(b *testing.B) {
 		b.ReportMetric(float64(p(lat, 1).Microseconds())/1000, "max_ms")
 		b.Logf("%d grants: accepted -> check started p50 %s p99 %s max %s; sent -> check started p50 %s p99 %s",
 			grants, p(lat, 0.5), p(lat, 0.99), p(lat, 1), p(fromSend, 0.5), p(fromSend, 0.99))
-	}
-}
-
-func gunzipTo(tb testing.TB, src, dst string) {
-	f, err := os.Open(src)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w, err := os.Create(dst)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := io.Copy(w, zr); err != nil {
-		tb.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		tb.Fatal(err)
 	}
 }

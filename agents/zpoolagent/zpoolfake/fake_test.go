@@ -1,10 +1,8 @@
 package zpoolfake_test
 
 import (
-	"compress/gzip"
 	"context"
-	"io"
-	"os"
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,21 +16,8 @@ import (
 
 func leaf(t *testing.T, image string) string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "..", "storage", "zfs", "testdata", image, "disk0.img.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), "disk0.img")
-	w, _ := os.Create(p)
-	if _, err := io.Copy(w, zr); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	zfsimage.GunzipTo(t, zfsimage.FixturePath(image, "disk0"), p)
 	return p
 }
 
