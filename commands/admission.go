@@ -308,7 +308,7 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		return refused(req.CommandID, err), seen, retryNone
 	}
 	actx, acancel := context.WithTimeout(ctx, a.opts.AppendTimeout)
-	seqs, err := a.store.Append(actx, d.Expect, envs)
+	stored, err := a.store.Append(actx, d.Expect, envs)
 	acancel()
 	var dup *events.DuplicateError
 	switch {
@@ -326,11 +326,14 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 	}
 	r := Reply{OK: true, CommandID: req.CommandID, Warnings: d.Warnings}
 	for i, env := range envs {
-		r.Events = append(r.Events, EventRef{Seq: seqs[i], Type: env.Type, Subject: env.Subject})
+		r.Events = append(r.Events, EventRef{Seq: stored[i].Seq, Type: env.Type, Subject: env.Subject})
 	}
+	// The reply waits until the views hold the events. Offering them to the projector
+	// usually gets them there in one Pebble commit, before the consumer delivers them.
+	a.proj.Offer(stored)
 	wctx, cancel := context.WithTimeout(ctx, a.opts.ReplyWait)
 	defer cancel()
-	if err := a.proj.WaitFor(wctx, seqs[len(seqs)-1]); err != nil {
+	if err := a.proj.WaitFor(wctx, stored[len(stored)-1].Seq); err != nil {
 		r.Warnings = append(r.Warnings, "events are stored but the views have not applied them yet")
 	}
 	return r, seen, retryNone

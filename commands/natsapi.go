@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/cairn-io/cairn/internal/warmpool"
 	"github.com/nats-io/nats.go"
 )
 
@@ -20,17 +21,22 @@ const (
 // processes on one NATS cluster, each command is answered by exactly one.
 const QueueGroup = "cairn-admission"
 
-// Listen answers commands on <prefix>.cmd.> until ctx ends. Each request is handled in
-// its own goroutine, at most concurrency at once.
-func (a *Admission) Listen(ctx context.Context, nc *nats.Conn, concurrency int) (*nats.Subscription, error) {
+// Listener answers commands until ctx ends or Close.
+type Listener struct {
+	sub  *nats.Subscription
+	pool *warmpool.Pool
+}
+
+// Listen answers commands on <prefix>.cmd.> until ctx ends or the listener is closed,
+// at most concurrency at once, on a pool of long-lived goroutines (warmpool) rather
+// than one new goroutine per request.
+func (a *Admission) Listen(ctx context.Context, nc *nats.Conn, concurrency int) (*Listener, error) {
 	if concurrency <= 0 {
 		concurrency = 256
 	}
-	sem := make(chan struct{}, concurrency)
+	pool := warmpool.New(concurrency)
 	sub, err := nc.QueueSubscribe(a.names.CommandFilter(), QueueGroup, func(m *nats.Msg) {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
+		pool.Go(func() {
 			req := RequestFromMsg(a.names.Verb(m.Subject), m)
 			reply := a.Submit(ctx, req)
 			if m.Reply == "" {
@@ -38,16 +44,27 @@ func (a *Admission) Listen(ctx context.Context, nc *nats.Conn, concurrency int) 
 			}
 			body, _ := json.Marshal(reply)
 			_ = m.Respond(body)
-		}()
+		})
 	})
 	if err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("subscribe %s: %w", a.names.CommandFilter(), err)
 	}
 	// Requests wait here while every worker is busy; beyond this the client's request
 	// times out (NATS reports a slow consumer) rather than memory growing without bound.
 	_ = sub.SetPendingLimits(64<<10, 256<<20)
-	go func() { <-ctx.Done(); _ = sub.Drain() }()
-	return sub, nil
+	l := &Listener{sub: sub, pool: pool}
+	go func() { <-ctx.Done(); _ = sub.Unsubscribe(); pool.Close() }()
+	return l, nil
+}
+
+// Close stops taking commands and waits for the ones being answered (which end soon
+// once ctx has ended). Commands still queued get no answer: their clients time out and
+// retry with the same command id, and nothing of them was appended.
+func (l *Listener) Close() {
+	_ = l.sub.Unsubscribe()
+	l.pool.Close()
+	l.pool.Wait()
 }
 
 // RequestFromMsg reads a command from a NATS message and its Cairn-* headers.

@@ -45,15 +45,27 @@ func nodeAdded(name string) events.Draft {
 	return events.Draft{Subject: "cairn.ev.node." + name, Payload: &events.NodeAdded{Name: name, Host: "h", Address: "10.0.0.1", Role: "storage"}}
 }
 
+func seqsOf(raws []events.Raw) []uint64 {
+	out := make([]uint64, len(raws))
+	for i, r := range raws {
+		out[i] = r.Seq
+	}
+	return out
+}
+
 func TestAppendIsConditionalAtomicAndDeduplicated(t *testing.T) {
 	js := startJS(t)
 	store := events.NewStore(js, events.NewNames(""))
 	ctx := context.Background()
 	subj := events.Expect{Kind: events.ExpectSubject}
 
-	seqs, err := store.Append(ctx, subj, seal(t, "c1", nodeAdded("n1")))
+	stored, err := store.Append(ctx, subj, seal(t, "c1", nodeAdded("n1")))
 	require.NoError(t, err)
-	assert.Equal(t, []uint64{1}, seqs)
+	assert.Equal(t, []uint64{1}, seqsOf(stored))
+	assert.Equal(t, "cairn.ev.node.n1", stored[0].Subject)
+	ev, err := events.DecodeStored(stored[0])
+	require.NoError(t, err, "Append returns the body it stored")
+	assert.Equal(t, "c1", ev.CommandID)
 
 	// stale per-subject expectation
 	_, err = store.Append(ctx, subj, seal(t, "c2", nodeAdded("n1")))
@@ -66,10 +78,11 @@ func TestAppendIsConditionalAtomicAndDeduplicated(t *testing.T) {
 	assert.Equal(t, uint64(1), dup.Seq)
 
 	// a multi-event command is one atomic batch
-	seqs, err = store.Append(ctx, events.Expect{Kind: events.ExpectFilter, Filter: "cairn.ev.node.>", Seq: 1},
+	stored, err = store.Append(ctx, events.Expect{Kind: events.ExpectFilter, Filter: "cairn.ev.node.>", Seq: 1},
 		seal(t, "c3", nodeAdded("n2"), nodeAdded("n3"), nodeAdded("n4")))
 	require.NoError(t, err)
-	assert.Equal(t, []uint64{2, 3, 4}, seqs)
+	assert.Equal(t, []uint64{2, 3, 4}, seqsOf(stored))
+	assert.Equal(t, "cairn.ev.node.n4", stored[2].Subject)
 
 	// a stale batch is refused whole
 	_, err = store.Append(ctx, events.Expect{Kind: events.ExpectFilter, Filter: "cairn.ev.node.>", Seq: 1},

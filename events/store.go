@@ -72,11 +72,12 @@ func (s *Store) Names() Names { return s.names }
 func MsgID(commandID string, i int) string { return commandID + "#" + strconv.Itoa(i) }
 
 // Append stores the envelopes of one command atomically (all or none), conditional on
-// exp. It returns the stream sequence of each envelope. Errors: ErrWrongLastSequence
+// exp. It returns each envelope as the stream stored it (sequence, subject, encoded
+// body), which the caller may hand to the projector (Projector.Offer). Errors: ErrWrongLastSequence
 // when the boundary moved, *DuplicateError when the command id was already appended,
 // and the transport error otherwise (the append may or may not have happened; the
 // caller resolves that through the command id).
-func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]uint64, error) {
+func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]Raw, error) {
 	if len(envs) == 0 {
 		return nil, nil
 	}
@@ -117,17 +118,23 @@ func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]uint
 		if ack.Duplicate {
 			return nil, &DuplicateError{Seq: ack.Sequence}
 		}
-		return []uint64{ack.Sequence}, nil
+		return stored(msgs, ack.Sequence), nil
 	}
 	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
 	if err != nil {
 		return nil, mapAppendError(err)
 	}
-	seqs := make([]uint64, len(msgs))
-	for i := range seqs {
-		seqs[i] = ack.Sequence - uint64(len(msgs)-1-i)
+	return stored(msgs, ack.Sequence), nil
+}
+
+// stored describes msgs as appended with the last one at sequence last (an atomic
+// batch takes consecutive sequences).
+func stored(msgs []*nats.Msg, last uint64) []Raw {
+	out := make([]Raw, len(msgs))
+	for i, m := range msgs {
+		out[i] = Raw{Seq: last - uint64(len(msgs)-1-i), Subject: m.Subject, Data: m.Data}
 	}
-	return seqs, nil
+	return out
 }
 
 // expectedLastSubjSeqSubjectHeader widens Nats-Expected-Last-Subject-Sequence to a

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cockroachdb/pebble/v2"
@@ -17,6 +18,10 @@ type tx struct {
 	db    *DB
 	dirty map[string][]byte // nil value = deleted
 	seq   uint64
+	// pending counts the events applied since the last commit; batchStart is when the
+	// first of them was.
+	pending    int
+	batchStart time.Time
 	// cache holds values read or written by earlier batches (nil = absent). The projector
 	// is the views' only writer, so it stays coherent; it is dropped when it grows past
 	// cacheLimit keys, which bounds its memory.

@@ -38,6 +38,15 @@ type Projector struct {
 	applied atomic.Uint64
 	mu      sync.Mutex
 	notify  chan struct{}
+
+	// txMu serializes Run and Offer on live, the open transaction of the running Run
+	// (nil when none runs or the Run stops at a sequence). offered holds offered events
+	// waiting for their predecessors; broken is an apply error met by Offer, which stops
+	// the projector.
+	txMu    sync.Mutex
+	live    *tx
+	offered map[uint64]Item
+	broken  error
 }
 
 // NewProjector returns a projector that resumes after the store's checkpoint.
@@ -46,7 +55,7 @@ func NewProjector(db *DB, js jetstream.JetStream, names events.Names, log zerolo
 	if err != nil {
 		return nil, err
 	}
-	p := &Projector{db: db, js: js, names: names, log: log, notify: make(chan struct{})}
+	p := &Projector{db: db, js: js, names: names, log: log, notify: make(chan struct{}), offered: map[uint64]Item{}}
 	p.applied.Store(ckpt)
 	metricCheckpoint.Set(float64(ckpt))
 	return p, nil
@@ -78,7 +87,8 @@ func (p *Projector) WaitBeyond(ctx context.Context, seq uint64) error { return p
 
 // Run applies events after the checkpoint until ctx ends, or, when stopAt > 0, until
 // the event at stopAt is applied (events after stopAt are never applied). Progress
-// goes to the log every few seconds while more than a second behind.
+// goes to the log every few seconds while more than a second behind. While a Run without
+// stopAt is going, Offer may apply events ahead of the consumer.
 func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 	if stopAt > 0 && p.Applied() >= stopAt {
 		return nil
@@ -100,8 +110,17 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 	defer progress.stop()
 
 	t := newTx(p.db)
-	pending := 0
-	var batchStart time.Time
+	if stopAt == 0 {
+		p.txMu.Lock()
+		p.live = t
+		p.txMu.Unlock()
+		defer func() {
+			p.txMu.Lock()
+			p.live = nil
+			clear(p.offered)
+			p.txMu.Unlock()
+		}()
+	}
 	for {
 		var chunk *decodedChunk
 		var ok bool
@@ -111,7 +130,10 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 			return fmt.Errorf("projector: read %s: %w", p.names.EventsStream(), err)
 		}
 		if !ok {
-			if err := p.commit(t, pending); err != nil {
+			p.txMu.Lock()
+			err := p.commit(t)
+			p.txMu.Unlock()
+			if err != nil {
 				return err
 			}
 			if ctx.Err() != nil && stopAt == 0 {
@@ -125,44 +147,136 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 			return ctx.Err()
 		}
 		<-chunk.done
-		if pending == 0 {
-			batchStart = time.Now()
+		p.txMu.Lock()
+		done, err := p.applyChunk(t, chunk, stopAt)
+		p.txMu.Unlock()
+		if err != nil {
+			return err
 		}
-		done := false
-		for _, item := range chunk.items {
-			if item.Raw.Seq <= t.seq || item.Raw.Seq <= p.Applied() {
-				continue // redelivery after a consumer reset
-			}
-			if stopAt > 0 && item.Raw.Seq > stopAt {
-				done = true
-				break
-			}
-			if err := apply(t, p.names, item); err != nil {
-				return fmt.Errorf("projector: apply seq %d: %w", item.Raw.Seq, err)
-			}
-			if item.Err != nil {
-				metricRejected.Inc()
-				p.log.Warn().Uint64("seq", item.Raw.Seq).Str("subject", item.Raw.Subject).Err(item.Err).Msg("skipped a stored message that is not a valid event")
-			}
-			pending++
-			if stopAt > 0 && item.Raw.Seq == stopAt {
-				done = true
-				break
-			}
-		}
-		// Commit when caught up with what the stream holds (low latency for admission
-		// waiting on its events) or when the batch is big (a catch-up or rebuild).
-		if done || chunk.tail || pending >= 16384 || time.Since(batchStart) > 20*time.Millisecond {
-			if err := p.commit(t, pending); err != nil {
-				return err
-			}
-			progress.set(p.Applied())
-			pending = 0
-		}
+		progress.set(p.Applied())
 		if done {
 			return nil
 		}
 	}
+}
+
+// applyChunk applies a chunk's items that the views do not hold yet (and offered events
+// that follow them), committing when caught up with the stream, when the batch is big
+// (a catch-up or rebuild) or old. done: the event at stopAt is applied. Callers hold txMu.
+func (p *Projector) applyChunk(t *tx, chunk *decodedChunk, stopAt uint64) (done bool, err error) {
+	if p.broken != nil {
+		return false, p.broken
+	}
+	for _, item := range chunk.items {
+		if item.Raw.Seq <= t.seq {
+			continue // applied already: offered, or redelivered after a consumer reset
+		}
+		if stopAt > 0 && item.Raw.Seq > stopAt {
+			done = true
+			break
+		}
+		if err := p.applyItem(t, item); err != nil {
+			return false, err
+		}
+		if stopAt > 0 && item.Raw.Seq == stopAt {
+			done = true
+			break
+		}
+	}
+	if err := p.applyOffered(t); err != nil {
+		return false, err
+	}
+	if done || chunk.tail || t.pending >= 16384 || time.Since(t.batchStart) > 20*time.Millisecond {
+		return done, p.commit(t)
+	}
+	return done, nil
+}
+
+// applyItem folds one item into t and counts it towards the open batch.
+func (p *Projector) applyItem(t *tx, item Item) error {
+	if t.pending == 0 {
+		t.batchStart = time.Now()
+	}
+	if err := apply(t, p.names, item); err != nil {
+		return fmt.Errorf("projector: apply seq %d: %w", item.Raw.Seq, err)
+	}
+	if item.Err != nil {
+		metricRejected.Inc()
+		p.log.Warn().Uint64("seq", item.Raw.Seq).Str("subject", item.Raw.Subject).Err(item.Err).Msg("skipped a stored message that is not a valid event")
+	}
+	t.pending++
+	return nil
+}
+
+// maxOffered bounds the offered events that wait for their predecessors.
+const maxOffered = 4096
+
+// Offer hands the projector messages the caller has just appended, exactly as the
+// stream acknowledged them (sequence, subject, body; see events.Store.Append), so that
+// the views can hold them without waiting for the consumer to deliver them: an
+// admission answering "accepted" once its events are in the views then waits for one
+// Pebble commit instead of a delivery through the consumer. It is only a shortcut with
+// the same result: an offered event is applied only once every event before it is,
+// through the same decoding and apply as a delivered one, and whichever of the two
+// comes second is skipped. Offers that the consumer overtakes are dropped, as are all
+// of them when no Run (without stopAt) is going. Offer returns once what it could apply
+// is committed.
+func (p *Projector) Offer(raws []events.Raw) {
+	if len(raws) == 0 {
+		return
+	}
+	items := make([]Item, len(raws))
+	for i, r := range raws {
+		ev, err := events.DecodeStored(r)
+		items[i] = Item{Event: ev, Raw: r, Err: err}
+	}
+	p.txMu.Lock()
+	defer p.txMu.Unlock()
+	t := p.live
+	if t == nil || p.broken != nil {
+		return
+	}
+	for _, it := range items {
+		if it.Raw.Seq > t.seq && len(p.offered) < maxOffered {
+			p.offered[it.Raw.Seq] = it
+		}
+	}
+	before := t.seq
+	if err := p.applyOffered(t); err != nil {
+		p.broken = err
+		return
+	}
+	if t.seq == before {
+		return // waiting for earlier events
+	}
+	if err := p.commit(t); err != nil {
+		p.broken = err
+	}
+}
+
+// applyOffered applies offered events that directly follow what t holds, and forgets
+// those the consumer's deliveries have overtaken. Callers hold txMu. An apply error
+// leaves t half-written: the projector must stop (Offer records it in broken).
+func (p *Projector) applyOffered(t *tx) error {
+	if len(p.offered) == 0 {
+		return nil
+	}
+	for {
+		it, ok := p.offered[t.seq+1]
+		if !ok {
+			break
+		}
+		delete(p.offered, it.Raw.Seq)
+		if err := p.applyItem(t, it); err != nil {
+			return err
+		}
+	}
+	for seq := range p.offered {
+		if seq <= t.seq {
+			delete(p.offered, seq)
+		}
+	}
+	return nil
 }
 
 // read sends the stored messages after the checkpoint to out, in stream order, from an
@@ -210,13 +324,16 @@ func (p *Projector) read(ctx context.Context, stopAt uint64, send func(r events.
 	}
 }
 
-func (p *Projector) commit(t *tx, n int) error {
+// commit commits t's open batch and wakes the waiters. Callers hold txMu.
+func (p *Projector) commit(t *tx) error {
+	n := t.pending
 	if n == 0 {
 		return nil
 	}
 	if err := t.commit(); err != nil {
 		return fmt.Errorf("projector: commit views at seq %d: %w", t.seq, err)
 	}
+	t.pending = 0
 	p.applied.Store(t.seq)
 	metricApplied.Add(float64(n))
 	metricCheckpoint.Set(float64(t.seq))

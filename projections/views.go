@@ -164,6 +164,9 @@ type View struct {
 	r     reader
 	seq   uint64
 	nodes []Node // Nodes, read once: the snapshot never changes
+	// cluster is Cluster, read once (a command's decision asks for it several times).
+	cluster     *Cluster
+	clusterSeen bool
 }
 
 // Read opens a consistent view of the store as of its current checkpoint.
@@ -192,8 +195,20 @@ func (v *View) Seq() uint64 { return v.seq }
 
 // Cluster returns the cluster; ok is false before cluster.created.
 func (v *View) Cluster() (c Cluster, ok bool, err error) {
-	ok, err = getJSON(v.r, clusterKey, &c)
-	return
+	if v.clusterSeen {
+		if v.cluster == nil {
+			return Cluster{}, false, nil
+		}
+		return *v.cluster, true, nil
+	}
+	if ok, err = getJSON(v.r, clusterKey, &c); err != nil {
+		return Cluster{}, false, err
+	}
+	v.clusterSeen = true
+	if ok {
+		v.cluster = &c
+	}
+	return c, ok, nil
 }
 
 // Node returns a node that is in the cluster; ok is false for unknown or removed nodes.

@@ -63,6 +63,8 @@ type Server struct {
 	startTarget uint64
 	cancel      context.CancelFunc
 	done        chan error
+	listener    *commands.Listener
+	parts       sync.WaitGroup // dispatcher, status folding, watchdog
 	httpSrv     *http.Server
 	closeOnce   sync.Once
 
@@ -186,29 +188,29 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.Admission = commands.New(s.Store, db, s.Projector, cfg.Log.With().Str("part", "admission").Logger(), cfg.Admission)
-	if _, err := s.Admission.Listen(runCtx, s.NC, 0); err != nil {
+	if s.listener, err = s.Admission.Listen(runCtx, s.NC, 0); err != nil {
 		return nil, err
 	}
 	s.Dispatcher = &dispatch.Dispatcher{DB: db, Projector: s.Projector, JS: s.JS, Names: names,
 		Log: cfg.Log.With().Str("part", "dispatcher").Logger()}
-	go func() {
+	s.background(func() {
 		if err := s.Dispatcher.Run(runCtx); err != nil {
 			cfg.Log.Error().Err(err).Msg("dispatcher stopped")
 		}
-	}()
-	go func() {
+	})
+	s.background(func() {
 		// Agents' status folds into the views; a contested pool report becomes pool.contest.
 		onPool := contestPools(runCtx, s.Admission, cfg.Log.With().Str("part", "pools").Logger())
 		if err := projections.FoldStatus(runCtx, db, s.JS, names, cfg.Log.With().Str("part", "status").Logger(), onPool); err != nil {
 			cfg.Log.Error().Err(err).Msg("status folding stopped")
 		}
-	}()
+	})
 	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())
-	go func() {
+	s.background(func() {
 		if err := s.Watchdog.Run(runCtx, s.NC); err != nil {
 			cfg.Log.Error().Err(err).Msg("watchdog stopped")
 		}
-	}()
+	})
 
 	// The admission subscription is registered once the server has answered a PING
 	// after it: only then does Start promise that commands find admission.
@@ -289,6 +291,16 @@ func (s *Server) close() error {
 	}
 	if s.cancel != nil {
 		s.cancel()
+		if s.listener != nil {
+			s.listener.Close()
+		}
+		stopped := make(chan struct{})
+		go func() { s.parts.Wait(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			s.cfg.Log.Warn().Msg("dispatcher, status folding or watchdog did not stop within 10s")
+		}
 		select {
 		case <-s.done:
 		case <-time.After(10 * time.Second):
@@ -296,6 +308,16 @@ func (s *Server) close() error {
 		}
 	}
 	return s.closeResources()
+}
+
+// background runs one of serve's long-running parts; Close waits for it before it
+// closes the views store under it.
+func (s *Server) background(run func()) {
+	s.parts.Add(1)
+	go func() {
+		defer s.parts.Done()
+		run()
+	}()
 }
 
 func (s *Server) closeResources() error {

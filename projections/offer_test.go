@@ -1,0 +1,136 @@
+package projections
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/events"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// storedHistory returns n stored messages as the stream would hold them: a cluster,
+// then nodes added and taken offline and online again.
+func storedHistory(t *testing.T, n int) []events.Raw {
+	t.Helper()
+	out := make([]events.Raw, 0, n)
+	for i := range n {
+		var d events.Draft
+		switch {
+		case i == 0:
+			d = events.Draft{Subject: "cairn.ev.cluster.c1", Payload: &events.ClusterCreated{Name: "c1", DataChunks: 1, ParityChunks: 1}}
+		case i%3 == 1:
+			name := fmt.Sprintf("n%d", i)
+			d = events.Draft{Subject: "cairn.ev.node." + name, Payload: &events.NodeAdded{Name: name, Host: "h" + name, Address: "10.0.0.1", Role: "storage"}}
+		default:
+			name := fmt.Sprintf("n%d", i-i%3+1)
+			state, prev := "offline", "online"
+			if i%3 == 0 {
+				state, prev = "online", "offline"
+			}
+			d = events.Draft{Subject: "cairn.ev.node." + name, Payload: &events.NodeStateChanged{Name: name, State: state, Previous: prev}}
+		}
+		envs, err := events.Seal(events.Meta{CommandID: fmt.Sprintf("c%d", i), CorrelationID: "x", CausationID: "x", Actor: "test",
+			OccurredAt: time.Unix(1_700_000_000+int64(i), 0)}, []events.Draft{d})
+		require.NoError(t, err)
+		body, err := events.Encode(envs[0])
+		require.NoError(t, err)
+		out = append(out, events.Raw{Seq: uint64(i + 1), Subject: envs[0].Subject, Data: body})
+	}
+	return out
+}
+
+// liveProjector is a projector whose Run loop is simulated: t is the open transaction
+// Offer works on, and deliver plays the consumer handing over a chunk.
+func liveProjector(t *testing.T) (*Projector, *tx, func(raws ...events.Raw)) {
+	t.Helper()
+	db, err := OpenInMem()
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	p, err := NewProjector(db, nil, events.NewNames(""), zerolog.Nop())
+	require.NoError(t, err)
+	tx := newTx(db)
+	p.live = tx
+	deliver := func(raws ...events.Raw) {
+		c := &decodedChunk{tail: true}
+		for _, r := range raws {
+			ev, err := events.DecodeStored(r)
+			c.items = append(c.items, Item{Event: ev, Raw: r, Err: err})
+		}
+		p.txMu.Lock()
+		defer p.txMu.Unlock()
+		_, err := p.applyChunk(tx, c, 0)
+		require.NoError(t, err)
+	}
+	return p, tx, deliver
+}
+
+func digestOf(t *testing.T, db *DB) Digest {
+	t.Helper()
+	d, err := db.Digest()
+	require.NoError(t, err)
+	return d
+}
+
+func TestOfferedEventsAreAppliedOnceAndInStreamOrder(t *testing.T) {
+	raws := storedHistory(t, 9)
+
+	// The reference: the consumer delivers everything in one go.
+	ref, _, deliverRef := liveProjector(t)
+	deliverRef(raws...)
+	want := digestOf(t, ref.db)
+	require.Equal(t, uint64(9), want.Seq)
+
+	p, _, deliver := liveProjector(t)
+	applied := func() float64 { return testutil.ToFloat64(metricApplied) }
+	before := applied()
+
+	p.Offer(raws[2:3]) // seq 3 before 1 and 2: held back
+	assert.Equal(t, uint64(0), p.Applied(), "an offer ahead of its predecessors waits")
+	p.Offer(raws[0:1]) // seq 1: applied; 2 is still missing, so 3 waits on
+	assert.Equal(t, uint64(1), p.Applied())
+	p.Offer(raws[1:2]) // seq 2: applied, and the waiting 3 after it
+	assert.Equal(t, uint64(3), p.Applied())
+	p.Offer(raws[1:3]) // offered again: nothing happens
+	assert.Equal(t, uint64(3), p.Applied())
+
+	deliver(raws[0:5]...) // the consumer overtakes: 1-3 skipped, 4 and 5 applied
+	assert.Equal(t, uint64(5), p.Applied())
+	p.Offer(raws[3:4]) // an offer the consumer overtook
+	p.Offer(raws[6:7]) // seq 7 waits for 6
+	assert.Equal(t, uint64(5), p.Applied())
+	deliver(raws[5]) // the consumer's 6 lets the offered 7 follow at once
+	assert.Equal(t, uint64(7), p.Applied())
+	p.Offer(raws[7:9]) // an atomic batch of two
+	deliver(raws[6:9]...)
+	assert.Equal(t, uint64(9), p.Applied())
+
+	assert.Equal(t, 9.0, applied()-before, "every event applied exactly once")
+	assert.Equal(t, want, digestOf(t, p.db), "the same views as the consumer alone builds")
+	assert.Empty(t, p.offered, "nothing left waiting")
+}
+
+func TestOfferWithoutARunningProjectorDoesNothing(t *testing.T) {
+	raws := storedHistory(t, 2)
+	p, _, _ := liveProjector(t)
+	p.live = nil // no Run, or one that stops at a sequence (rebuild, views at)
+	p.Offer(raws)
+	assert.Equal(t, uint64(0), p.Applied())
+	assert.Empty(t, p.offered)
+}
+
+func TestOfferedInvalidMessageIsRecordedAsTheConsumerWouldRecordIt(t *testing.T) {
+	raws := storedHistory(t, 2)
+	junk := events.Raw{Seq: 3, Subject: "cairn.ev.node.junk", Data: []byte(`{"not":"an event"}`)}
+
+	ref, _, deliverRef := liveProjector(t)
+	deliverRef(append(raws, junk)...)
+	p, _, _ := liveProjector(t)
+	p.Offer(raws)
+	p.Offer([]events.Raw{junk})
+	assert.Equal(t, uint64(3), p.Applied())
+	assert.Equal(t, digestOf(t, ref.db), digestOf(t, p.db))
+}
