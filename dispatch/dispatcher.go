@@ -46,7 +46,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		seen := d.Projector.Applied()
+		seen := d.Projector.Queued()
 		n, err := d.Round(ctx)
 		if err != nil && ctx.Err() != nil {
 			return nil
@@ -66,7 +66,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			continue // more may be queued
 		}
 		wctx, cancel := context.WithTimeout(ctx, d.Idle)
-		_ = d.Projector.WaitBeyond(wctx, seen)
+		_ = d.Projector.WaitQueuedBeyond(wctx, seen)
 		cancel()
 	}
 	return nil

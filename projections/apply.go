@@ -22,6 +22,7 @@ type tx struct {
 	// first of them was.
 	pending    int
 	batchStart time.Time
+	queued     bool // the open batch queued outbox entries
 	// cache holds values read or written by earlier batches (nil = absent). The projector
 	// is the views' only writer, so it stays coherent; it is dropped when it grows past
 	// cacheLimit keys, which bounds its memory.
@@ -167,6 +168,8 @@ type Item struct {
 	Event events.Event
 	Raw   events.Raw
 	Err   error
+	// undecoded: the decoder skipped it as already in the views.
+	undecoded bool
 }
 
 // apply folds one item into the transaction. Apply is deterministic: it reads nothing

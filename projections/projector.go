@@ -38,6 +38,10 @@ type Projector struct {
 	applied atomic.Uint64
 	mu      sync.Mutex
 	notify  chan struct{}
+	// queued is the sequence of the last committed batch that queued outbox entries;
+	// queuedNotify closes when it moves (guarded by mu).
+	queued       atomic.Uint64
+	queuedNotify chan struct{}
 
 	// txMu serializes Run and Offer on live, the open transaction of the running Run
 	// (nil when none runs or the Run stops at a sequence). offered holds offered events
@@ -55,7 +59,8 @@ func NewProjector(db *DB, js jetstream.JetStream, names events.Names, log zerolo
 	if err != nil {
 		return nil, err
 	}
-	p := &Projector{db: db, js: js, names: names, log: log, notify: make(chan struct{}), offered: map[uint64]Item{}}
+	p := &Projector{db: db, js: js, names: names, log: log, notify: make(chan struct{}),
+		queuedNotify: make(chan struct{}), offered: map[uint64]Item{}}
 	p.applied.Store(ckpt)
 	metricCheckpoint.Set(float64(ckpt))
 	return p, nil
@@ -81,6 +86,29 @@ func (p *Projector) WaitFor(ctx context.Context, seq uint64) error {
 	}
 }
 
+// Queued returns the sequence of the last event whose views queued outbox entries
+// (0: none since this process started).
+func (p *Projector) Queued() uint64 { return p.queued.Load() }
+
+// WaitQueuedBeyond blocks until a batch after seq queued outbox entries (Queued() > seq)
+// or ctx ends. The dispatcher sleeps here, so events that queue nothing (most of them)
+// do not wake it.
+func (p *Projector) WaitQueuedBeyond(ctx context.Context, seq uint64) error {
+	for {
+		p.mu.Lock()
+		ch := p.queuedNotify
+		p.mu.Unlock()
+		if p.queued.Load() > seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // WaitBeyond blocks until the views move past seq (some event after seq is applied) or
 // ctx ends.
 func (p *Projector) WaitBeyond(ctx context.Context, seq uint64) error { return p.WaitFor(ctx, seq+1) }
@@ -96,7 +124,7 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	pipe := newDecodePipeline(ctx)
+	pipe := newDecodePipeline(ctx, p.Applied)
 	chunks := pipe.ordered
 	srcErr := make(chan error, 1)
 	go func() {
@@ -174,6 +202,9 @@ func (p *Projector) applyChunk(t *tx, chunk *decodedChunk, stopAt uint64) (done 
 		if stopAt > 0 && item.Raw.Seq > stopAt {
 			done = true
 			break
+		}
+		if item.undecoded {
+			return false, fmt.Errorf("projector: seq %d was left undecoded as applied, but the views are at %d", item.Raw.Seq, t.seq)
 		}
 		if err := p.applyItem(t, item); err != nil {
 			return false, err
@@ -334,6 +365,11 @@ func (p *Projector) commit(t *tx) error {
 		return fmt.Errorf("projector: commit views at seq %d: %w", t.seq, err)
 	}
 	t.pending = 0
+	queued := t.queued
+	t.queued = false
+	if queued {
+		p.queued.Store(t.seq)
+	}
 	p.applied.Store(t.seq)
 	metricApplied.Add(float64(n))
 	metricCheckpoint.Set(float64(t.seq))
@@ -341,6 +377,10 @@ func (p *Projector) commit(t *tx) error {
 	p.mu.Lock()
 	close(p.notify)
 	p.notify = make(chan struct{})
+	if queued {
+		close(p.queuedNotify)
+		p.queuedNotify = make(chan struct{})
+	}
 	p.mu.Unlock()
 	return nil
 }
@@ -366,7 +406,9 @@ type decodePipeline struct {
 
 const maxChunk = 1024
 
-func newDecodePipeline(ctx context.Context) *decodePipeline {
+// Messages at or below applied() are in the views already (offered, see Offer) and are
+// not decoded: the apply loop skips them.
+func newDecodePipeline(ctx context.Context, applied func() uint64) *decodePipeline {
 	workers := runtime.GOMAXPROCS(0)
 	dp := &decodePipeline{ctx: ctx, work: make(chan *decodedChunk, workers*2), ordered: make(chan *decodedChunk, workers*8)}
 	for range workers {
@@ -374,6 +416,10 @@ func newDecodePipeline(ctx context.Context) *decodePipeline {
 			for c := range dp.work {
 				c.items = make([]Item, len(c.raws))
 				for i, r := range c.raws {
+					if r.Seq <= applied() {
+						c.items[i] = Item{Raw: r, undecoded: true}
+						continue
+					}
 					ev, err := events.DecodeStored(r)
 					c.items[i] = Item{Event: ev, Raw: r, Err: err}
 				}
@@ -387,7 +433,9 @@ func newDecodePipeline(ctx context.Context) *decodePipeline {
 // add takes the next message; more says whether others are already waiting.
 func (dp *decodePipeline) add(r events.Raw, more bool) bool {
 	if dp.cur == nil {
-		dp.cur = &decodedChunk{raws: make([]events.Raw, 0, maxChunk), done: make(chan struct{})}
+		// Small at first: live, most chunks hold the one event just appended (a full
+		// maxChunk here cost 64 KiB of garbage per event); append grows catch-up chunks.
+		dp.cur = &decodedChunk{raws: make([]events.Raw, 0, 4), done: make(chan struct{})}
 	}
 	dp.cur.raws = append(dp.cur.raws, r)
 	if more && len(dp.cur.raws) < maxChunk {

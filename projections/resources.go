@@ -371,6 +371,7 @@ func outbox(t *tx, seq uint64, node, rd string) { queue(t, seq, node, KindDRBD, 
 // queue queues the desired state of (kind, id) on node for the dispatcher. Entries are
 // keyed by sequence, written once and deleted only by the dispatcher once published.
 func queue(t *tx, seq uint64, node, kind, id string) {
+	t.queued = true
 	t.mark(fmt.Sprintf("%s%020d/%s/%s/%s", outboxPrefix, seq, node, kind, id))
 }
 
