@@ -71,19 +71,7 @@ func (p *Projector) Applied() uint64 { return p.applied.Load() }
 
 // WaitFor blocks until the views reflect seq or ctx ends (returning ctx's error).
 func (p *Projector) WaitFor(ctx context.Context, seq uint64) error {
-	for {
-		p.mu.Lock()
-		ch := p.notify
-		p.mu.Unlock()
-		if p.applied.Load() >= seq {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return p.waitUntil(ctx, &p.notify, func() bool { return p.applied.Load() >= seq })
 }
 
 // Queued returns the sequence of the last event whose views queued outbox entries
@@ -94,15 +82,21 @@ func (p *Projector) Queued() uint64 { return p.queued.Load() }
 // or ctx ends. The dispatcher sleeps here, so events that queue nothing (most of them)
 // do not wake it.
 func (p *Projector) WaitQueuedBeyond(ctx context.Context, seq uint64) error {
+	return p.waitUntil(ctx, &p.queuedNotify, func() bool { return p.queued.Load() > seq })
+}
+
+// waitUntil blocks until done() holds, checking again each time the channel at *ch
+// (replaced under mu by commit) closes, or until ctx ends.
+func (p *Projector) waitUntil(ctx context.Context, ch *chan struct{}, done func() bool) error {
 	for {
 		p.mu.Lock()
-		ch := p.queuedNotify
+		wake := *ch
 		p.mu.Unlock()
-		if p.queued.Load() > seq {
+		if done() {
 			return nil
 		}
 		select {
-		case <-ch:
+		case <-wake:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
