@@ -211,10 +211,25 @@ func (p *Projector) applyChunk(t *tx, chunk *decodedChunk, stopAt uint64) (done 
 	if err := p.applyOffered(t); err != nil {
 		return false, err
 	}
-	if done || chunk.tail || t.pending >= 16384 || time.Since(t.batchStart) > 20*time.Millisecond {
+	if done || chunk.tail || t.pending >= maxBatch || time.Since(t.batchStart) > maxBatchAge(stopAt) {
 		return done, p.commit(t)
 	}
 	return done, nil
+}
+
+// maxBatch bounds the events of one view batch.
+const maxBatch = 16384
+
+// maxBatchAge bounds how long applied events wait for their commit when the stream
+// keeps delivering: 20 ms live, where readers wait for the views; a second when
+// replaying up to a sequence (rebuild, views at), where nobody reads until the end and
+// bigger batches write each often-rewritten view (a node's status, a subject's last
+// sequence) once instead of once per 20 ms.
+func maxBatchAge(stopAt uint64) time.Duration {
+	if stopAt > 0 {
+		return time.Second
+	}
+	return 20 * time.Millisecond
 }
 
 // applyItem folds one item into t and counts it towards the open batch.
