@@ -189,86 +189,28 @@ func (r *Runner) Run(ctx context.Context, argv []string, opts Options) ([]byte, 
 	if len(argv) == 0 {
 		return nil, errors.New("execx: argv is empty")
 	}
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = r.Timeout
-	}
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	cctx, cancel := context.WithTimeoutCause(ctx, timeout, ErrTimeout)
+	c, cancel := r.prepare(ctx, argv, opts, r.runTimeout(opts))
 	defer cancel()
-
-	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
-	cmd.Dir = opts.Dir
-	if len(r.Env) > 0 || len(opts.Env) > 0 {
-		// exec dedupes the environment keeping the last value of a key.
-		cmd.Env = append(append(os.Environ(), r.Env...), opts.Env...)
-	}
 	if opts.Stdin != nil {
-		cmd.Stdin = bytes.NewReader(opts.Stdin)
+		c.cmd.Stdin = bytes.NewReader(opts.Stdin)
 	}
 	var stdout bytes.Buffer
-	stderr := &capped{max: MaxStderr}
-	cmd.Stdout, cmd.Stderr = &stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd) }
-	cmd.WaitDelay = waitDelay
+	c.cmd.Stdout = &stdout
 
 	start := time.Now()
-	err := cmd.Run()
+	err := c.cmd.Run()
 	elapsed := time.Since(start)
 
-	e := &Error{Argv: append([]string(nil), argv...), ExitCode: -1}
-	outcome := OutcomeOK
-	switch {
-	case err == nil:
-	case cctx.Err() != nil: // killed by us (or not started): our timeout or the caller's context
-		if cause := context.Cause(cctx); errors.Is(cause, ErrTimeout) && ctx.Err() == nil {
-			outcome, e.Err, e.Timeout = OutcomeTimeout, ErrTimeout, timeout
-		} else {
-			outcome, e.Err = OutcomeCanceled, ctx.Err()
-		}
-	case cmd.Process == nil: // never started
-		outcome, e.Err = OutcomeStart, err
-	case errors.Is(err, exec.ErrWaitDelay):
-		// It exited 0 but left something running that holds stdout or stderr open:
-		// kill that too; the call itself succeeded.
-		_ = killGroup(cmd)
+	end := c.classify(err)
+	if end.leftBehind {
 		r.Log.Warn().Str("argv", Format(argv)).Msg("command exited but left a process holding its output; killed its process group")
-		err = nil
-	default:
-		var xe *exec.ExitError
-		if errors.As(err, &xe) {
-			outcome = OutcomeExit
-			if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				e.Signal = ws.Signal()
-			} else {
-				e.ExitCode = xe.ExitCode()
-			}
-		} else {
-			outcome, e.Err = OutcomeExit, err
-		}
 	}
-	if err == nil && cmd.ProcessState != nil {
-		e.ExitCode = cmd.ProcessState.ExitCode()
-	}
-	e.Stderr = stderr.String()
-
-	name := Name(argv)
-	metricCalls.WithLabelValues(name, outcome).Inc()
-	metricDuration.WithLabelValues(name).Observe(elapsed.Seconds())
-	ev := r.Log.Debug().Str("argv", Format(argv)).Dur("duration", elapsed).Str("outcome", outcome).
-		Int("exit_code", e.ExitCode).Int("stdout_bytes", stdout.Len())
-	if e.Stderr != "" {
-		ev = ev.Str("stderr", e.Stderr)
+	ev := c.record(end, elapsed).Int("stdout_bytes", stdout.Len())
+	if end.info.Stderr != "" {
+		ev = ev.Str("stderr", end.info.Stderr)
 	}
 	ev.Msg("exec")
-
-	if err != nil {
-		return stdout.Bytes(), e
-	}
-	return stdout.Bytes(), nil
+	return stdout.Bytes(), end.err
 }
 
 // killGroup sends SIGKILL to the process group the command leads.

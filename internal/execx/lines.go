@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"os/exec"
-	"syscall"
 	"time"
 )
 
@@ -32,35 +29,35 @@ func (r *Runner) Lines(ctx context.Context, argv []string, opts Options, fn func
 	if len(argv) == 0 {
 		return errors.New("execx: argv is empty")
 	}
-	cctx, cancel := context.WithCancel(ctx)
+	c, cancel := r.prepare(ctx, argv, opts, opts.Timeout)
 	defer cancel()
-	if opts.Timeout > 0 {
-		var c2 context.CancelFunc
-		cctx, c2 = context.WithTimeoutCause(cctx, opts.Timeout, ErrTimeout)
-		defer c2()
-	}
-	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
-	cmd.Dir = opts.Dir
-	if len(r.Env) > 0 || len(opts.Env) > 0 {
-		cmd.Env = append(append(os.Environ(), r.Env...), opts.Env...)
-	}
-	stderr := &capped{max: MaxStderr}
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd) }
-	cmd.WaitDelay = waitDelay
-	out, err := cmd.StdoutPipe()
-	e := &Error{Argv: append([]string(nil), argv...), ExitCode: -1}
-	name := Name(argv)
+	// opts.Stdin is not fed to a stream: it reads /dev/null.
+	out, err := c.cmd.StdoutPipe()
 	if err == nil {
-		err = cmd.Start()
+		err = c.cmd.Start()
 	}
 	if err != nil {
-		metricCalls.WithLabelValues(name, OutcomeStart).Inc()
+		// Counted as not started whatever the cause (a context that already ended
+		// included), without a duration or a log line.
+		metricCalls.WithLabelValues(Name(argv), OutcomeStart).Inc()
+		e := c.newError()
 		e.Err = err
 		return e
 	}
 	start := time.Now()
+	c.deliver(out, fn)
+	err = c.cmd.Wait()
+	elapsed := time.Since(start)
+
+	end := c.classify(err)
+	c.record(end, elapsed).Msg("exec stream")
+	return end.err
+}
+
+// deliver hands each line read from out to fn, without its newline, until out ends
+// or fails (a read error other than EOF is logged at debug level). A line longer than
+// the 64 KiB buffer is delivered in pieces.
+func (c *call) deliver(out io.Reader, fn func(line string)) {
 	br := bufio.NewReaderSize(out, 64<<10)
 	for {
 		line, rerr := br.ReadSlice('\n')
@@ -77,45 +74,9 @@ func (r *Runner) Lines(ctx context.Context, argv []string, opts Options, fn func
 		}
 		if rerr != nil {
 			if rerr != io.EOF {
-				r.Log.Debug().Err(rerr).Str("argv", Format(argv)).Msg("reading stream")
+				c.log.Debug().Err(rerr).Str("argv", Format(c.argv)).Msg("reading stream")
 			}
-			break
+			return
 		}
 	}
-	err = cmd.Wait()
-	elapsed := time.Since(start)
-	outcome := OutcomeOK
-	switch {
-	case err == nil:
-		e.ExitCode = 0
-	case cctx.Err() != nil:
-		if cause := context.Cause(cctx); errors.Is(cause, ErrTimeout) && ctx.Err() == nil {
-			outcome, e.Err, e.Timeout = OutcomeTimeout, ErrTimeout, opts.Timeout
-		} else {
-			outcome, e.Err = OutcomeCanceled, ctx.Err()
-		}
-	case errors.Is(err, exec.ErrWaitDelay):
-		_ = killGroup(cmd)
-		err = nil
-	default:
-		outcome = OutcomeExit
-		var xe *exec.ExitError
-		if errors.As(err, &xe) {
-			if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				e.Signal = ws.Signal()
-			} else {
-				e.ExitCode = xe.ExitCode()
-			}
-		} else {
-			e.Err = err
-		}
-	}
-	e.Stderr = stderr.String()
-	metricCalls.WithLabelValues(name, outcome).Inc()
-	metricDuration.WithLabelValues(name).Observe(elapsed.Seconds())
-	r.Log.Debug().Str("argv", Format(argv)).Dur("duration", elapsed).Str("outcome", outcome).Int("exit_code", e.ExitCode).Msg("exec stream")
-	if err != nil {
-		return e
-	}
-	return nil
 }
