@@ -18,11 +18,8 @@ func TestAgentHeartbeatsDriveNodeState(t *testing.T) {
 	_, code = run(t, "cmd", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, "--nats", s.natsURL())
 	require.Equal(t, 0, code)
 
-	startAgent := func() *exec.Cmd {
-		a := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL(), "--heartbeat-interval", "200ms")
-		require.NoError(t, a.Start())
-		t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
-		return a
+	start := func() *exec.Cmd {
+		return startAgent(t, s, agentOpts{extra: []string{"--heartbeat-interval", "200ms"}})
 	}
 	state := func() string {
 		status, body := httpJSON(t, "GET", s.url("/v1/nodes/n1"), "")
@@ -38,13 +35,13 @@ func TestAgentHeartbeatsDriveNodeState(t *testing.T) {
 		require.Eventually(t, func() bool { return state() == want }, 10*time.Second, 50*time.Millisecond, "node n1 never %s", want)
 	}
 
-	agent := startAgent()
+	agent := start()
 	time.Sleep(1500 * time.Millisecond) // longer than the timeout: heartbeats keep it online
 	require.Equal(t, "online", state())
 	_ = agent.Process.Signal(syscall.SIGKILL)
 	_ = agent.Wait()
 	waitFor("offline")
-	startAgent()
+	start()
 	waitFor("online")
 
 	out, _ := run(t, "audit", "--nats", s.natsURL(), "--type", "node.state-changed", "--actor", "watchdog", "--json")

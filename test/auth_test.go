@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -54,17 +53,7 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
 
-	var agentLog bytes.Buffer
-	agent := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL(), "--creds", n1creds, "--heartbeat-interval", "200ms")
-	agent.Stdout, agent.Stderr = &agentLog, &agentLog
-	require.NoError(t, agent.Start())
-	t.Cleanup(func() {
-		_ = agent.Process.Kill()
-		_ = agent.Wait()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", agentLog.String())
-		}
-	})
+	startAgent(t, s, agentOpts{extra: []string{"--creds", n1creds, "--heartbeat-interval", "200ms"}})
 	m, err := beats.NextMsg(15 * time.Second)
 	require.NoError(t, err, "no heartbeat from the agent")
 	require.Equal(t, "cairn.status.n1.node.n1", m.Subject)

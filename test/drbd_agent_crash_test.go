@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,11 +23,7 @@ import (
 // applied with exactly the metadata its seeding plan gives (get-gi with the real
 // drbdmeta for all 32 node ids), as after one uninterrupted run.
 func TestSimAgentKilledWhileSeeding(t *testing.T) {
-	for _, tool := range []string{"drbdadm", "drbdmeta"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
-	}
+	needDRBDTools(t)
 	s := startServe(t, t.TempDir())
 	root := filepath.Join(t.TempDir(), "n1")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/cairn/thin"), 0o755))
@@ -70,18 +65,7 @@ func TestSimAgentKilledWhileSeeding(t *testing.T) {
 		return c
 	}
 	start := func() *exec.Cmd {
-		a := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL(), "--root", root, "--kernel", "sim", "--workers", "4")
-		var log bytes.Buffer
-		a.Stdout, a.Stderr = &log, &log
-		require.NoError(t, a.Start())
-		t.Cleanup(func() {
-			_ = a.Process.Kill()
-			_ = a.Wait()
-			if t.Failed() {
-				t.Logf("agent log:\n%s", log.String())
-			}
-		})
-		return a
+		return startAgent(t, s, agentOpts{root: root, kernel: "sim", extra: []string{"--workers", "4"}})
 	}
 	a := start()
 	require.Eventually(t, func() bool {

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,11 +21,7 @@ import (
 // replicas, 100 blocks written, a third replica added: it resyncs exactly those blocks
 // (bitmap), and get-gi (real drbdmeta) on every metadata file shows one current UUID.
 func TestThreeSimAgentsEndToEnd(t *testing.T) {
-	for _, tool := range []string{"drbdadm", "drbdmeta"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
-	}
+	needDRBDTools(t)
 	s := startServe(t, t.TempDir())
 	base := t.TempDir()
 	cmd := func(verb, body string) {
@@ -34,26 +29,16 @@ func TestThreeSimAgentsEndToEnd(t *testing.T) {
 		out, code := run(t, "cmd", verb, body, "--nats", s.natsURL())
 		require.Equal(t, 0, code, "%s %s: %s", verb, body, out)
 	}
-	startAgent := func(node string) {
+	simAgent := func(node string) {
 		root := filepath.Join(base, node)
 		require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/cairn/thin"), 0o755))
-		var log bytes.Buffer
-		a := exec.Command(cairnBin, "agent", "--node", node, "--nats", s.natsURL(), "--root", root, "--kernel", "sim", "--heartbeat-interval", "500ms")
-		a.Stdout, a.Stderr = &log, &log
-		require.NoError(t, a.Start())
-		t.Cleanup(func() {
-			_ = a.Process.Kill()
-			_ = a.Wait()
-			if t.Failed() {
-				t.Logf("agent %s log:\n%s", node, log.String())
-			}
-		})
+		startAgent(t, s, agentOpts{node: node, root: root, kernel: "sim", extra: []string{"--heartbeat-interval", "500ms"}})
 	}
 	addNode := func(i int) {
 		n := fmt.Sprintf("n%d", i)
 		cmd("node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, n, i, i))
 		cmd("sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, n))
-		startAgent(n)
+		simAgent(n)
 	}
 	cmd("cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
 	addNode(1)

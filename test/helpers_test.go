@@ -123,6 +123,60 @@ func (s *serve) stop() {
 	}
 }
 
+// needDRBDTools skips the test unless drbdadm and drbdmeta (drbd-utils), which
+// `cairn agent --kernel sim` runs, are installed.
+func needDRBDTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"drbdadm", "drbdmeta"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: %v", tool, err)
+		}
+	}
+}
+
+// agentOpts is what differs between the `cairn agent` processes of the tests; an empty
+// field passes no flag (the agent's default).
+type agentOpts struct {
+	node   string   // --node; "n1" when empty
+	root   string   // --root
+	kernel string   // --kernel: real or sim
+	simDir string   // --sim-dir
+	extra  []string // more agent flags
+	env    []string // added to the test's environment
+}
+
+// startAgent runs `cairn agent` against s until the test ends (or the test kills it),
+// printing its log when the test failed.
+func startAgent(t *testing.T, s *serve, o agentOpts) *exec.Cmd {
+	t.Helper()
+	if o.node == "" {
+		o.node = "n1"
+	}
+	args := []string{"agent", "--node", o.node, "--nats", s.natsURL()}
+	for _, f := range [][2]string{{"--root", o.root}, {"--kernel", o.kernel}, {"--sim-dir", o.simDir}} {
+		if f[1] != "" {
+			args = append(args, f[0], f[1])
+		}
+	}
+	a := exec.Command(cairnBin, append(args, o.extra...)...)
+	if len(o.env) > 0 {
+		a.Env = append(os.Environ(), o.env...)
+	}
+	log := &bytes.Buffer{}
+	a.Stdout, a.Stderr = log, log
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = a.Process.Kill()
+		_ = a.Wait()
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", o.node, log.String())
+		}
+	})
+	return a
+}
+
 // run runs the cairn binary and returns stdout and the exit code.
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -233,20 +232,11 @@ func TestZpoolAgentLiveWriter(t *testing.T) {
 func startZpoolAgent(t *testing.T, s *serve, dir, fake, hostid string, extra ...string) string {
 	t.Helper()
 	zlog := filepath.Join(dir, "zpool-calls.log")
-	var agentLog bytes.Buffer
-	args := append([]string{"agent", "--node", "n1", "--nats", s.natsURL(), "--heartbeat-interval", "200ms",
-		"--zpool-bin", fake, "--hostid", hostid, "--zpool-state-dir", filepath.Join(dir, "state")}, extra...)
-	agent := exec.Command(cairnBin, args...)
-	agent.Env = append(os.Environ(), "ZPOOL_FAKE_STATE="+filepath.Join(dir, "zpool-state.json"), "ZPOOL_FAKE_HOSTID="+hostid,
-		"ZPOOL_FAKE_HOSTNAME=h1", "ZPOOL_FAKE_LOG="+zlog)
-	agent.Stdout, agent.Stderr = &agentLog, &agentLog
-	require.NoError(t, agent.Start())
-	t.Cleanup(func() {
-		_ = agent.Process.Kill()
-		_ = agent.Wait()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", agentLog.String())
-		}
+	startAgent(t, s, agentOpts{
+		extra: append([]string{"--heartbeat-interval", "200ms",
+			"--zpool-bin", fake, "--hostid", hostid, "--zpool-state-dir", filepath.Join(dir, "state")}, extra...),
+		env: []string{"ZPOOL_FAKE_STATE=" + filepath.Join(dir, "zpool-state.json"), "ZPOOL_FAKE_HOSTID=" + hostid,
+			"ZPOOL_FAKE_HOSTNAME=h1", "ZPOOL_FAKE_LOG=" + zlog},
 	})
 	return zlog
 }
