@@ -14,9 +14,21 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// startTimeout bounds the start of Start and StartConfig.
+const startTimeout = 60 * time.Second
+
 // Start runs a server on a temporary data directory with random ports; it is closed
 // when the test ends. mod may adjust the configuration.
 func Start(t testing.TB, mod ...func(*server.Config)) *server.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	return StartContext(ctx, t, mod...)
+}
+
+// StartContext is Start with ctx, not 60 s, bounding the start (which waits for the
+// views to catch up with the stream): for a data directory with a big history.
+func StartContext(ctx context.Context, t testing.TB, mod ...func(*server.Config)) *server.Server {
 	t.Helper()
 	cfg := server.Config{
 		DataDir:    t.TempDir(),
@@ -27,14 +39,19 @@ func Start(t testing.TB, mod ...func(*server.Config)) *server.Server {
 	for _, m := range mod {
 		m(&cfg)
 	}
-	return StartConfig(t, cfg)
+	return startConfig(ctx, t, cfg)
 }
 
 // StartConfig runs a server with cfg; closed when the test ends.
 func StartConfig(t testing.TB, cfg server.Config) *server.Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
+	return startConfig(ctx, t, cfg)
+}
+
+func startConfig(ctx context.Context, t testing.TB, cfg server.Config) *server.Server {
+	t.Helper()
 	s, err := server.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start server: %v", err)

@@ -11,22 +11,25 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/server"
+	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
 
-func startServer(tb testing.TB, data string) *server.Server {
-	tb.Helper()
-	s, err := server.Start(context.Background(), server.Config{DataDir: data, NATSListen: "127.0.0.1:0", HTTPListen: "-",
-		HeartbeatTimeout: time.Hour, Log: zerolog.Nop()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return s
+// benchServer adjusts servertest's server (embedded NATS on a random TCP port, which
+// the benchmarks connect to like external clients; fsync on every write, as `cairn
+// serve`) to the benchmarks: no HTTP gateway, no log, and a heartbeat timeout no run
+// reaches, so no node goes offline under them.
+func benchServer(c *server.Config) {
+	c.HTTPListen = "-"
+	c.HeartbeatTimeout = time.Hour
+	c.Log = zerolog.Nop()
 }
 
+// request sends a command over NATS and fails unless it is accepted. Unlike
+// servertest.Send it does not decode the reply (it checks its start): it runs in the
+// measured loops, where a client-side decode would count against admission.
 func request(tb testing.TB, nc *nats.Conn, verb, body string) {
 	resp, err := nc.Request("cairn.cmd."+verb, []byte(body), 30*time.Second)
 	if err != nil {
@@ -49,12 +52,8 @@ func request(tb testing.TB, nc *nats.Conn, verb, body string) {
 // each rate is over all of its slices: both see the same disk. cpu_us/op is the
 // process's CPU time (user + system, every goroutine: client, server, cairn) per call.
 func BenchmarkAdmissionVsRawPublish(b *testing.B) {
-	s := startServer(b, b.TempDir())
-	nc, err := nats.Connect(s.NATSAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
+	s := servertest.Start(b, benchServer)
+	nc := servertest.Client(b, s)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
@@ -158,17 +157,11 @@ func BenchmarkAdmissionLatencyVsHistory(b *testing.B) {
 
 func latency(tb testing.TB, data string) (p50, p99 time.Duration) {
 	began := time.Now()
-	s, err := server.Start(context.Background(), server.Config{DataDir: data, NATSListen: "127.0.0.1:0", HTTPListen: "-",
-		HeartbeatTimeout: time.Hour, Log: zerolog.Nop()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer s.Close()
+	// no deadline: on the big history the start catches the views up with all of it
+	s := servertest.StartContext(context.Background(), tb, benchServer, func(c *server.Config) { c.DataDir = data })
+	defer s.Close() // now, not when the benchmark ends: the next round starts on the same data directory
 	tb.Logf("serve started on %d events in %s", s.Projector.Applied(), time.Since(began).Round(time.Millisecond))
-	nc, err := nats.Connect(s.NATSAddr)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	nc := servertest.Client(tb, s)
 	defer nc.Close()
 	const n = 2000
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)

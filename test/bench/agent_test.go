@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -76,11 +77,8 @@ func BenchmarkReplicaAddToResourceFile(b *testing.B) {
 	needDrbdUtils(b)
 	const n = 100
 	for range b.N {
-		s := startServer(b, b.TempDir())
-		nc, err := nats.Connect(s.NATSAddr)
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := servertest.Start(b, benchServer)
+		nc := servertest.Client(b, s)
 		request(b, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
 		for i := 1; i <= 2; i++ {
 			request(b, nc, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d"}`, i, i, i))

@@ -1,21 +1,19 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"testing"
 	"time"
 
-	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/domains"
 	"github.com/cairn-io/cairn/server"
-	"github.com/rs/zerolog"
+	"github.com/cairn-io/cairn/server/servertest"
 )
 
+// submit sends a command straight to admission and fails unless it is accepted.
 func submit(tb testing.TB, s *server.Server, verb, body string) {
-	r := s.Admission.Submit(context.Background(), commands.Request{Verb: verb, Body: []byte(body), Actor: "bench"})
-	if !r.OK {
+	if r := servertest.Submit(s, verb, body); !r.OK {
 		tb.Fatalf("%s %s: %s", verb, body, r.Error.Message)
 	}
 }
@@ -24,12 +22,8 @@ func submit(tb testing.TB, s *server.Server, verb, body string) {
 // volumesPerHost volumes each, then measures node.add and node.remove (decision plus
 // conditional append, in process) of a host that comes and goes.
 func topologyLatency(tb testing.TB, hosts, nDomains, volumesPerHost, rounds int, noSync bool) (addP99, removeP99 time.Duration) {
-	s, err := server.Start(context.Background(), server.Config{DataDir: tb.(interface{ TempDir() string }).TempDir(), NATSListen: "127.0.0.1:0",
-		HTTPListen: "-", HeartbeatTimeout: time.Hour, NoSyncAlways: noSync, Log: zerolog.Nop()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer s.Close()
+	s := servertest.Start(tb, benchServer, func(c *server.Config) { c.NoSyncAlways = noSync })
+	defer s.Close() // now, not when the benchmark ends: two servers a round
 	submit(tb, s, "cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":2,"parity_chunks":1}`)
 	for i := range hosts {
 		submit(tb, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.1","failure_domain":"D%02d"}`, i, i, i%nDomains))

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,7 +10,7 @@ import (
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/server"
-	"github.com/rs/zerolog"
+	"github.com/cairn-io/cairn/server/servertest"
 )
 
 // BenchmarkSpawnDefinitions creates 10,000 resource definitions with three diskful
@@ -27,12 +26,10 @@ func BenchmarkSpawnDefinitions(b *testing.B) {
 		n = v
 	}
 	for range b.N {
-		s, err := server.Start(context.Background(), server.Config{DataDir: b.TempDir(), NATSListen: "127.0.0.1:0",
-			HTTPListen: "-", HeartbeatTimeout: time.Hour, Log: zerolog.Nop(), NoSyncAlways: os.Getenv("CAIRN_BENCH_NOSYNC") != "",
-			Admission: commands.Options{Ports: replicas.Range{Min: 7000, Max: 7000 + n}}})
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := servertest.Start(b, benchServer, func(c *server.Config) {
+			c.NoSyncAlways = os.Getenv("CAIRN_BENCH_NOSYNC") != ""
+			c.Admission = commands.Options{Ports: replicas.Range{Min: 7000, Max: 7000 + n}}
+		})
 		submit(b, s, "cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
 		for i := range 12 {
 			submit(b, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"RACK%d"}`, i, i, i+1, i%3))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -14,6 +13,8 @@ import (
 	"github.com/cairn-io/cairn/agents/zpoolagent"
 	"github.com/cairn-io/cairn/agents/zpoolagent/zpoolfake"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/server/servertest"
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"github.com/cairn-io/cairn/storage/zpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,7 +34,7 @@ import (
 //	go test -run XXX -bench PoolGrantToCheck -benchtime 1x ./test/bench/
 func BenchmarkPoolGrantToCheck(b *testing.B) {
 	const grants = 200
-	s := startServer(b, b.TempDir())
+	s := servertest.Start(b, benchServer)
 	dir := b.TempDir()
 	dev := filepath.Join(dir, "disk0.img")
 	zfsimage.GunzipTo(b, "../../storage/zfs/testdata/single-exported/disk0.img.gz", dev)
@@ -41,11 +42,7 @@ func BenchmarkPoolGrantToCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	const hostA = 0x11111111 // exported the fixture
-	client, err := nats.Connect(s.NATSAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
+	client := servertest.Client(b, s)
 	request(b, client, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
 	request(b, client, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`)
 	request(b, client, "pool.create", fmt.Sprintf(`{"name":"tank","devices":[%q],"nodes":["n1"]}`, dev))
@@ -62,11 +59,7 @@ func BenchmarkPoolGrantToCheck(b *testing.B) {
 	}
 	defer sub.Unsubscribe()
 
-	anc, err := nats.Connect(s.NATSAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer anc.Close()
+	anc := servertest.Client(b, s)
 	names := events.NewNames("")
 	jsx, err := jetstream.New(anc)
 	if err != nil {
