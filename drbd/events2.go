@@ -189,6 +189,20 @@ func (e Event) getInt(key string) (int, bool) {
 	return n, err == nil
 }
 
+// getUint64 returns field key as an unsigned decimal; it returns 0, false when the
+// field is absent, no decimal number, negative or beyond 64 bits.
+func (e Event) getUint64(key string) (uint64, bool) {
+	v, ok := e.Get(key)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
 // getBool returns a yes/no field; ok is false when it is absent or neither.
 func (e Event) getBool(key string) (bool, bool) {
 	switch v, _ := e.Get(key); v {
@@ -243,6 +257,15 @@ func (e Event) Done() (float64, bool) {
 	f, err := strconv.ParseFloat(v, 64)
 	return f, err == nil
 }
+
+// SizeKiB is the device's size in KiB (device, with --statistics: size:4096); ok is
+// false when the line has no size or it is not an unsigned decimal.
+func (e Event) SizeKiB() (uint64, bool) { return e.getUint64("size") }
+
+// OutOfSyncKiB is what is still to copy to or from the peer in KiB (peer-device, with
+// --statistics: out-of-sync:2500); ok is false when the line has none or it is not an
+// unsigned decimal.
+func (e Event) OutOfSyncKiB() (uint64, bool) { return e.getUint64("out-of-sync") }
 
 // Quorum reports the device's quorum (device: quorum:yes|no).
 func (e Event) Quorum() (bool, bool) { return e.getBool("quorum") }

@@ -203,6 +203,39 @@ func TestParseEvents2LineAbsentFields(t *testing.T) {
 	}
 }
 
+func TestEventKiBFields(t *testing.T) {
+	tests := []struct {
+		name, line string
+		size, oos  uint64
+		sok, ook   bool
+	}{
+		{"device size", "change device name:r0 volume:0 size:4096", 4096, 0, true, false},
+		{"peer-device out-of-sync", "change peer-device name:r0 peer-node-id:1 volume:0 out-of-sync:2500", 0, 2500, false, true},
+		{"zero", "exists peer-device name:r0 size:0 out-of-sync:0", 0, 0, true, true},
+		{"64 bits", "change device name:r0 size:18446744073709551615", 1<<64 - 1, 0, true, false},
+		{"absent", "change device name:r0 volume:0", 0, 0, false, false},
+		{"empty value", "change device name:r0 size: out-of-sync:", 0, 0, false, false},
+		{"negative", "change device name:r0 size:-1 out-of-sync:-5", 0, 0, false, false},
+		{"beyond 64 bits", "change device name:r0 size:18446744073709551616", 0, 0, false, false},
+		{"not decimal", "change device name:r0 size:0x10 out-of-sync:1.5", 0, 0, false, false},
+		{"--diff: the new value", "change peer-device name:r0 out-of-sync:4096->100", 0, 100, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev, err := ParseEvents2Line(tt.line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, ok := ev.SizeKiB(); n != tt.size || ok != tt.sok {
+				t.Errorf("SizeKiB() = %d, %v, want %d, %v", n, ok, tt.size, tt.sok)
+			}
+			if n, ok := ev.OutOfSyncKiB(); n != tt.oos || ok != tt.ook {
+				t.Errorf("OutOfSyncKiB() = %d, %v, want %d, %v", n, ok, tt.oos, tt.ook)
+			}
+		})
+	}
+}
+
 func TestParseEvents2LineErrors(t *testing.T) {
 	tests := []struct{ line, msg string }{
 		{"", "empty line"},
@@ -252,6 +285,8 @@ func FuzzParseEvents2Line(f *testing.F) {
 		ev.Volume()
 		ev.Minor()
 		ev.Done()
+		ev.SizeKiB()
+		ev.OutOfSyncKiB()
 		ev.Quorum()
 		ev.Open()
 		ev.MayPromote()

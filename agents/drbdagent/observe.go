@@ -3,7 +3,6 @@ package drbdagent
 import (
 	"context"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -146,10 +145,8 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 		if o, ok := ev.Open(); ok {
 			d.open = &o
 		}
-		if s, ok := ev.Get("size"); ok {
-			if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-				d.sizeKiB = n
-			}
+		if n, ok := ev.SizeKiB(); ok {
+			d.sizeKiB = n
 		}
 	case drbd.ObjectConnection:
 		peer, ok := ev.PeerNodeID()
@@ -194,10 +191,8 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 		if v := ev.PeerDisk(); v != "" {
 			pd.peerDisk = v
 		}
-		if s, ok := ev.Get("out-of-sync"); ok {
-			if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-				pd.oos = &n
-			}
+		if n, ok := ev.OutOfSyncKiB(); ok {
+			pd.oos = &n
 		}
 		if d, ok := ev.Done(); ok {
 			pd.done = &d
