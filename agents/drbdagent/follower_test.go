@@ -1,10 +1,13 @@
 package drbdagent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +156,151 @@ func TestParseDumpMDWithRealDrbdmeta(t *testing.T) {
 	}
 	if u.current != 0x1234 || u.history != [2]drbd.UUID{0xCCCC, 0xDDDD} || u.bitmap[3] != 0xBBBB || u.bitmap[30] != 0xEEEE || u.bitmap[0] != 0 {
 		t.Fatalf("dump-md parsed as %+v", u)
+	}
+}
+
+// logLine is one zerolog JSON line.
+type logLine struct {
+	Level, Message, Missing, Error string
+}
+
+// parseLogs splits zerolog JSON output into its lines.
+func parseLogs(t *testing.T, out []byte) []logLine {
+	t.Helper()
+	var ls []logLine
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var v logLine
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		ls = append(ls, v)
+	}
+	return ls
+}
+
+// followFake runs a Follower on the Real kernel with drbdsetup the shell script body
+// (%[1]s is dir; the script counts its runs in dir/count) and proc as ProcDRBD, until
+// done says so; it returns what the follower logged.
+func followFake(t *testing.T, dir, body, proc string, done func(runs int, fold *Fold) bool) []logLine {
+	t.Helper()
+	script := filepath.Join(dir, "drbdsetup")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf(body, dir)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runner := &execx.Runner{Log: zerolog.Nop()}
+	k := &Real{Exec: runner, Lines: runner, Drbdsetup: script, ProcDRBD: proc}
+	var logs bytes.Buffer
+	fold := NewFold()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		(&Follower{Kernel: k, Fold: fold, Missing: k.Missing, Backoff: 5 * time.Millisecond, Log: zerolog.New(&logs)}).Run(ctx)
+		close(stopped)
+	}()
+	eventually(t, "the fake drbdsetup's runs", 10*time.Second, func() (bool, string) {
+		b, _ := os.ReadFile(filepath.Join(dir, "count"))
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return done(n, fold), string(b)
+	})
+	cancel()
+	<-stopped
+	return parseLogs(t, logs.Bytes())
+}
+
+const fakeCount = `#!/bin/sh
+n=$(cat %[1]s/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/count
+`
+
+// On a host without the DRBD module drbdsetup events2 fails at once (exit 20 after a
+// failed modprobe, /proc/drbd absent). The follower warns once, saying what is missing
+// and what it means, retries at debug level, and logs at info when the module is
+// there and the stream works.
+func TestFollowerWarnsOnceWhileDRBDIsMissing(t *testing.T) {
+	dir := t.TempDir()
+	proc := filepath.Join(dir, "proc_drbd")
+	body := fakeCount + `if [ $n -le 4 ]; then echo "Failed to modprobe drbd (No such file or directory)" >&2; exit 20; fi
+touch ` + proc + `
+echo "exists resource name:r1 role:Secondary suspended:no"
+echo "exists -"
+sleep 60
+`
+	logs := followFake(t, dir, body, proc, func(runs int, fold *Fold) bool { return runs >= 5 && fold.Up("r1") })
+	var warns, debugs, infos []logLine
+	for _, l := range logs {
+		switch l.Level {
+		case "warn":
+			warns = append(warns, l)
+		case "debug":
+			debugs = append(debugs, l)
+		case "info":
+			infos = append(infos, l)
+		}
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0].Message, "no DRBD resources are observed until the module is loaded") ||
+		warns[0].Missing != "the DRBD kernel module (no "+proc+")" || !strings.Contains(warns[0].Error, "exit 20") {
+		t.Fatalf("warnings %+v, want one saying the module is missing", warns)
+	}
+	if len(debugs) != 3 {
+		t.Errorf("debug lines %+v, want the 3 later failures", debugs)
+	}
+	if len(infos) != 1 || infos[0].Message != "DRBD is available: events2 stream started" {
+		t.Errorf("info lines %+v, want one: the stream started", infos)
+	}
+}
+
+// Any other failure (the module is there) is a warning every time, as before.
+func TestFollowerWarnsAtEveryOtherFailure(t *testing.T) {
+	dir := t.TempDir()
+	proc := filepath.Join(dir, "proc_drbd")
+	if err := os.WriteFile(proc, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := fakeCount + `echo "something else broke" >&2; exit 10
+`
+	logs := followFake(t, dir, body, proc, func(runs int, _ *Fold) bool { return runs >= 3 })
+	if len(logs) < 2 {
+		t.Fatalf("logs %+v, want a warning per failure", logs)
+	}
+	for _, l := range logs {
+		if l.Level != "warn" || l.Message != "events2 stream ended" || l.Missing != "" {
+			t.Fatalf("log line %+v, want events2 stream ended at warn", l)
+		}
+	}
+}
+
+// What Real.Missing makes of the errors a stream ends with, by whether /proc/drbd
+// exists.
+func TestRealMissing(t *testing.T) {
+	dir := t.TempDir()
+	present, absent := filepath.Join(dir, "proc_drbd"), filepath.Join(dir, "none")
+	if err := os.WriteFile(present, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runner := &execx.Runner{Log: zerolog.Nop()}
+	startErr := func(drbdsetup string) error {
+		return (&Real{Lines: runner, Drbdsetup: drbdsetup}).Events(t.Context(), func(string) {})
+	}
+	notInPath := startErr("cairn-no-such-drbdsetup")
+	noFile := startErr(filepath.Join(dir, "no", "drbdsetup"))
+	exit20 := &execx.Error{Argv: EventsArgv(""), ExitCode: 20, Stderr: "Failed to modprobe drbd (No such file or directory)"}
+	tests := []struct {
+		name, drbdsetup, proc string
+		err                   error
+		want                  string
+	}{
+		{"module missing", "", absent, exit20, "the DRBD kernel module (no " + absent + ")"},
+		{"drbdsetup not in PATH", "cairn-no-such-drbdsetup", present, notInPath, `drbdsetup ("cairn-no-such-drbdsetup" not found)`},
+		{"drbdsetup path absent", filepath.Join(dir, "no", "drbdsetup"), present, noFile, `drbdsetup ("` + filepath.Join(dir, "no", "drbdsetup") + `" not found)`},
+		{"both", "", absent, notInPath, `drbdsetup ("drbdsetup" not found), the DRBD kernel module (no ` + absent + ")"},
+		{"module there: another failure", "", present, exit20, ""},
+		{"ended on its own, module there", "", present, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (&Real{Drbdsetup: tt.drbdsetup, ProcDRBD: tt.proc}).Missing(tt.err); got != tt.want {
+				t.Fatalf("Missing(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
 	}
 }

@@ -2,7 +2,12 @@ package drbdagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/internal/execx"
@@ -49,7 +54,22 @@ type Real struct {
 	// Drbdsetup is the drbdsetup program ("" = drbdsetup from PATH); tests point it
 	// at a fake script.
 	Drbdsetup string
+	// ProcDRBD is the file the DRBD kernel module provides while it is loaded ("" =
+	// /proc/drbd); tests point it elsewhere.
+	ProcDRBD string
 }
+
+// ProcDRBD is the file the DRBD kernel module provides while it is loaded.
+const ProcDRBD = "/proc/drbd"
+
+// missingReporter is a Kernel that can tell a failed events2 stream from DRBD not being
+// on the host (Real); the Follower then logs the failure once instead of at every
+// restart.
+type missingReporter interface {
+	Missing(err error) string
+}
+
+var _ missingReporter = (*Real)(nil)
 
 var _ Kernel = (*Real)(nil)
 
@@ -102,6 +122,27 @@ func EventsArgv(drbdsetup string) []string {
 		drbdsetup = drbd.Drbdsetup
 	}
 	return []string{drbdsetup, "events2", "--statistics", "all"}
+}
+
+// Missing tells whether err, the end of an events2 stream that printed no line, means
+// DRBD is not on this host, and names what is missing: drbdsetup, when it could not be
+// started because it was not found (exec.ErrNotFound from the PATH lookup, or no such
+// file for a path), and the DRBD kernel module, when ProcDRBD does not exist (checked
+// whatever err is). Both are listed when both are missing. Returns "" when neither is:
+// the stream failed for another reason.
+func (k *Real) Missing(err error) string {
+	var missing []string
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		missing = append(missing, fmt.Sprintf("drbdsetup (%q not found)", EventsArgv(k.Drbdsetup)[0]))
+	}
+	proc := k.ProcDRBD
+	if proc == "" {
+		proc = ProcDRBD
+	}
+	if _, serr := os.Stat(proc); errors.Is(serr, fs.ErrNotExist) {
+		missing = append(missing, "the DRBD kernel module (no "+proc+")")
+	}
+	return strings.Join(missing, ", ")
 }
 
 // Events runs `drbdsetup events2 --statistics all` until it exits or ctx ends.

@@ -306,6 +306,10 @@ func (f *Fold) Fill(rd string, st *drbd.Status, names map[int]string) {
 // stream again whenever it ends (drbdsetup exited, was killed, or the stream broke).
 // Each new stream replaces the fold with its initial dump (at its first line).
 // Malformed lines are counted (cairn_agent_events2_malformed_total) and skipped.
+//
+// A stream's end is logged at warn, except when Missing says DRBD is not on the host:
+// that is logged at warn once (again only when what is missing changes), every further
+// such end at debug, and the first stream that prints a line after it at info.
 type Follower struct {
 	Kernel Kernel
 	Fold   *Fold
@@ -313,10 +317,18 @@ type Follower struct {
 	Changed func(rd string)
 	// SizeKiB gives a volume's size for the sync-kind rule (may be nil).
 	SizeKiB func(rd string, vol int) uint64
+	// Missing, when set, is asked about the error of every stream that ended without a
+	// line: it names what of DRBD is missing on the host, or returns "" for any other
+	// failure (see Real.Missing; Reconciler.Run sets it from such a kernel).
+	Missing func(err error) string
 	Log     zerolog.Logger
 	// Backoff is the pause before a stream is started again (1 s); it doubles while
 	// streams end without a line, up to 30 s.
 	Backoff time.Duration
+
+	// missing is what the last warning said is missing; "" once a stream printed a
+	// line (or before any warning).
+	missing string
 }
 
 // Run follows events2 until ctx ends.
@@ -330,23 +342,10 @@ func (f *Follower) Run(ctx context.Context) {
 		lines := 0
 		err := f.Kernel.Events(ctx, func(line string) {
 			if lines == 0 {
-				// A new stream dumps the whole state: forget the old one (kept until
-				// now, so a restart does not blank the statuses).
-				for _, rd := range f.Fold.Reset() {
-					f.changed(rd)
-				}
+				f.started()
 			}
 			lines++
-			metricEventLines.Inc()
-			ev, err := drbd.ParseEvents2Line(line)
-			if err != nil {
-				metricEventMalformed.Inc()
-				f.Log.Warn().Err(err).Str("line", line).Msg("events2 line skipped")
-				return
-			}
-			if rd := f.Fold.Apply(ev, f.SizeKiB); rd != "" {
-				f.changed(rd)
-			}
+			f.line(line)
 		})
 		if ctx.Err() != nil {
 			return
@@ -355,7 +354,7 @@ func (f *Follower) Run(ctx context.Context) {
 		if lines > 0 {
 			wait = base
 		}
-		f.Log.Warn().Err(err).Int("lines", lines).Dur("restart_in", wait).Msg("events2 stream ended")
+		f.ended(err, lines, wait)
 		select {
 		case <-ctx.Done():
 			return
@@ -364,6 +363,53 @@ func (f *Follower) Run(ctx context.Context) {
 		if lines == 0 {
 			wait = min(2*wait, 30*time.Second)
 		}
+	}
+}
+
+// started is called at the first line of a stream. A new stream dumps the whole state:
+// the old one (kept until now, so a restart does not blank the statuses) is forgotten.
+// If DRBD was reported missing, the stream working is logged at info.
+func (f *Follower) started() {
+	if f.missing != "" {
+		f.Log.Info().Str("was_missing", f.missing).Msg("DRBD is available: events2 stream started")
+		f.missing = ""
+	}
+	for _, rd := range f.Fold.Reset() {
+		f.changed(rd)
+	}
+}
+
+// line parses one events2 line and folds it in; a malformed line is counted, logged
+// and skipped.
+func (f *Follower) line(line string) {
+	metricEventLines.Inc()
+	ev, err := drbd.ParseEvents2Line(line)
+	if err != nil {
+		metricEventMalformed.Inc()
+		f.Log.Warn().Err(err).Str("line", line).Msg("events2 line skipped")
+		return
+	}
+	if rd := f.Fold.Apply(ev, f.SizeKiB); rd != "" {
+		f.changed(rd)
+	}
+}
+
+// ended logs the end of a stream that printed lines lines and ended with err; the
+// next one starts in wait. See Follower for the levels.
+func (f *Follower) ended(err error, lines int, wait time.Duration) {
+	what := ""
+	if lines == 0 && f.Missing != nil {
+		what = f.Missing(err)
+	}
+	switch {
+	case what == "":
+		f.Log.Warn().Err(err).Int("lines", lines).Dur("restart_in", wait).Msg("events2 stream ended")
+	case what != f.missing:
+		f.missing = what
+		f.Log.Warn().Err(err).Str("missing", what).Dur("restart_in", wait).
+			Msg("DRBD is not available on this host: no DRBD resources are observed until the module is loaded; retrying quietly")
+	default:
+		f.Log.Debug().Err(err).Str("missing", what).Dur("restart_in", wait).Msg("events2 stream ended: DRBD still not available")
 	}
 }
 

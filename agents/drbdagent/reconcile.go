@@ -102,6 +102,9 @@ func New(cfg Config) (*Reconciler, error) {
 // until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) {
 	f := &Follower{Kernel: r.cfg.Kernel, Fold: r.fold, Changed: r.pub.soon, SizeKiB: r.sizeKiB, Log: r.cfg.Log}
+	if m, ok := r.cfg.Kernel.(missingReporter); ok {
+		f.Missing = m.Missing
+	}
 	go f.Run(ctx)
 	r.pub.run(ctx)
 }
