@@ -540,12 +540,13 @@ func (s NodeStatus) appendJSON(b []byte) []byte {
 	b = append(b, `{"state":`...)
 	b = appendJSONString(b, s.State)
 	b = append(b, `,"since":`...)
-	since, err := s.Since.MarshalJSON()
-	if err != nil { // a year outside 0-9999: let the encoder say what it says
+	if y := s.Since.Year(); y < 0 || y > 9999 { // outside RFC 3339: as the encoder does it
 		raw, _ := json.Marshal(s)
 		return append(b[:start], raw...)
 	}
-	b = append(b, since...)
+	b = append(b, '"')
+	b = s.Since.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
 	if s.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendJSONString(b, s.Reason)
