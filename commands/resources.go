@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/replicas"
@@ -54,6 +55,10 @@ type (
 		PlaceCount       int          `json:"place_count"`
 		ForceInitialSync bool         `json:"force_initial_sync"`
 		DRBDOptions      drbd.Options `json:"drbd_options"`
+	}
+	// ResourceDefinitionDelete is the body of rd.delete.
+	ResourceDefinitionDelete struct {
+		Name string `json:"name"`
 	}
 	// ResourceModify is the body of rd.modify.
 	ResourceModify struct {
@@ -161,6 +166,22 @@ func (p *resourcePlan) loadGroup(name string) error {
 		return cairn.Errorf(cairn.CodeNotFound, "resource group %s does not exist", name)
 	}
 	p.group = &g
+	return nil
+}
+
+// deleteDefinition deletes a definition that has no replicas left: its volumes go with
+// it and its port is free again. Refuses precondition_failed naming the nodes that
+// still hold replicas (remove them first, which tears them down on the nodes).
+func (p *resourcePlan) deleteDefinition() error {
+	if n := len(p.rd.Replicas); n > 0 {
+		nodes := make([]string, 0, n)
+		for _, r := range p.rd.Replicas {
+			nodes = append(nodes, r.Node)
+		}
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s still has %d replica(s), on %s; remove them first with replica.remove",
+			p.rd.Name, n, strings.Join(nodes, ", ")).WithDetails(map[string]any{"nodes": nodes})
+	}
+	p.emit(&events.ResourceDefinitionDeleted{Name: p.rd.Name, Port: p.rd.Port, Volumes: len(p.rd.Volumes)})
 	return nil
 }
 
@@ -753,6 +774,9 @@ func resourceHandlers(opts Options) []Handler {
 			ev, warnings, err := DecideResourceModify(rd.DRBDOptions, c)
 			return d.with(subject, ev, warnings), err
 		}},
+		onResource("rd.delete", func() any { return new(ResourceDefinitionDelete) },
+			func(c any) string { return c.(*ResourceDefinitionDelete).Name },
+			func(p *resourcePlan, _ any) error { return p.deleteDefinition() }),
 		onResource("vd.create", func() any { return new(VolumeDefinitionCreate) },
 			func(c any) string { return c.(*VolumeDefinitionCreate).Resource },
 			func(p *resourcePlan, c any) error {

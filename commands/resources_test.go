@@ -344,3 +344,47 @@ func TestModifyIsAPatch(t *testing.T) {
 	refused(t, s, "rd.modify", `{"name":"r1"}`, cairn.CodeInvalidArgument, "")
 	refused(t, s, "rd.modify", `{"name":"ghost","unset":["protocol"]}`, cairn.CodeNotFound, "ghost")
 }
+
+// TestDeleteDefinition: rd.delete takes a definition without replicas away with its
+// volumes and frees its port; one that still has replicas is refused with the nodes
+// named; the name can be used again.
+func TestDeleteDefinition(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rg.create", `{"name":"rg","place_count":2}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg","name":"r1","size_kib":[4096]}`)
+	port := definition(t, s, "r1").Port
+	nodes := strings.Fields(layout(definition(t, s, "r1")))
+	require.Len(t, nodes, 3, "two disks and a tiebreaker")
+
+	refused(t, s, "rd.delete", `{"name":"r1"}`, cairn.CodePreconditionFailed, "still has 3 replica(s)")
+	refused(t, s, "rd.delete", `{"name":"ghost"}`, cairn.CodeNotFound, "ghost")
+	refused(t, s, "rd.delete", `{"name":"r1","force":true}`, cairn.CodeInvalidArgument, "force")
+	// Remove the disks (the tiebreaker goes by itself when it is no longer needed).
+	for rd := definition(t, s, "r1"); len(rd.Replicas) > 0; rd = definition(t, s, "r1") {
+		node := rd.Replicas[0].Node
+		for _, rep := range rd.Replicas {
+			if !rep.Tiebreaker {
+				node = rep.Node
+				break
+			}
+		}
+		must(t, s, "replica.remove", fmt.Sprintf(`{"resource":"r1","node":%q}`, node))
+	}
+
+	r := must(t, s, "rd.delete", `{"name":"r1"}`)
+	require.Len(t, r.Events, 1)
+	assert.Equal(t, "rd.deleted", r.Events[0].Type)
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	_, ok, err := v.ResourceDefinition("r1")
+	v.Close()
+	require.NoError(t, err)
+	assert.False(t, ok, "the definition is gone")
+	refused(t, s, "rd.delete", `{"name":"r1"}`, cairn.CodeNotFound, "r1")
+
+	must(t, s, "rd.create", `{"name":"r2"}`)
+	assert.Equal(t, port, definition(t, s, "r2").Port, "the freed port is allocated again")
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	assert.Empty(t, definition(t, s, "r1").Volumes, "a definition made again under the name starts empty")
+}

@@ -125,6 +125,16 @@ type ResourceOptionsChanged struct {
 
 func (*ResourceOptionsChanged) EventType() string { return "rd.options-changed" }
 
+// ResourceDefinitionDeleted: a definition without replicas is gone, with its volumes;
+// Port (freed) and Volumes (how many went) are recorded for audits.
+type ResourceDefinitionDeleted struct {
+	Name    string `json:"name"`
+	Port    int    `json:"port"`
+	Volumes int    `json:"volumes"`
+}
+
+func (*ResourceDefinitionDeleted) EventType() string { return "rd.deleted" }
+
 func (*StoragePoolCreated) EventType() string        { return "sp.created" }
 func (*ResourceGroupCreated) EventType() string      { return "rg.created" }
 func (*ResourceDefinitionCreated) EventType() string { return "rd.created" }
@@ -143,6 +153,7 @@ func init() {
 		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},
 		{Name: "rd.options-changed", Version: 1, New: func() Payload { return new(ResourceOptionsChanged) }},
+		{Name: "rd.deleted", Version: 1, New: func() Payload { return new(ResourceDefinitionDeleted) }},
 		{Name: "replica.added", Version: 1, New: func() Payload { return new(ReplicaAdded) }},
 		{Name: "replica.removed", Version: 1, New: func() Payload { return new(ReplicaRemoved) }},
 		{Name: "replica.disk-toggled", Version: 1, New: func() Payload { return new(ReplicaDiskToggled) }},

@@ -167,6 +167,14 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		return true, t.put(rdKey(d.Name), ResourceDefinition{Name: d.Name, ResourceGroup: d.ResourceGroup,
 			Port: d.Port, DRBDOptions: d.DRBDOptions, Volumes: []VolumeDefinition{}, Replicas: []Replica{},
 			CreatedSeq: ev.Seq, Seq: ev.Seq})
+	case *events.ResourceDefinitionDeleted:
+		var rd ResourceDefinition
+		if ok, err := getJSON(t, rdKey(d.Name), &rd); err != nil || !ok {
+			return true, err
+		}
+		freePort(t, rd.Port)
+		t.del(rdKey(d.Name))
+		return true, nil
 	case *events.ResourceOptionsChanged:
 		return true, updateRD(t, d.Name, ev.Seq, func(rd *ResourceDefinition) error {
 			o, err := drbd.Resolve(rd.DRBDOptions, d.Set).Without(d.Unset)

@@ -37,6 +37,11 @@ func TestRebuildReproducesResourceAndPoolViews(t *testing.T) {
 	submit("replica.remove", `{"resource":"r1","node":"`+firstDiskful(t, s, "r1")+`"}`)
 	submit("resource.activate", `{"resource":"r2","reallocate_port":true}`)
 	submit("resource.deactivate", `{"resource":"r3"}`)
+	for len(definitionOf(t, s, "r4").Replicas) > 0 {
+		submit("replica.remove", `{"resource":"r4","node":"`+definitionOf(t, s, "r4").Replicas[0].Node+`"}`)
+	}
+	submit("rd.delete", `{"name":"r4"}`)
+	submit("rd.create", `{"name":"r6"}`) // takes r4's freed port
 	submit("pool.create", `{"name":"tank","devices":["/dev/sdb"],"nodes":["n1","n2"]}`)
 	submit("pool.import", `{"pool":"tank","node":"n1"}`)
 	submit("pool.contest", `{"pool":"tank","node":"n1","reason":"test"}`)
@@ -54,15 +59,21 @@ func TestRebuildReproducesResourceAndPoolViews(t *testing.T) {
 	assert.Equal(t, live, rebuilt)
 }
 
-// replicaWhere returns the node of rd's first replica (by node id) that match accepts.
-func replicaWhere(t *testing.T, s *server.Server, rd, what string, match func(projections.Replica) bool) string {
+func definitionOf(t *testing.T, s *server.Server, rd string) projections.ResourceDefinition {
 	t.Helper()
 	v, err := s.DB.Read()
 	require.NoError(t, err)
 	defer v.Close()
-	d, _, err := v.ResourceDefinition(rd)
+	d, ok, err := v.ResourceDefinition(rd)
 	require.NoError(t, err)
-	for _, r := range d.Replicas {
+	require.True(t, ok, "no definition %s", rd)
+	return d
+}
+
+// replicaWhere returns the node of rd's first replica (by node id) that match accepts.
+func replicaWhere(t *testing.T, s *server.Server, rd, what string, match func(projections.Replica) bool) string {
+	t.Helper()
+	for _, r := range definitionOf(t, s, rd).Replicas {
 		if match(r) {
 			return r.Node
 		}
