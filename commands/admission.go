@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/cairn-io/cairn/commands/replicas"
+	"hash/fnv"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/cairn-io/cairn"
@@ -71,6 +73,8 @@ type Admission struct {
 	opts     Options
 	handlers map[string]Handler
 	recent   *recentReplies
+	// retryLocks serialize the retries of commands that lost the same boundary.
+	retryLocks retryLocks
 }
 
 // New returns admission over the store, the views and the projector that feeds them.
@@ -220,12 +224,18 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 		return r
 	}
 
+	var held *sync.Mutex // the boundary's retry lock, once a conflict made this command wait
+	defer func() {
+		if held != nil {
+			held.Unlock()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		view, err := a.db.Read()
 		if err != nil {
 			return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
 		}
-		reply, seen, retry := a.attempt(ctx, h, req, view)
+		reply, seen, boundary, retry := a.attempt(ctx, h, req, view)
 		view.Close()
 		if retry == retryNone {
 			return reply
@@ -258,12 +268,29 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 			return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
 				"the views did not catch up within %s after a concurrent change; retry", a.opts.CatchUpWait))
 		}
-		time.Sleep(time.Duration(rand.Int64N(int64(attempt) * int64(500*time.Microsecond))))
+		if held == nil {
+			// Decide again holding the boundary's retry lock: commands of this process
+			// that lost the same boundary then take turns instead of racing again (a
+			// command could otherwise keep losing until MaxAttempts). The lock only
+			// orders attempts; the conditional append still decides, so commands of other
+			// processes on the same stream are safe.
+			held = a.retryLocks.of(boundary)
+			held.Lock()
+		}
 	}
 }
 
-// attempt decides the command on one view and tries to append. retry is true when the
-// boundary moved; seen is the view's sequence.
+// retryLocks are striped locks by consistency boundary for commands that lost a
+// conditional append.
+type retryLocks [64]sync.Mutex
+
+func (l *retryLocks) of(b events.Expect) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte{byte(b.Kind)})
+	_, _ = h.Write([]byte(b.Subject + "\x00" + b.Filter))
+	return &l[h.Sum32()%uint32(len(l))]
+}
+
 // retryKind says whether and why admission decides a command again.
 type retryKind int
 
@@ -273,24 +300,28 @@ const (
 	retryBusy            // JetStream was busy: nothing appended, try again shortly
 )
 
-func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *projections.View) (reply Reply, seen uint64, retry retryKind) {
+// attempt decides the command on one view and tries to append. seen is the view's
+// sequence, boundary the decision's consistency boundary, retry whether and why to
+// decide again.
+func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *projections.View) (reply Reply, seen uint64, boundary events.Expect, retry retryKind) {
 	seen = view.Seq()
 	if rec, ok, err := view.Command(req.CommandID); err != nil {
-		return refused(req.CommandID, err), seen, retryNone
+		return refused(req.CommandID, err), seen, boundary, retryNone
 	} else if ok {
-		return acceptedReply(rec, nil), seen, retryNone
+		return acceptedReply(rec, nil), seen, boundary, retryNone
 	}
 	d, err := h.Decide(view, a.names, req.Body)
+	boundary = d.Expect
 	if err != nil || len(d.Events) == 0 {
 		// A refusal or a no-op appends nothing, so no expectation guards it: confirm
 		// that the view it was decided on is current for the boundary, else decide again.
 		if d.Expect.Kind != 0 {
 			cur, berr := a.store.BoundarySeq(ctx, d.Expect)
 			if berr != nil {
-				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "could not read %s: %v", a.names.EventsStream(), berr)), seen, retryNone
+				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "could not read %s: %v", a.names.EventsStream(), berr)), seen, boundary, retryNone
 			}
 			if cur != d.Expect.Seq {
-				return Reply{}, seen, retryMoved
+				return Reply{}, seen, boundary, retryMoved
 			}
 		}
 		r := Reply{OK: true, CommandID: req.CommandID, Warnings: d.Warnings}
@@ -300,12 +331,12 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		if r.OK || r.Error.Code != cairn.CodeInternal {
 			a.recent.put(req.CommandID, r, a.opts.Now())
 		}
-		return r, seen, retryNone
+		return r, seen, boundary, retryNone
 	}
 	envs, err := events.Seal(events.Meta{CommandID: req.CommandID, CorrelationID: req.CorrelationID,
 		CausationID: req.CausationID, Actor: req.Actor, OccurredAt: a.opts.Now()}, d.Events)
 	if err != nil {
-		return refused(req.CommandID, err), seen, retryNone
+		return refused(req.CommandID, err), seen, boundary, retryNone
 	}
 	actx, acancel := context.WithTimeout(ctx, a.opts.AppendTimeout)
 	stored, err := a.store.Append(actx, d.Expect, envs)
@@ -313,16 +344,16 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 	var dup *events.DuplicateError
 	switch {
 	case errors.Is(err, events.ErrWrongLastSequence):
-		return Reply{}, seen, retryMoved
+		return Reply{}, seen, boundary, retryMoved
 	case errors.Is(err, events.ErrBusy):
-		return Reply{}, seen, retryBusy
+		return Reply{}, seen, boundary, retryBusy
 	case errors.As(err, &dup):
 		// Another delivery of the same command id got there first: answer with its result.
-		return a.replyFromViews(ctx, req.CommandID, dup.Seq), seen, retryNone
+		return a.replyFromViews(ctx, req.CommandID, dup.Seq), seen, boundary, retryNone
 	case err != nil:
 		a.log.Error().Err(err).Str("verb", req.Verb).Str("command_id", req.CommandID).Msg("append failed")
 		return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
-			"could not append to %s: %v; retry with the same command id", a.names.EventsStream(), err)), seen, retryNone
+			"could not append to %s: %v; retry with the same command id", a.names.EventsStream(), err)), seen, boundary, retryNone
 	}
 	r := Reply{OK: true, CommandID: req.CommandID, Warnings: d.Warnings}
 	for i, env := range envs {
@@ -336,7 +367,7 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 	if err := a.proj.WaitFor(wctx, stored[len(stored)-1].Seq); err != nil {
 		r.Warnings = append(r.Warnings, "events are stored but the views have not applied them yet")
 	}
-	return r, seen, retryNone
+	return r, seen, boundary, retryNone
 }
 
 // replyFromViews answers a duplicate delivery from the command's record in the views.

@@ -11,6 +11,7 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/server"
 	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -98,6 +99,34 @@ func TestConcurrentAddOfOneNameAcceptsExactlyOne(t *testing.T) {
 
 // Without failure domains a node's commands depend on that node alone (its subject is
 // the boundary), so commands on different nodes never contend. (With failure domains,
+// TestCommandsThatLostTheSameBoundaryTakeTurns: 60 definitions created at once all
+// decide on the whole stream. Each conditional append lets one through; the others
+// lose, and from then on take turns on the boundary's retry lock, so every command
+// lands within 3 attempts (without the lock most would race and lose again).
+func TestCommandsThatLostTheSameBoundaryTakeTurns(t *testing.T) {
+	s := servertest.Start(t, func(c *server.Config) { c.Admission.MaxAttempts = 3 })
+	nc := servertest.Client(t, s)
+	require.True(t, servertest.Send(t, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+	const n = 60
+	var wg sync.WaitGroup
+	replies := make([]commands.Reply, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			replies[i] = servertest.Send(t, nc, "rd.create", fmt.Sprintf(`{"name":"r%02d"}`, i))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, r := range replies {
+		assert.True(t, r.OK, "r%02d: %+v", i, r.Error)
+	}
+	assert.Equal(t, uint64(1+n), servertest.LastSeq(t, s))
+}
+
 // node.add reads every node and serializes on the stream; see the topology tests.)
 func TestConcurrentCommandsOnDifferentNodesAllLand(t *testing.T) {
 	s := servertest.Start(t)
