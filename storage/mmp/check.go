@@ -184,13 +184,17 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 	if len(leaves) == 0 {
 		return refuse(CodeInvalidArgument, "no leaf vdev given")
 	}
-	found, err := c.ReadBest(leaves)
-	if err != nil {
+	refuseRead := func(prefix string, err error) Verdict {
+		code := CodeUnreadableVdev
 		var rerr readError
 		if errors.As(err, &rerr) {
-			return refuse(rerr.code, "%s", rerr.msg)
+			code = rerr.code
 		}
-		return refuse(CodeUnreadableVdev, "%v", err)
+		return refuse(code, "%s%v", prefix, err)
+	}
+	found, err := c.ReadBest(leaves)
+	if err != nil {
+		return refuseRead("", err)
 	}
 	v.Uberblock = SeenFrom(found.LeafName, found.Slot)
 	var label *zfs.LabelConfig
@@ -248,11 +252,7 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 		cur, err := c.ReadBest(leaves)
 		v.Reads++
 		if err != nil {
-			var rerr readError
-			if errors.As(err, &rerr) {
-				return refuse(rerr.code, "during the activity check: %s", rerr.msg)
-			}
-			return refuse(CodeUnreadableVdev, "during the activity check: %v", err)
+			return refuseRead("during the activity check: ", err)
 		}
 		c.Log.Debug().Int("read", v.Reads).Uint64("txg", cur.Slot.TXG).Uint64("timestamp", cur.Slot.Timestamp).
 			Uint64("seq", cur.Slot.MMPSeq()).Str("leaf", cur.LeafName).Int("label", cur.Slot.Label).
@@ -286,10 +286,16 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 	return done(v)
 }
 
-// readError is a refusal found while reading: a code and a message.
-type readError struct{ code, msg string }
+// readError is a refusal found while reading: a code and a message, and the read error
+// of the leaf when there is one (kept for errors.Is: zfs.ErrNotZFS, zfs.ErrTooSmall, ...).
+type readError struct {
+	code, msg string
+	err       error
+}
 
 func (e readError) Error() string { return e.msg }
+
+func (e readError) Unwrap() error { return e.err }
 
 // ReadBest reads every leaf as the check does and returns the best uberblock over all
 // of them (an unreadable leaf or no valid uberblock is an error).
@@ -312,7 +318,7 @@ func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]
 			if !strings.Contains(err.Error(), d.Name) {
 				msg = fmt.Sprintf("cannot read leaf vdev %s: %v", d.Name, err)
 			}
-			return nil, readError{CodeUnreadableVdev, msg}
+			return nil, readError{CodeUnreadableVdev, msg, err}
 		}
 		return lf, nil
 	}
@@ -330,7 +336,7 @@ func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]
 		if guid == 0 {
 			guid, first = c.PoolGUID, lf.Name
 		} else if c.PoolGUID != guid {
-			return nil, readError{CodeMixedPools, fmt.Sprintf("leaf %s belongs to pool guid %d, leaf %s to pool guid %d: give the leaves of one pool",
+			return nil, readError{code: CodeMixedPools, msg: fmt.Sprintf("leaf %s belongs to pool guid %d, leaf %s to pool guid %d: give the leaves of one pool",
 				first, guid, lf.Name, c.PoolGUID)}
 		}
 	}
@@ -340,7 +346,7 @@ func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]
 func bestOf(leaves []*zfs.Leaf) (zfs.Found, error) {
 	f, ok := zfs.Best(leaves)
 	if !ok {
-		return zfs.Found{}, readError{CodeNoUberblock, "no valid uberblock on any leaf vdev"}
+		return zfs.Found{}, readError{code: CodeNoUberblock, msg: "no valid uberblock on any leaf vdev"}
 	}
 	return f, nil
 }

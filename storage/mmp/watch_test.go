@@ -103,8 +103,8 @@ func TestWatchReadErrors(t *testing.T) {
 	if obs := poll(t, w); obs.Foreign {
 		t.Fatalf("after recovery: %+v", obs)
 	}
-	if _, err := mmp.NewWatcher([]zfs.Device{{Name: "x", R: nil, Size: 10}}, hostA, opts); err == nil {
-		t.Fatal("NewWatcher on a tiny device: no error")
+	if _, err := mmp.NewWatcher([]zfs.Device{{Name: "x", R: nil, Size: 10}}, hostA, opts); !errors.Is(err, zfs.ErrTooSmall) {
+		t.Fatalf("NewWatcher on a tiny device: %v, want zfs.ErrTooSmall", err)
 	}
 }
 
