@@ -1,14 +1,16 @@
 package test
 
 import (
-	"bufio"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // mmpVerdict is the part of `cairn mmp check --json` the live test reads.
@@ -56,51 +58,8 @@ func TestMMPLiveWriter(t *testing.T) {
 	if err := os.Mkdir(vdevs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	vdev := filepath.Join(vdevs, "vdev0.img")
-	if err := os.WriteFile(vdev, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(vdev, 64<<20); err != nil {
-		t.Fatal(err)
-	}
-
-	writer := exec.Command(gen, "-m", "-i", "100", "-n", "writer-a", "-c", filepath.Join(dir, "cache"), "-x", "hold", "livepool", vdev)
-	writer.Env = append(os.Environ(), "ZFS_HOSTID=0xaaaa0001")
-	var werr strings.Builder
-	writer.Stderr = &werr
-	stdout, err := writer.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writer.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if writer.ProcessState == nil {
-			_ = writer.Process.Kill()
-			_ = writer.Wait()
-		}
-	})
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if sc.Text() == "ready" {
-				ready <- true
-				return
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("writer exited before it was ready: %s", werr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("writer not ready after 60 s: %s", werr.String())
-	}
-	time.Sleep(300 * time.Millisecond) // a few MMP writes
+	vdev := newVdev(t, filepath.Join(vdevs, "vdev0.img"))
+	writer := startWriter(t, gen, dir, vdev, "livepool", "0xaaaa0001", "writer-a")
 
 	// Another host sees the live writer within the first re-reads.
 	v, code, took := mmpCheck(t, "--hostid", "0xbbbb0002", vdev)
@@ -182,6 +141,60 @@ func zfsImport(t *testing.T, gen, dir, hostid string) (int, string) {
 		t.Fatal(err)
 	}
 	return 0, string(out)
+}
+
+// startWriter runs an OpenZFS userspace writer (mmpgen -x hold) that creates pool on
+// vdev as hostid/hostname with a 100 ms MMP interval and keeps it imported; it returns
+// once the writer printed "ready" (and a few MMP writes later).
+func startWriter(t *testing.T, gen, dir, vdev, pool, hostid, hostname string) *exec.Cmd {
+	t.Helper()
+	w := exec.Command(gen, "-m", "-i", "100", "-n", hostname, "-c", filepath.Join(dir, hostname+".cache"), "-x", "hold", pool, vdev)
+	w.Env = append(os.Environ(), "ZFS_HOSTID="+hostid)
+	var werr strings.Builder
+	w.Stderr = &werr
+	stdout, err := w.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(func() {
+		if w.ProcessState == nil {
+			_ = w.Process.Kill()
+			_ = w.Wait()
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		buf := make([]byte, 64)
+		var got strings.Builder
+		for {
+			n, err := stdout.Read(buf)
+			got.Write(buf[:n])
+			if strings.Contains(got.String(), "ready") {
+				ready <- true
+				_, _ = io.Copy(io.Discard, stdout)
+				return
+			}
+			if err != nil {
+				ready <- false
+				return
+			}
+		}
+	}()
+	select {
+	case ok := <-ready:
+		require.True(t, ok, "writer %s exited before it was ready: %s", hostname, werr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("writer %s not ready after 60 s: %s", hostname, werr.String())
+	}
+	time.Sleep(300 * time.Millisecond) // a few MMP writes
+	return w
+}
+
+// newVdev creates an empty 64 MiB (sparse) file leaf at path.
+func newVdev(t *testing.T, path string) string {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	require.NoError(t, os.Truncate(path, 64<<20))
+	return path
 }
 
 // liveMMPGen skips the test unless the OpenZFS userspace tools (CAIRN_ZFS_TOOLS, from

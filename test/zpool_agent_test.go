@@ -3,7 +3,6 @@ package test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,52 +112,6 @@ func TestZpoolAgentImportsOnGrant(t *testing.T) {
 	}, lines)
 }
 
-// startWriter runs an OpenZFS userspace writer (mmpgen -x hold) that creates pool tank on
-// vdev as hostid/hostname with a 100 ms MMP interval and keeps it imported; it returns
-// once the writer printed "ready".
-func startWriter(t *testing.T, gen, dir, vdev, hostid, hostname string) *exec.Cmd {
-	t.Helper()
-	w := exec.Command(gen, "-m", "-i", "100", "-n", hostname, "-c", filepath.Join(dir, hostname+".cache"), "-x", "hold", "tank", vdev)
-	w.Env = append(os.Environ(), "ZFS_HOSTID="+hostid)
-	var werr strings.Builder
-	w.Stderr = &werr
-	stdout, err := w.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(func() {
-		if w.ProcessState == nil {
-			_ = w.Process.Kill()
-			_ = w.Wait()
-		}
-	})
-	ready := make(chan bool, 1)
-	go func() {
-		buf := make([]byte, 64)
-		var got strings.Builder
-		for {
-			n, err := stdout.Read(buf)
-			got.Write(buf[:n])
-			if strings.Contains(got.String(), "ready") {
-				ready <- true
-				_, _ = io.Copy(io.Discard, stdout)
-				return
-			}
-			if err != nil {
-				ready <- false
-				return
-			}
-		}
-	}()
-	select {
-	case ok := <-ready:
-		require.True(t, ok, "writer %s exited before it was ready: %s", hostname, werr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("writer %s not ready after 60 s: %s", hostname, werr.String())
-	}
-	time.Sleep(300 * time.Millisecond) // a few MMP writes
-	return w
-}
-
 // TestZpoolAgentLiveWriter: real OpenZFS writers (userspace libzpool, no kernel module)
 // against `cairn agent` with the fake zpool. A live writer holds tank when the grant
 // arrives: the check sees it, refused, zpool import never runs. The writer is killed -9:
@@ -168,10 +121,8 @@ func startWriter(t *testing.T, gen, dir, vdev, hostid, hostname string) *exec.Cm
 func TestZpoolAgentLiveWriter(t *testing.T) {
 	dir, gen := liveMMPGen(t, "live agent")
 	fake := buildFakeZpool(t, dir)
-	vdev := filepath.Join(dir, "vdev0.img")
-	require.NoError(t, os.WriteFile(vdev, nil, 0o600))
-	require.NoError(t, os.Truncate(vdev, 64<<20))
-	writerA := startWriter(t, gen, dir, vdev, "0xaaaa0001", "writer-a")
+	vdev := newVdev(t, filepath.Join(dir, "vdev0.img"))
+	writerA := startWriter(t, gen, dir, vdev, "tank", "0xaaaa0001", "writer-a")
 
 	s := startServe(t, t.TempDir())
 	cmd := func(verb, body string) reply {
@@ -215,7 +166,7 @@ func TestZpoolAgentLiveWriter(t *testing.T) {
 	require.True(t, st.Forced)
 	require.Contains(t, calls(), "import -d "+vdev+" -N -o cachefile=none -f tank")
 
-	startWriter(t, gen, dir, vdev, "0xcccc0003", "writer-c")
+	startWriter(t, gen, dir, vdev, "tank", "0xcccc0003", "writer-c")
 	// Fenced: the agent reports contested and fenced, and once cairn serve has turned that
 	// into pool.contest (which withdraws the grant) exported since the fence.
 	st = wait("fenced", func(st zpool.Status) bool {
