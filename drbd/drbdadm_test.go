@@ -13,20 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// needTool returns the path of name or skips the test.
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/" + name); serr == nil {
-			return "/usr/sbin/" + name
-		}
-		t.Skipf("%s is not on PATH (install drbd-utils to run the tests against the real tool): %v", name, err)
-	}
-	return p
-}
+	"github.com/cairn-io/cairn/internal/testtools"
+)
 
 // result is the outcome of one external command.
 type result struct {
@@ -39,7 +28,7 @@ type result struct {
 // silences the modinfo probe, __DRBD_NODE__ makes drbdadm pretend to be host.
 func run(t *testing.T, host string, env []string, argv []string) result {
 	t.Helper()
-	cmd := exec.Command(needTool(t, argv[0]), argv[1:]...)
+	cmd := exec.Command(testtools.Path(t, argv[0]), argv[1:]...)
 	cmd.Env = append(os.Environ(), "DRBD_DRIVER_VERSION_OVERRIDE=9.2.0", "__DRBD_NODE__="+host, "LC_ALL=C")
 	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer
@@ -106,7 +95,7 @@ func withOptions(d Desired) Desired {
 // Every layout Cairn renders, seen from every one of its nodes, with and without
 // options, passes drbdadm's own checks.
 func TestRenderedFilesPassDrbdadmShNop(t *testing.T) {
-	needTool(t, Drbdadm)
+	testtools.Path(t, Drbdadm)
 	layouts := []struct{ name, kinds string }{
 		{"one diskful", "d"},
 		{"two diskful", "dd"},
@@ -137,7 +126,7 @@ func TestRenderedFilesPassDrbdadmShNop(t *testing.T) {
 }
 
 func TestRenderedIPv6PassesDrbdadm(t *testing.T) {
-	needTool(t, Drbdadm)
+	testtools.Path(t, Drbdadm)
 	d := layout("r1", 0, "ddt", 1)
 	for i := range d.Replicas {
 		d.Replicas[i].Address = fmt.Sprintf("fd00::%d", i+1)
@@ -156,7 +145,7 @@ func TestRenderedIPv6PassesDrbdadm(t *testing.T) {
 // The options actually reach drbdsetup: adjust -d from nothing shows them as
 // new-resource / new-peer / attach arguments.
 func TestRenderedOptionsReachDrbdsetup(t *testing.T) {
-	needTool(t, Drbdadm)
+	testtools.Path(t, Drbdadm)
 	dir := t.TempDir()
 	d := withOptions(layout("r1", 0, "ddt", 1))
 	file := writeFile(t, filepath.Join(dir, "r1.res"), mustRender(t, d, disksFor("r1", 1)))
@@ -227,7 +216,7 @@ func otherResource() Desired {
 }
 
 func TestNewFileCheckedAgainstInstalledOnes(t *testing.T) {
-	needTool(t, Drbdadm)
+	testtools.Path(t, Drbdadm)
 	n := newNode(t, "h0")
 	r1 := layout("r1", 0, "dd", 2)
 	n.install("r1", mustRender(t, r1, disksFor("r1", 2)))
@@ -355,7 +344,7 @@ func planLines(out string) []string {
 // tests/v9/drbdsetup_show_*.txt), adding a third replica makes adjust add exactly that
 // peer and change nothing else.
 func TestAdjustAddsOnlyTheNewPeer(t *testing.T) {
-	needTool(t, Drbdadm)
+	testtools.Path(t, Drbdadm)
 	show := filepath.Join("testdata", "show_r1_two_replicas.txt")
 	opts := Options{Quorum: Ptr("majority"), OnNoQuorum: Ptr("io-error")}
 

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cairn-io/cairn/internal/testtools"
 )
 
 // sparseDisk creates a 64 MiB sparse file to hold internal metadata.
@@ -56,7 +58,7 @@ func readBack(t *testing.T, disk string) [MaxNodeID + 1]GI {
 }
 
 func TestSeedsWithRealDrbdmeta(t *testing.T) {
-	needTool(t, Drbdmeta)
+	testtools.Path(t, Drbdmeta)
 	tests := []struct {
 		name   string
 		in     SeedInput
@@ -106,7 +108,7 @@ func TestSeedsWithRealDrbdmeta(t *testing.T) {
 // (max-peers 2, node id 5) stores that node id's bitmap UUID and touches no other
 // node id's — the reason PlanSeeds can seed all 32 node ids.
 func TestDrbdmetaKeepsBitmapUUIDsForNodeIDsWithoutSlots(t *testing.T) {
-	needTool(t, Drbdmeta)
+	testtools.Path(t, Drbdmeta)
 	disk := sparseDisk(t)
 	mustRun(t, CreateMD(testMinor, disk, 2))
 	mustRun(t, SetGI(testMinor, disk, 5, ":AAAAAAAAAAAAAAA2::::"))
@@ -131,7 +133,7 @@ func TestDrbdmetaKeepsBitmapUUIDsForNodeIDsWithoutSlots(t *testing.T) {
 }
 
 func TestDrbdmetaWipeMD(t *testing.T) {
-	needTool(t, Drbdmeta)
+	testtools.Path(t, Drbdmeta)
 	disk := sparseDisk(t)
 	mustRun(t, CreateMD(testMinor, disk, MaxPeers(2)))
 	if ds, err := ParseDstate([]byte(mustRun(t, Dstate(testMinor, disk)).stdout)); err != nil || ds != "Inconsistent" {
@@ -150,7 +152,7 @@ func TestDrbdmetaWipeMD(t *testing.T) {
 // The metadata size formula matches what drbdmeta create-md lays out (dump-md's
 // md_size_sect and bm_offset, the start of the metadata = the usable size).
 func TestInternalMetadataSizeMatchesDrbdmeta(t *testing.T) {
-	needTool(t, Drbdmeta)
+	testtools.Path(t, Drbdmeta)
 	for _, tt := range []struct {
 		size     int64
 		maxPeers int

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -136,10 +137,7 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 // The same cluster driven entirely with the nats CLI: built, activated, loaded with
 // volumes, a removal refused (the node holds a volume) and one accepted.
 func TestFailureDomainClusterWithTheNatsCLI(t *testing.T) {
-	natsCLI, err := exec.LookPath("nats")
-	if err != nil {
-		t.Skip("nats CLI not installed (.ci/run installs it)")
-	}
+	natsCLI := testtools.Path(t, "nats")
 	s := startServe(t, t.TempDir())
 	req := func(verb, body string) reply {
 		out, err := exec.Command(natsCLI, "--server", s.natsURL(), "req", "cairn.cmd."+verb, body, "--raw").Output()

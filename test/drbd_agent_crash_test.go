@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ import (
 // applied with exactly the metadata its seeding plan gives (get-gi with the real
 // drbdmeta for all 32 node ids), as after one uninterrupted run.
 func TestSimAgentKilledWhileSeeding(t *testing.T) {
-	needDRBDTools(t)
+	testtools.Need(t, "drbdadm", "drbdmeta")
 	s := startServe(t, t.TempDir())
 	root := filepath.Join(t.TempDir(), "n1")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/cairn/thin"), 0o755))

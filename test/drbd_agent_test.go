@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -21,7 +22,7 @@ import (
 // replicas, 100 blocks written, a third replica added: it resyncs exactly those blocks
 // (bitmap), and get-gi (real drbdmeta) on every metadata file shows one current UUID.
 func TestThreeSimAgentsEndToEnd(t *testing.T) {
-	needDRBDTools(t)
+	testtools.Need(t, "drbdadm", "drbdmeta")
 	s := startServe(t, t.TempDir())
 	base := t.TempDir()
 	cmd := func(verb, body string) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -118,10 +119,7 @@ func TestOperatorFlowThroughCLIAndHTTP(t *testing.T) {
 }
 
 func TestNatsCLIGetsTheSameReply(t *testing.T) {
-	natsCLI, err := exec.LookPath("nats")
-	if err != nil {
-		t.Skip("nats CLI not installed (.ci/run installs it: go install github.com/nats-io/natscli/nats@v0.5.0)")
-	}
+	natsCLI := testtools.Path(t, "nats")
 	s := startServe(t, t.TempDir())
 	req := func(subject, body string, extra ...string) reply {
 		args := append([]string{"--server", s.natsURL(), "req", subject, body, "--raw"}, extra...)

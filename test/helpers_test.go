@@ -123,17 +123,6 @@ func (s *serve) stop() {
 	}
 }
 
-// needDRBDTools skips the test unless drbdadm and drbdmeta (drbd-utils), which
-// `cairn agent --kernel sim` runs, are installed.
-func needDRBDTools(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"drbdadm", "drbdmeta"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
-	}
-}
-
 // agentOpts is what differs between the `cairn agent` processes of the tests; an empty
 // field passes no flag (the agent's default).
 type agentOpts struct {

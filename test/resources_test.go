@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -69,7 +70,7 @@ func TestDRBDResourcesEndToEnd(t *testing.T) {
 	require.NotEmpty(t, tb)
 
 	// every node's file passes drbdadm (as that host), all of them side by side
-	if _, err := exec.LookPath("drbdadm"); err == nil {
+	if testtools.Have(t, "drbdadm") {
 		for _, rep := range rd.Replicas {
 			out := renderEventually(t, nats, "r1", rep.Node)
 			assert.Contains(t, out, "protocol C;")

@@ -21,19 +21,12 @@ import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
-
-func needDrbdUtils(b *testing.B) {
-	for _, tool := range []string{"drbdadm", "drbdmeta"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			b.Skipf("%s not installed: %v", tool, err)
-		}
-	}
-}
 
 // simAgent runs an in-process agent with the simulated kernel under root; hook sees
 // every step of every reconcile.
@@ -74,7 +67,7 @@ func simAgent(b *testing.B, natsURL, node, root string, hook func(rd, step strin
 // adjusted, synced from n1). Reports p50 and p99. CAIRN_BENCH_AGENT_WORKERS sets the
 // agents' --workers.
 func BenchmarkReplicaAddToResourceFile(b *testing.B) {
-	needDrbdUtils(b)
+	testtools.Need(b, "drbdadm", "drbdmeta")
 	const n = 100
 	for range b.N {
 		s := servertest.Start(b, benchServer)
@@ -305,7 +298,7 @@ func cachedAgentSetup(b *testing.B, bin string, n int) string {
 // adjust, status with the current GI), and its peak RSS (VmHWM). CAIRN_BENCH_AGENT_RESOURCES
 // overrides the count.
 func BenchmarkAgentRestart1000(b *testing.B) {
-	needDrbdUtils(b)
+	testtools.Need(b, "drbdadm", "drbdmeta")
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv("CAIRN_BENCH_AGENT_RESOURCES")); err == nil && v > 0 {
 		n = v
