@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/cairn-io/cairn/commands/replicas"
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/schemas"
@@ -100,20 +100,20 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts,
-		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
 	if opts.Ports == (replicas.Range{}) {
 		opts.Ports = replicas.DefaultPorts
 	}
 	if opts.Minors == (replicas.Range{}) {
 		opts.Minors = replicas.DefaultMinors
 	}
-	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
 	if opts.PoolFailoverTimeout <= 0 {
 		opts.PoolFailoverTimeout = DefaultPoolFailoverTimeout
 	}
-	handlers = append(handlers, poolHandlers(opts)...)
-	for _, h := range append(handlers, resourceHandlers(opts)...) {
+	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts,
+		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
+	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
+	handlers = append(append(handlers, poolHandlers(opts)...), resourceHandlers(opts)...)
+	for _, h := range handlers {
 		a.Register(h)
 	}
 	return a
