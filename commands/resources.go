@@ -18,13 +18,7 @@ import (
 // Bodies of the resource verbs (see schemas/commands/).
 type (
 	// StoragePoolCreate is the body of sp.create.
-	StoragePoolCreate struct {
-		Node        string        `json:"node"`
-		Name        string        `json:"name"`
-		Provider    drbd.Provider `json:"provider"`
-		Pool        string        `json:"pool"`
-		CapacityKiB uint64        `json:"capacity_kib"`
-	}
+	StoragePoolCreate = events.StoragePoolCreated
 	// ResourceGroupCreate is the body of rg.create.
 	ResourceGroupCreate = events.ResourceGroupCreated
 	// ResourceGroupSpawn is the body of rg.spawn: size_kib is one size or one per volume.
@@ -687,7 +681,7 @@ func resourceHandlers(opts Options) []Handler {
 				}
 				return d, err
 			}
-			return d.with(subject, &events.StoragePoolCreated{Node: c.Node, Name: c.Name, Provider: c.Provider, Pool: c.Pool, CapacityKiB: c.CapacityKiB}, nil), nil
+			return d.with(subject, &c, nil), nil
 		}},
 		{Verb: "rg.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceGroupCreate
