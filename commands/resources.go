@@ -260,10 +260,8 @@ func (p *resourcePlan) pickPool(node, named string) (replicas.StoragePool, error
 // replica, then emits replica.added. pool is nil for a diskless replica.
 func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebreaker bool, reason string, force bool, opts drbd.Options) error {
 	used := make([]int, 0, len(p.rd.Replicas))
-	hasDiskful := false
 	for _, r := range p.rd.Replicas {
 		used = append(used, r.NodeID)
-		hasDiskful = hasDiskful || !r.Diskless
 	}
 	id, err := replicas.NodeID(p.rd.Name, used)
 	if err != nil {
@@ -280,7 +278,7 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 	}
 	if pool != nil {
 		ev.StoragePool, ev.Provider, ev.Pool = pool.Name, pool.Provider, pool.Pool
-		ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, !hasDiskful, force)
+		ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, !p.hasDisk(), force)
 		if err != nil {
 			return err
 		}
@@ -298,13 +296,17 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 }
 
 // hasDisk reports whether any replica of the definition has a disk.
-func (p *resourcePlan) hasDisk() bool {
+func (p *resourcePlan) hasDisk() bool { return p.diskful() > 0 }
+
+// diskful counts the definition's replicas with a disk.
+func (p *resourcePlan) diskful() int {
+	n := 0
 	for _, r := range p.rd.Replicas {
 		if !r.Diskless {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // takeMinors hands out n minors on node from the configured range. A node appears once
@@ -367,12 +369,7 @@ func (p *resourcePlan) removeReplica(node, reason string) error {
 
 // autoplace adds diskful replicas until there are target of them.
 func (p *resourcePlan) autoplace(target int, force bool, opts drbd.Options) error {
-	diskful := 0
-	for _, r := range p.rd.Replicas {
-		if !r.Diskless {
-			diskful++
-		}
-	}
+	diskful := p.diskful()
 	if diskful >= target {
 		p.warn("resource %s already has %d diskful replica(s) (place count %d); nothing placed", p.rd.Name, diskful, target)
 		return nil
@@ -501,14 +498,8 @@ func (p *resourcePlan) replicaRemove(c ReplicaRef) error {
 	if !ok {
 		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node)
 	}
-	diskful, diskless := 0, 0
-	for _, x := range p.rd.Replicas {
-		if x.Diskless {
-			diskless++
-		} else {
-			diskful++
-		}
-	}
+	diskful := p.diskful()
+	diskless := len(p.rd.Replicas) - diskful
 	if !r.Diskless && diskful == 1 && diskless > 0 {
 		return cairn.Errorf(cairn.CodePreconditionFailed,
 			"replica on %s is the last one of %s with a disk and %d diskless replica(s) depend on it; remove them first", c.Node, p.rd.Name, diskless)
@@ -548,13 +539,7 @@ func (p *resourcePlan) toggleDisk(c ReplicaToggleDisk) error {
 		return nil
 	}
 	if c.Diskless {
-		diskful := 0
-		for _, x := range p.rd.Replicas {
-			if !x.Diskless {
-				diskful++
-			}
-		}
-		if diskful == 1 {
+		if p.diskful() == 1 {
 			return cairn.Errorf(cairn.CodePreconditionFailed, "replica on %s holds the only disk of %s; add another diskful replica first", c.Node, p.rd.Name)
 		}
 		p.emit(&events.ReplicaDiskToggled{Resource: p.rd.Name, Node: c.Node, Diskless: true})
