@@ -333,44 +333,44 @@ func delIfPresent(t *tx, key string) error {
 	return err
 }
 
-func takePort(t *tx, rd string, port int) error {
-	t.dirty[portKey(portUsedPrefix, port)] = []byte(rd)
-	if err := delIfPresent(t, portKey(portFreePrefix, port)); err != nil {
+// take records value n as used by owner (usedKey), off the free list (freeKey), and
+// raises the allocator's high-water mark (highKey) past it.
+func take(t *tx, usedKey, freeKey, highKey string, n int, owner []byte) error {
+	t.dirty[usedKey] = owner
+	if err := delIfPresent(t, freeKey); err != nil {
 		return err
 	}
-	high, err := getUint(t, portHighKey)
+	high, err := getUint(t, highKey)
 	if err != nil {
 		return err
 	}
-	if uint64(port+1) > high {
-		t.putUint(portHighKey, uint64(port+1))
+	if uint64(n+1) > high {
+		t.putUint(highKey, uint64(n+1))
 	}
 	return nil
+}
+
+// release moves a value from used (usedKey) to the free list (freeKey).
+func release(t *tx, usedKey, freeKey string) {
+	t.del(usedKey)
+	t.mark(freeKey)
+}
+
+func takePort(t *tx, rd string, port int) error {
+	return take(t, portKey(portUsedPrefix, port), portKey(portFreePrefix, port), portHighKey, port, []byte(rd))
 }
 
 func freePort(t *tx, port int) {
-	t.del(portKey(portUsedPrefix, port))
-	t.mark(portKey(portFreePrefix, port))
+	release(t, portKey(portUsedPrefix, port), portKey(portFreePrefix, port))
 }
 
 func takeMinor(t *tx, node string, minor int, rd string, volume int) error {
-	t.dirty[minorKey(minorUsedPrefix(node), minor)] = []byte(rd + "/" + strconv.Itoa(volume))
-	if err := delIfPresent(t, minorKey(minorFreePrefix(node), minor)); err != nil {
-		return err
-	}
-	high, err := getUint(t, minorHighKey(node))
-	if err != nil {
-		return err
-	}
-	if uint64(minor+1) > high {
-		t.putUint(minorHighKey(node), uint64(minor+1))
-	}
-	return nil
+	return take(t, minorKey(minorUsedPrefix(node), minor), minorKey(minorFreePrefix(node), minor), minorHighKey(node),
+		minor, []byte(rd+"/"+strconv.Itoa(volume)))
 }
 
 func freeMinor(t *tx, node string, minor int) {
-	t.del(minorKey(minorUsedPrefix(node), minor))
-	t.mark(minorKey(minorFreePrefix(node), minor))
+	release(t, minorKey(minorUsedPrefix(node), minor), minorKey(minorFreePrefix(node), minor))
 }
 
 // outbox queues the desired state of rd on node for the dispatcher.
