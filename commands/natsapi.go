@@ -54,12 +54,12 @@ func (a *Admission) Listen(ctx context.Context, nc *nats.Conn, concurrency int) 
 	// times out (NATS reports a slow consumer) rather than memory growing without bound.
 	_ = sub.SetPendingLimits(64<<10, 256<<20)
 	l := &Listener{sub: sub, pool: pool}
-	go func() { <-ctx.Done(); _ = sub.Unsubscribe(); pool.Close() }()
+	go func() { <-ctx.Done(); l.Close() }()
 	return l, nil
 }
 
 // Close stops taking commands and waits for the ones being answered (which end soon
-// once ctx has ended). Commands still queued get no answer: their clients time out and
+// once ctx has ended). It may be called more than once. Commands still queued get no answer: their clients time out and
 // retry with the same command id, and nothing of them was appended.
 func (l *Listener) Close() {
 	_ = l.sub.Unsubscribe()
