@@ -2,7 +2,8 @@ package drbdagent
 
 import (
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -253,11 +254,7 @@ func (f *Fold) Fill(rd string, st *drbd.Status, names map[int]string) {
 		return
 	}
 	st.Role = r.role
-	vols := make([]int, 0, len(r.devices))
-	for v := range r.devices {
-		vols = append(vols, v)
-	}
-	sort.Ints(vols)
+	vols := slices.Sorted(maps.Keys(r.devices))
 	for _, v := range vols {
 		d := r.devices[v]
 		if st.Quorum == nil && d.quorum != nil {
@@ -279,20 +276,12 @@ func (f *Fold) Fill(rd string, st *drbd.Status, names map[int]string) {
 			st.Volumes = append(st.Volumes, drbd.VolumeStatus{Volume: v, Minor: d.minor, DiskState: d.disk})
 		}
 	}
-	peers := make([]int, 0, len(r.conns))
-	for p := range r.conns {
-		peers = append(peers, p)
-	}
-	sort.Ints(peers)
+	peers := slices.Sorted(maps.Keys(r.conns))
 	st.Peers = st.Peers[:0]
 	for _, p := range peers {
 		c := r.conns[p]
 		ps := drbd.PeerStatus{Node: names[p], NodeID: p, Connection: c.state}
-		pvs := make([]int, 0, len(c.pds))
-		for v := range c.pds {
-			pvs = append(pvs, v)
-		}
-		sort.Ints(pvs)
+		pvs := slices.Sorted(maps.Keys(c.pds))
 		for _, v := range pvs {
 			pd := c.pds[v]
 			ps.Volumes = append(ps.Volumes, drbd.PeerVolumeStatus{Volume: v, Replication: pd.replication, PeerDisk: pd.peerDisk,

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -264,11 +265,7 @@ func (s *Sim) Adjust(ctx context.Context, r Resource) error {
 			s.dropConn(d.Resource, reg, p)
 		}
 	}
-	ids := make([]int, 0, len(reg.Peers))
-	for id := range reg.Peers {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
+	ids := slices.Sorted(maps.Keys(reg.Peers))
 	for _, p := range ids {
 		if reg.Conns[p] != nil {
 			continue
@@ -321,11 +318,7 @@ func (s *Sim) handshake(ctx context.Context, a, b *simReg) error {
 	ca := &simConn{State: "Connected", Syncs: map[int]*simSyncRec{}}
 	cb := &simConn{State: "Connected", Syncs: map[int]*simSyncRec{}}
 	seq := time.Now().UnixNano()
-	vols := make([]int, 0, len(a.Volumes))
-	for v := range a.Volumes {
-		vols = append(vols, v)
-	}
-	sort.Ints(vols)
+	vols := slices.Sorted(maps.Keys(a.Volumes))
 	for _, v := range vols {
 		av, bv := a.Volumes[v], b.Volumes[v]
 		if bv == nil || a.Diskless || b.Diskless {

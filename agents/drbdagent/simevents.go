@@ -5,9 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,11 +38,7 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 	}
 	name := "name:" + rd
 	objs := []simObj{{key: "resource", object: drbd.ObjectResource, ident: name, fields: "role:Secondary suspended:no"}}
-	vols := make([]int, 0, len(reg.Volumes))
-	for v := range reg.Volumes {
-		vols = append(vols, v)
-	}
-	sort.Ints(vols)
+	vols := slices.Sorted(maps.Keys(reg.Volumes))
 	client := "no"
 	if reg.Diskless {
 		client = "yes"
@@ -52,11 +49,7 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 			ident:  fmt.Sprintf("%s volume:%d minor:%d", name, v, sv.Minor),
 			fields: fmt.Sprintf("disk:%s client:%s size:%d written:%d", sv.DiskState, client, sv.SizeKiB, sv.Written*4)})
 	}
-	peers := make([]int, 0, len(reg.Peers))
-	for p := range reg.Peers {
-		peers = append(peers, p)
-	}
-	sort.Ints(peers)
+	peers := slices.Sorted(maps.Keys(reg.Peers))
 	for _, p := range peers {
 		host := reg.PeerHosts[p]
 		if host == "" {
