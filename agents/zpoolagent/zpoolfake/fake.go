@@ -379,12 +379,7 @@ func findPool(paths []string, pool string) ([]leaf, zfs.Found, error) {
 	var out []leaf
 	var lfs []*zfs.Leaf
 	for _, p := range files {
-		d, fh, err := zfs.OpenDevice(p)
-		if err != nil {
-			continue
-		}
-		lf, err := zfs.ReadLeaf(d)
-		fh.Close()
+		lf, err := readLeaf(p)
 		if err != nil {
 			continue
 		}
@@ -451,22 +446,33 @@ func (f *Fake) rewrite(leaves []leaf, best zfs.Found, newState uint64, claim boo
 // hostname when claim).
 func withPairs(nv *zfs.NVList, state, txg uint64, claim bool, hostid uint32, hostname string) *zfs.NVList {
 	out := &zfs.NVList{Pairs: slices.Clone(nv.Pairs)}
-	set := func(name string, typ int, v any) {
-		for i, p := range out.Pairs {
-			if p.Name == name {
-				out.Pairs[i].Value = v
-				return
-			}
-		}
-		out.Pairs = append(out.Pairs, zfs.NVPair{Name: name, Type: typ, Value: v})
-	}
-	set("state", 8, state)
-	set("txg", 8, txg)
+	setPair(out, "state", 8, state)
+	setPair(out, "txg", 8, txg)
 	if claim {
-		set("hostid", 8, uint64(hostid))
-		set("hostname", 9, hostname)
+		setPair(out, "hostid", 8, uint64(hostid))
+		setPair(out, "hostname", 9, hostname)
 	}
 	return out
+}
+
+// setPair sets the value of the pair name in nv, adding it with type typ when nv has
+// none.
+func setPair(nv *zfs.NVList, name string, typ int, v any) {
+	if i := slices.IndexFunc(nv.Pairs, func(p zfs.NVPair) bool { return p.Name == name }); i >= 0 {
+		nv.Pairs[i].Value = v
+		return
+	}
+	nv.Pairs = append(nv.Pairs, zfs.NVPair{Name: name, Type: typ, Value: v})
+}
+
+// readLeaf reads the labels and uberblocks of the leaf file at path.
+func readLeaf(path string) (*zfs.Leaf, error) {
+	d, fh, err := zfs.OpenDevice(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return zfs.ReadLeaf(d)
 }
 
 // HostIDFromEnv parses a hostid for the program: hex text, else the system's.
@@ -483,12 +489,7 @@ func HostIDFromEnv(v string) (uint32, error) {
 // (its hostid and hostname in the labels), as zpool import on that host would write.
 func Relabel(paths []string, set map[string]any) error {
 	for _, p := range paths {
-		d, fh, err := zfs.OpenDevice(p)
-		if err != nil {
-			return err
-		}
-		lf, err := zfs.ReadLeaf(d)
-		fh.Close()
+		lf, err := readLeaf(p)
 		if err != nil {
 			return err
 		}
@@ -510,11 +511,7 @@ func Relabel(paths []string, set map[string]any) error {
 				if u, ok := v.(uint32); ok {
 					v = uint64(u)
 				}
-				if i := slices.IndexFunc(out.Pairs, func(p zfs.NVPair) bool { return p.Name == name }); i >= 0 {
-					out.Pairs[i].Value = v
-				} else {
-					out.Pairs = append(out.Pairs, zfs.NVPair{Name: name, Type: typ, Value: v})
-				}
+				setPair(out, name, typ, v)
 			}
 			if _, err := w.WriteAt(zfsimage.ConfigArea(out, lb.Offset, order), zfsimage.ConfigOffset(lb.Offset)); err != nil {
 				w.Close()
@@ -532,12 +529,7 @@ func Relabel(paths []string, set map[string]any) error {
 // of a leaf file: the best uberblock with the timestamp and the MMP sequence one up, as
 // another host's MMP thread does. Tests use it to play a live writer.
 func WriteMMP(path string, l int) error {
-	d, fh, err := zfs.OpenDevice(path)
-	if err != nil {
-		return err
-	}
-	lf, err := zfs.ReadLeaf(d)
-	fh.Close()
+	lf, err := readLeaf(path)
 	if err != nil {
 		return err
 	}
