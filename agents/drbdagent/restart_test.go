@@ -14,13 +14,7 @@ import (
 // full (32 set-gi) and, once adjust started, never again.
 func TestRestartBetweenSteps(t *testing.T) {
 	needDrbdUtils(t)
-	ref := newSimNode(t, t.TempDir(), "n1", "h1", nil)
-	ref.pool(t, "var/lib/cairn/thin")
-	if err := ref.reconcile(t, oneReplica(1000)); err != nil {
-		t.Fatal(err)
-	}
-	refState, _ := LoadState(NewPaths(ref.root).StateFile("r1"))
-	want := getGI(t, 1000, refState.Disks[0])
+	want := uninterruptedGI(t)
 	seeds := len(oneReplica(1000).Local.Seeds)
 
 	for _, tt := range []struct {
@@ -64,12 +58,7 @@ func TestRestartBetweenSteps(t *testing.T) {
 			if !st.MDCreated || !st.Seeded || !st.Adjusted {
 				t.Fatalf("state after restart %+v", st)
 			}
-			got := getGI(t, 1000, filepath.Join(again.root, "var/lib/cairn/thin/r1_00000.img"))
-			for id := range got {
-				if got[id] != want[id] {
-					t.Fatalf("node id %d: get-gi %s, an uninterrupted run gives %s", id, got[id], want[id])
-				}
-			}
+			sameAsUninterrupted(t, again, want)
 			if s, _ := again.pub.get(again.statusSubject("r1")); s.Phase != drbd.PhaseApplied {
 				t.Fatalf("status %s", js(s))
 			}
@@ -119,13 +108,7 @@ func TestIncarnationRules(t *testing.T) {
 // metadata of an uninterrupted run, without a second create-md.
 func TestRestartHalfwayThroughSeeding(t *testing.T) {
 	needDrbdUtils(t)
-	ref := newSimNode(t, t.TempDir(), "n1", "h1", nil)
-	ref.pool(t, "var/lib/cairn/thin")
-	if err := ref.reconcile(t, oneReplica(1000)); err != nil {
-		t.Fatal(err)
-	}
-	refState, _ := LoadState(NewPaths(ref.root).StateFile("r1"))
-	want := getGI(t, 1000, refState.Disks[0])
+	want := uninterruptedGI(t)
 
 	base := t.TempDir()
 	dead := newSimNode(t, base, "n1", "h1", nil)
@@ -146,7 +129,26 @@ func TestRestartHalfwayThroughSeeding(t *testing.T) {
 	if again.exec.count("drbdmeta create-md") != 0 || again.exec.count("drbdmeta set-gi") != len(oneReplica(1000).Local.Seeds) {
 		t.Fatalf("restart ran create-md %d, set-gi %d", again.exec.count("drbdmeta create-md"), again.exec.count("drbdmeta set-gi"))
 	}
-	got := getGI(t, 1000, filepath.Join(again.root, "var/lib/cairn/thin/r1_00000.img"))
+	sameAsUninterrupted(t, again, want)
+}
+
+// uninterruptedGI is the metadata (get-gi for every node id) one uninterrupted
+// reconcile of oneReplica(1000) leaves on a fresh node.
+func uninterruptedGI(t *testing.T) [drbd.MaxNodeID + 1]drbd.GI {
+	t.Helper()
+	ref := newSimNode(t, t.TempDir(), "n1", "h1", nil)
+	ref.pool(t, "var/lib/cairn/thin")
+	if err := ref.reconcile(t, oneReplica(1000)); err != nil {
+		t.Fatal(err)
+	}
+	refState, _ := LoadState(NewPaths(ref.root).StateFile("r1"))
+	return getGI(t, 1000, refState.Disks[0])
+}
+
+// sameAsUninterrupted fails unless r1's disk on n has the metadata want.
+func sameAsUninterrupted(t *testing.T, n *simNode, want [drbd.MaxNodeID + 1]drbd.GI) {
+	t.Helper()
+	got := getGI(t, 1000, filepath.Join(n.root, "var/lib/cairn/thin/r1_00000.img"))
 	for id := range got {
 		if got[id] != want[id] {
 			t.Fatalf("node id %d: get-gi %s, an uninterrupted run gives %s", id, got[id], want[id])
