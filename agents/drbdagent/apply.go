@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/internal/fsx"
 	"github.com/cairn-io/cairn/storage/volume"
 )
 
@@ -144,7 +145,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		}
 	}
 	if changed {
-		if err := writeAtomic(paths.ResFile(rd), rendered, 0o644); err != nil {
+		if err := fsx.WriteAtomic(paths.ResFile(rd), rendered, 0o644); err != nil {
 			return st, fmt.Errorf("install %s: %w", paths.ResFile(rd), err)
 		}
 		if err := r.step(rd, "installed"); err != nil {
@@ -281,7 +282,7 @@ func (r *Reconciler) provider(ctx context.Context, l *drbd.Local, rd string, vol
 // resources (-E the installed version). The staged file is removed either way.
 func (r *Reconciler) check(ctx context.Context, d *drbd.Desired, rendered []byte, installed bool) error {
 	staged := filepath.Join(r.cfg.Paths.StagedDir, d.Resource+".res")
-	if err := writeAtomic(staged, rendered, 0o644); err != nil {
+	if err := fsx.WriteAtomic(staged, rendered, 0o644); err != nil {
 		return fmt.Errorf("stage resource file: %w", err)
 	}
 	defer os.Remove(staged)
@@ -394,10 +395,10 @@ func (r *Reconciler) remove(ctx context.Context, rd string, st *State, down bool
 			return err
 		}
 	}
-	if err := removeDurably(r.cfg.Paths.ResFile(rd)); err != nil {
+	if err := fsx.RemoveDurably(r.cfg.Paths.ResFile(rd)); err != nil {
 		return err
 	}
-	if err := removeDurably(r.cfg.Paths.StateFile(rd)); err != nil {
+	if err := fsx.RemoveDurably(r.cfg.Paths.StateFile(rd)); err != nil {
 		return err
 	}
 	return r.step(rd, "removed")

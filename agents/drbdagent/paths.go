@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/cairn-io/cairn/internal/fsx"
 )
 
 // Paths are the host paths the agent uses, all under one root ("/" on a real host; a
@@ -57,57 +59,5 @@ func (p Paths) Prepare() error {
 		return nil
 	}
 	body := fmt.Sprintf("# Written by the Cairn agent.\ninclude %q;\n", filepath.Join(p.ConfDir, "*.res"))
-	return writeAtomic(p.MainConf, []byte(body), 0o644)
-}
-
-// writeAtomic writes data to path so that readers and a crash see either the old file
-// or the new one: a temporary file in the same directory, fsync, rename, fsync of the
-// directory.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	ok = true
-	return syncDir(dir)
-}
-
-// removeDurably removes path (a missing file is not an error) and fsyncs its directory.
-func removeDurably(path string) error {
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsx.WriteAtomic(p.MainConf, []byte(body), 0o644)
 }

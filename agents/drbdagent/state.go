@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/fsx"
 )
 
 // State is what the agent has done for one resource on this node, in
@@ -74,7 +75,7 @@ func SaveState(path string, s *State) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(path, append(b, '\n'), 0o644); err != nil {
+	if err := fsx.WriteAtomic(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("state file %s: %w", path, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-io/cairn/internal/fsx"
 	"github.com/cairn-io/cairn/storage/mmp"
 	"github.com/cairn-io/cairn/storage/zfs"
 	"github.com/cairn-io/cairn/storage/zpool"
@@ -327,7 +328,7 @@ func (w *worker) importPool(ctx context.Context, d zpool.Desired) {
 	if w.local.Contested != 0 { // a new grant after a contest: the operator resolved it
 		w.local.Contested, w.lastObs, w.lastForgn = 0, nil, [2]string{}
 		if p := w.latchPath(); p != "" {
-			_ = os.Remove(p)
+			_ = fsx.RemoveDurably(p)
 		}
 	}
 	w.startWatch(v)
@@ -593,9 +594,5 @@ func (w *worker) writeLatch(grant uint64) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return fsx.WriteAtomic(p, b, 0o644)
 }
