@@ -380,10 +380,8 @@ func (w *worker) poll(ctx context.Context) {
 	var err error
 	if w.watcher == nil {
 		err = w.newWatcher()
-		if err == nil {
-			obs, err = w.watcher.Poll()
-		}
-	} else {
+	}
+	if err == nil {
 		obs, err = w.watcher.Poll()
 	}
 	code := obs.Code
