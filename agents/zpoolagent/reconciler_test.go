@@ -294,10 +294,15 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	assert.Len(t, h.fake.Calls(), n)
 
-	// Nor after a restart: the latch is in the state directory.
+	// Nor after a restart: the latch is in the state directory. The control plane no
+	// longer grants it, so offer the contested grant again by hand, as a desired state
+	// that lags would: the restarted agent knows it only from the latch.
 	h.stopAgent()
 	h.fake = &zpoolfake.Fake{StateFile: h.fake.StateFile, HostID: me, Hostname: "n1"}
-	h.startAgent()
+	r = h.startAgent()
+	require.NoError(t, r.Reconcile(context.Background(), "cairn.node.n1.zpool.tank", body))
+	require.Eventually(t, func() bool { return slices.Contains(h.seen(), zpool.PhaseContested+"/"+zpoolagent.CodeContestedGrant) },
+		5*time.Second, 10*time.Millisecond, "the restarted agent did not hold the contested grant; statuses %v", h.seen())
 	time.Sleep(300 * time.Millisecond)
 	assert.False(t, slices.ContainsFunc(h.fake.Calls(), func(c string) bool { return strings.HasPrefix(c, "import") }))
 	assert.False(t, h.imported())
