@@ -191,11 +191,7 @@ func (r *Reconciler) finish(ctx context.Context, rd string, d *drbd.Desired, st 
 		metricReconciles.WithLabelValues("applied").Inc()
 	}
 	r.mu.Lock()
-	info := r.res[rd]
-	if info == nil {
-		info = &resInfo{}
-		r.res[rd] = info
-	}
+	info := r.infoLocked(rd)
 	info.base = base
 	if d != nil && !gone {
 		info.desired = d
@@ -211,6 +207,16 @@ func (r *Reconciler) finish(ctx context.Context, rd string, d *drbd.Desired, st 
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// infoLocked returns rd's resInfo, adding an empty one when there is none (r.mu held).
+func (r *Reconciler) infoLocked(rd string) *resInfo {
+	info := r.res[rd]
+	if info == nil {
+		info = &resInfo{}
+		r.res[rd] = info
+	}
+	return info
 }
 
 type ignored string
@@ -247,11 +253,7 @@ func (r *Reconciler) admEnv(d *drbd.Desired) []string {
 // reconcile creates disks and metadata.
 func (r *Reconciler) pending(ctx context.Context, rd string, d *drbd.Desired) {
 	r.mu.Lock()
-	info := r.res[rd]
-	if info == nil {
-		info = &resInfo{}
-		r.res[rd] = info
-	}
+	info := r.infoLocked(rd)
 	info.base = drbd.Status{Resource: rd, Node: r.cfg.Node, Revision: d.Revision, Incarnation: d.Local.Incarnation, Phase: drbd.PhasePending}
 	info.desired = d
 	r.mu.Unlock()
