@@ -68,10 +68,12 @@ type Reconciler struct {
 	fold *Fold
 	pub  *statusPublisher
 
-	prepare    sync.Once
-	prepareErr error
-	mu         sync.Mutex
-	res        map[string]*resInfo
+	// prepareMu guards prepared: cfg.Paths are prepared by the first Reconcile that
+	// succeeds in it (a failure is retried by the next one).
+	prepareMu sync.Mutex
+	prepared  bool
+	mu        sync.Mutex
+	res       map[string]*resInfo
 }
 
 // resInfo is what the status of one resource is built from.
@@ -142,12 +144,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, subject string, data []byte)
 			return r.finish(ctx, rd, d, nil, fmt.Errorf("desired state on %s names resource %q on node %q", subject, d.Resource, d.Node), start)
 		}
 	}
-	r.prepare.Do(func() { r.prepareErr = r.cfg.Paths.Prepare() })
-	if r.prepareErr != nil {
-		return r.finish(ctx, rd, d, nil, r.prepareErr, start)
+	if err := r.preparePaths(); err != nil {
+		return r.finish(ctx, rd, d, nil, err, start)
 	}
 	st, err := r.apply(ctx, rd, d)
 	return r.finish(ctx, rd, d, st, err, start)
+}
+
+// preparePaths prepares cfg.Paths unless that already succeeded.
+func (r *Reconciler) preparePaths() error {
+	r.prepareMu.Lock()
+	defer r.prepareMu.Unlock()
+	if r.prepared {
+		return nil
+	}
+	if err := r.cfg.Paths.Prepare(); err != nil {
+		return err
+	}
+	r.prepared = true
+	return nil
 }
 
 // resourceOf returns the resource of <prefix>.node.<node>.drbd.<rd>.

@@ -177,3 +177,28 @@ func TestSingleReplicaLifecycle(t *testing.T) {
 		t.Errorf("wipe-md ran %d times", n.exec.count("drbdmeta wipe-md"))
 	}
 }
+
+// A failure to prepare the paths (here a file where etc/ must be) fails the reconcile,
+// and the next one prepares them again once the obstacle is gone: it is not remembered.
+func TestPrepareFailureIsRetried(t *testing.T) {
+	needDrbdUtils(t)
+	n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
+	n.pool(t, "var/lib/cairn/thin")
+	etc := filepath.Join(n.root, "etc")
+	if err := os.WriteFile(etc, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.reconcile(t, oneReplica(1000)); err == nil {
+		t.Fatal("reconcile succeeded without its directories")
+	}
+	failedWith(t, n, "r1", "agent directories")
+	if err := os.Remove(etc); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.reconcile(t, oneReplica(1000)); err != nil {
+		t.Fatalf("after the obstacle went: %v", err)
+	}
+	if st, _ := n.pub.get(n.statusSubject("r1")); st.Phase != drbd.PhaseApplied {
+		t.Fatalf("status %s", js(st))
+	}
+}
