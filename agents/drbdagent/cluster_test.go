@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-io/cairn/agents"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/cairn-io/cairn/server"
 	"github.com/cairn-io/cairn/server/natsauth"
 	"github.com/cairn-io/cairn/server/servertest"
@@ -188,7 +189,7 @@ func diskOf(t *testing.T, n *clusterNode, rd string) (string, int) {
 // happens where seeding does not apply (thick provider file; a tiebreaker promoted to
 // diskful).
 func TestThreeAgentsDay0Seeding(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	s := servertest.Start(t, func(c *server.Config) { c.Auth = true })
 	base := t.TempDir()
 	submit(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)

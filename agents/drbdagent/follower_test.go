@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
@@ -131,7 +132,7 @@ func counterValue(c prometheus.Counter) float64 {
 }
 
 func TestParseDumpMDWithRealDrbdmeta(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	disk := filepath.Join(t.TempDir(), "d.img")
 	if err := os.WriteFile(disk, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/internal/testtools"
 )
 
 // twoReplicas is r1 on n1 (first replica) and n2 (a later day-0 replica), seen from node.
@@ -30,7 +31,7 @@ func twoReplicas(node string) *drbd.Desired {
 // id: the slot gets the day-0 bitmap UUID back, so a replica added later under that
 // node id resyncs from day 0 again.
 func TestPeerRemovalForgetsItsNodeID(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	base := t.TempDir()
 	n1 := newSimNode(t, base, "n1", "h1", nil)
 	n2 := newSimNode(t, base, "n2", "h2", nil)
@@ -76,7 +77,7 @@ func TestPeerRemovalForgetsItsNodeID(t *testing.T) {
 // bitmap slot holds the old disk's history, so the remaining replica forgets it (before
 // the adjust that connects the new one) and records the new incarnation.
 func TestPeerReaddedUnderTheSameNodeIDIsForgotten(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	base := t.TempDir()
 	n1 := newSimNode(t, base, "n1", "h1", nil)
 	n1.pool(t, "var/lib/cairn/thin")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,16 +15,6 @@ import (
 	"github.com/cairn-io/cairn/internal/execx"
 	"github.com/rs/zerolog"
 )
-
-// needDrbdUtils skips the test without the real drbdadm and drbdmeta.
-func needDrbdUtils(t testing.TB) {
-	t.Helper()
-	for _, tool := range []string{drbd.Drbdadm, drbd.Drbdmeta} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not on PATH (install drbd-utils): %v", tool, err)
-		}
-	}
-}
 
 // countingExec runs real programs and counts them by "name subcommand" (drbdmeta
 // create-md, drbdmeta set-gi, drbdadm sh-nop, …).

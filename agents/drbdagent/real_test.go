@@ -10,6 +10,7 @@ import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/rs/zerolog"
 )
 
@@ -33,7 +34,7 @@ func (m kernelMux) Run(ctx context.Context, argv []string, opts execx.Options) (
 // device named in the resource file, `drbdadm adjust`, and on removal drbdsetup down,
 // wipe-md, losetup --detach and the volume removed.
 func TestRealKernelCommands(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	root := t.TempDir()
 	if err := os.MkdirAll(root+"/var/lib/cairn/thin", 0o755); err != nil {
 		t.Fatal(err)

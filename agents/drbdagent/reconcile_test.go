@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/testtools"
 )
 
 const testDay0 = "00000000000DA000"
@@ -54,7 +55,7 @@ func failedWith(t *testing.T, n *simNode, rd string, want ...string) {
 }
 
 func TestBadDesiredStateIsReportedAndChangesNothing(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	t.Run("unknown provider", func(t *testing.T) {
 		n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
 		n.pool(t, "var/lib/cairn/thin")
@@ -118,7 +119,7 @@ func TestBadDesiredStateIsReportedAndChangesNothing(t *testing.T) {
 }
 
 func TestSingleReplicaLifecycle(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
 	n.pool(t, "var/lib/cairn/thin")
 	d := oneReplica(1000)
@@ -181,7 +182,7 @@ func TestSingleReplicaLifecycle(t *testing.T) {
 // A failure to prepare the paths (here a file where etc/ must be) fails the reconcile,
 // and the next one prepares them again once the obstacle is gone: it is not remembered.
 func TestPrepareFailureIsRetried(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
 	n.pool(t, "var/lib/cairn/thin")
 	etc := filepath.Join(n.root, "etc")

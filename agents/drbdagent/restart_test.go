@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/testtools"
 )
 
 // The agent is killed right after a step (the hook stops the reconcile there, as if
@@ -13,7 +14,7 @@ import (
 // uninterrupted run produces, create-md must have run once, the seeds applied once in
 // full (32 set-gi) and, once adjust started, never again.
 func TestRestartBetweenSteps(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	want := uninterruptedGI(t)
 	seeds := len(oneReplica(1000).Local.Seeds)
 
@@ -70,7 +71,7 @@ func TestRestartBetweenSteps(t *testing.T) {
 // agent missed the removal) retires the old disk and seeds fresh metadata; one of an
 // older incarnation is ignored and changes nothing.
 func TestIncarnationRules(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
 	n.pool(t, "var/lib/cairn/thin")
 	d := oneReplica(1000)
@@ -107,7 +108,7 @@ func TestIncarnationRules(t *testing.T) {
 // agent applies every seed again (set-gi writes absolute values) and ends with the
 // metadata of an uninterrupted run, without a second create-md.
 func TestRestartHalfwayThroughSeeding(t *testing.T) {
-	needDrbdUtils(t)
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
 	want := uninterruptedGI(t)
 
 	base := t.TempDir()

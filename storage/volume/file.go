@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cairn-io/cairn/internal/fsx"
 	"golang.org/x/sys/unix"
 )
 
@@ -87,7 +88,7 @@ func (f *File) Create(ctx context.Context, name string, sizeKiB uint64) (string,
 		return "", fmt.Errorf("volume %s: %w", name, err)
 	}
 	ok = true
-	syncDir(f.Dir)
+	_ = fsx.SyncDir(f.Dir) // best effort: the volume is there either way
 	return path, nil
 }
 
@@ -127,7 +128,7 @@ func (f *File) Remove(ctx context.Context, name string) error {
 	if err := os.Remove(f.Path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("volume %s: %w", name, err)
 	}
-	syncDir(f.Dir)
+	_ = fsx.SyncDir(f.Dir) // best effort: the volume is there either way
 	return nil
 }
 
@@ -144,13 +145,5 @@ func (f *File) Exists(ctx context.Context, name string) (bool, error) {
 		return false, nil
 	default:
 		return false, fmt.Errorf("volume %s: %w", name, err)
-	}
-}
-
-// syncDir makes a rename or removal in dir durable; best effort.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 }
