@@ -141,6 +141,10 @@ type Checker struct {
 	// ReadLeaf reads one device; nil is zfs.ReadLeaf (tests wrap it to count reads or
 	// fail).
 	ReadLeaf func(zfs.Device) (*zfs.Leaf, error)
+	// AlwaysCheck runs the check on a pool the labels say this host exported
+	// (exported_by_this_host): for a host that fenced the pool, whose export may have
+	// happened while another host was writing it.
+	AlwaysCheck bool
 }
 
 // Check runs the activity check with the defaults (see Checker.Check).
@@ -216,14 +220,23 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 		}
 	}
 	req := CheckRequired(found.Slot.Uberblock, label, hostid)
+	if !req.Required && req.Code == CodeExportedByThisHost && c.AlwaysCheck {
+		req = Requirement{Required: true, Message: "pool was exported by this host, but this host fenced it: check required"}
+	}
 	v.CheckRequired = req.Required
+	if hostid == 0 && found.Slot.MMPOn() && req.Code != CodeMMPOff {
+		// OpenZFS refuses to import a multihost pool without a hostid whatever its state
+		// (ZFS-8000-EY), a destroyed one included.
+		return refuse(CodeNoHostID, "pool %q is multihost, but this system's hostid is not set (0): "+
+			"it cannot be safely imported; set /etc/hostid (zgenhostid) or pass --hostid", v.Pool)
+	}
 	if !req.Required {
 		v.Importable, v.Code, v.Message = true, req.Code, req.Message
 		c.Log.Info().Str("pool", v.Pool).Str("code", v.Code).Msg(v.Message)
 		return done(v)
 	}
 	if hostid == 0 {
-		return refuse(CodeNoHostID, "pool %q is multihost and needs an activity check, but this system's hostid is not set (0): "+
+		return refuse(CodeNoHostID, "pool %q needs an activity check, but this system's hostid is not set (0): "+
 			"it cannot be safely imported; set /etc/hostid (zgenhostid) or pass --hostid", v.Pool)
 	}
 
@@ -236,17 +249,21 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 	}
 	v.Duration, v.DurationCase = WithJitter(base, permille), rule
 	v.JitterPct = float64(min(permille, MaxJitterPermille-1)) / 10
-	every := c.ReadEvery
-	if every <= 0 {
-		every = ReadEvery
-	}
+	every := c.readEvery(found.Slot.Uberblock)
 	c.Log.Info().Str("pool", v.Pool).Str("rule", string(rule)).Dur("duration", v.Duration).
 		Uint64("txg", found.Slot.TXG).Uint64("timestamp", found.Slot.Timestamp).
 		Msgf("activity check: watching pool %q for %s", v.Pool, v.Duration.Round(time.Millisecond))
 
 	expire := start.Add(v.Duration)
-	for now := clock.Now(); now.Before(expire); now = clock.Now() {
+	// Re-read every `every` until the duration has passed, and once more at its end: a
+	// check shorter than one period still compares two reads, and the last period is
+	// watched too.
+	for {
 		if err := ctx.Err(); err != nil {
+			return refuse(CodeCanceled, "activity check of pool %q canceled after %d re-reads: %v", v.Pool, v.Reads, err)
+		}
+		now := clock.Now()
+		if err := clock.Sleep(ctx, min(every, max(expire.Sub(now), 0))); err != nil {
 			return refuse(CodeCanceled, "activity check of pool %q canceled after %d re-reads: %v", v.Pool, v.Reads, err)
 		}
 		cur, err := c.ReadBest(leaves)
@@ -256,7 +273,7 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 		}
 		c.Log.Debug().Int("read", v.Reads).Uint64("txg", cur.Slot.TXG).Uint64("timestamp", cur.Slot.Timestamp).
 			Uint64("seq", cur.Slot.MMPSeq()).Str("leaf", cur.LeafName).Int("label", cur.Slot.Label).
-			Dur("remaining", expire.Sub(now)).Msg("activity check: re-read")
+			Dur("remaining", expire.Sub(clock.Now())).Msg("activity check: re-read")
 		if zfs.Compare(cur.Slot.Uberblock, found.Slot.Uberblock) != 0 {
 			v.Active, v.Code = true, CodeActivityDetected
 			v.Changed = SeenFrom(cur.LeafName, cur.Slot)
@@ -275,8 +292,8 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 			c.Log.Info().Str("pool", v.Pool).Str("code", v.Code).Int("reads", v.Reads).Msg(v.Message)
 			return done(v)
 		}
-		if err := clock.Sleep(ctx, min(every, max(expire.Sub(clock.Now()), 0))); err != nil {
-			return refuse(CodeCanceled, "activity check of pool %q canceled after %d re-reads: %v", v.Pool, v.Reads, err)
+		if !clock.Now().Before(expire) {
+			break
 		}
 	}
 	v.Importable, v.Code = true, CodeNoActivity
@@ -284,6 +301,20 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 		v.Pool, v.Duration.Round(time.Millisecond), v.Reads, HostID(hostid))
 	c.Log.Info().Str("pool", v.Pool).Str("code", v.Code).Int("reads", v.Reads).Dur("duration", v.Duration).Msg(v.Message)
 	return done(v)
+}
+
+// readEvery is the pause between re-reads: ReadEvery (1 s when 0), but never longer
+// than the writer's MMP interval recorded in ub (at least MinInterval), so that a short
+// check still sees several MMP writes.
+func (c Checker) readEvery(ub zfs.Uberblock) time.Duration {
+	every := c.ReadEvery
+	if every <= 0 {
+		every = ReadEvery
+	}
+	if ub.IntervalValid() {
+		every = min(every, max(time.Duration(ub.MMPInterval())*time.Millisecond, MinInterval))
+	}
+	return every
 }
 
 // readError is a refusal found while reading: a code and a message, and the read error
@@ -298,13 +329,21 @@ func (e readError) Error() string { return e.msg }
 func (e readError) Unwrap() error { return e.err }
 
 // ReadBest reads every leaf as the check does and returns the best uberblock over all
-// of them (an unreadable leaf or no valid uberblock is an error).
+// of them. Errors: an unreadable leaf, no valid uberblock, or leaves that fail Identify
+// (not all of one pool, or not all of it).
 func (c Checker) ReadBest(devs []zfs.Device) (zfs.Found, error) {
 	leaves, err := readLeaves(devs, c.ReadLeaf)
 	if err != nil {
 		return zfs.Found{}, err
 	}
-	return bestOf(leaves)
+	f, err := bestOf(leaves)
+	if err != nil {
+		return zfs.Found{}, err
+	}
+	if _, err := Identify(leaves, &f.Slot.Uberblock); err != nil {
+		return zfs.Found{}, err
+	}
+	return f, nil
 }
 
 func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]*zfs.Leaf, error) {
@@ -322,25 +361,7 @@ func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]
 		}
 		return lf, nil
 	}
-	leaves, err := zfs.ReadLeaves(devs, named)
-	if err != nil {
-		return nil, err
-	}
-	var guid uint64
-	var first string
-	for _, lf := range leaves {
-		c, _, ok := lf.Config(0)
-		if !ok || c.PoolGUID == 0 {
-			continue
-		}
-		if guid == 0 {
-			guid, first = c.PoolGUID, lf.Name
-		} else if c.PoolGUID != guid {
-			return nil, readError{code: CodeMixedPools, msg: fmt.Sprintf("leaf %s belongs to pool guid %d, leaf %s to pool guid %d: give the leaves of one pool",
-				first, guid, lf.Name, c.PoolGUID)}
-		}
-	}
-	return leaves, nil
+	return zfs.ReadLeaves(devs, named)
 }
 
 func bestOf(leaves []*zfs.Leaf) (zfs.Found, error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -137,7 +138,9 @@ func TestCheckDetectsActivity(t *testing.T) {
 			if !v.Active || v.Importable || v.Code != mmp.CodeActivityDetected || v.ExitCode() != 1 {
 				t.Fatalf("verdict %+v", v)
 			}
-			if v.Reads != 4 || v.Changed == nil || v.Uberblock.TXG != 9 {
+			// Written after the third sleep, seen by the third re-read (the first
+			// re-read comes after one period, not at the start).
+			if v.Reads != 3 || v.Changed == nil || v.Uberblock.TXG != 9 {
 				t.Fatalf("reads %d changed %+v", v.Reads, v.Changed)
 			}
 			if !strings.Contains(v.Message, `host "host-b" (hostid 0x22222222)`) {
@@ -168,8 +171,21 @@ func TestCheckNotNeededOrRefused(t *testing.T) {
 		}
 	})
 	t.Run("destroyed", func(t *testing.T) {
-		v := mmp.Check(ctx, []zfs.Device{pool(zfs.StateDestroyed, hostB).Device("d0")}, 0, newClock())
+		v := mmp.Check(ctx, []zfs.Device{pool(zfs.StateDestroyed, hostB).Device("d0")}, hostA, newClock())
 		if !v.Importable || v.Code != mmp.CodePoolDestroyed {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+	t.Run("destroyed multihost pool without a hostid", func(t *testing.T) {
+		// OpenZFS refuses any multihost pool without a hostid (ZFS-8000-EY).
+		v := mmp.Check(ctx, []zfs.Device{pool(zfs.StateDestroyed, hostB).Device("d0")}, 0, newClock())
+		if v.Importable || v.Code != mmp.CodeNoHostID || v.ExitCode() != 2 {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+	t.Run("exported by this host but fenced here: checked", func(t *testing.T) {
+		v := mmp.Checker{Jitter: noJitter, AlwaysCheck: true}.Check(ctx, []zfs.Device{pool(zfs.StateExported, hostA).Device("d0")}, hostA, newClock())
+		if !v.Importable || v.Code != mmp.CodeNoActivity || v.Reads != 20 || !v.CheckRequired {
 			t.Fatalf("verdict %+v", v)
 		}
 	})
@@ -300,5 +316,119 @@ func TestCheckLabelNewerThanUberblock(t *testing.T) {
 	v := mmp.Checker{Jitter: noJitter}.Check(context.Background(), []zfs.Device{im.Device("d0")}, hostA, newClock())
 	if !v.CheckRequired || v.Code != mmp.CodeNoActivity || v.Reads != 20 || v.Pool != "tank" || v.LastHost == nil {
 		t.Fatalf("verdict %+v", v)
+	}
+}
+
+// TestCheckShortDurationStillWatches: a pool whose interval makes the check shorter than
+// the 1 s re-read period is re-read every interval and once at the end, so a write in
+// the middle is seen (before, the only re-read came at the start).
+func TestCheckShortDurationStillWatches(t *testing.T) {
+	im := zfsimage.New(4<<20, 9, false)
+	for l := 0; l < zfs.Labels; l++ {
+		im.WriteConfig(l, zfsimage.PoolConfig("tank", 77, zfs.StateActive, 9, hostB, "host-b", 9))
+		u := ub(100, 100, 0, 2) // 2 fail intervals × 100 ms × 2 = 400 ms
+		u.TXG = 9
+		im.WriteUberblock(l, 9, u)
+	}
+	clk := newClock()
+	var slept []time.Duration
+	last := clk.now
+	clk.onSleep = func(n int) {
+		slept = append(slept, clk.now.Sub(last))
+		last = clk.now
+		if n == 2 {
+			mmpWrite(im, 9, 1000, 3)
+		}
+	}
+	v := mmp.Checker{Jitter: noJitter}.Check(context.Background(), []zfs.Device{im.Device("d0")}, hostA, clk)
+	if v.Duration != 400*time.Millisecond {
+		t.Fatalf("duration %v", v.Duration)
+	}
+	if !v.Active || v.Code != mmp.CodeActivityDetected || v.Reads != 2 {
+		t.Fatalf("a write 200 ms into a 400 ms check: verdict %+v (sleeps %v)", v, slept)
+	}
+	if slept[0] != 100*time.Millisecond {
+		t.Fatalf("re-read period %v, want the pool's 100 ms interval", slept[0])
+	}
+
+	// Quiet: reads until the end, the last one at the expiry.
+	im2 := zfsimage.New(4<<20, 9, false)
+	for l := 0; l < zfs.Labels; l++ {
+		im2.WriteConfig(l, zfsimage.PoolConfig("tank", 77, zfs.StateActive, 9, hostB, "host-b", 9))
+		u := ub(100, 100, 0, 2)
+		u.TXG = 9
+		im2.WriteUberblock(l, 9, u)
+	}
+	clk2 := newClock()
+	start := clk2.now
+	v = mmp.Checker{Jitter: noJitter}.Check(context.Background(), []zfs.Device{im2.Device("d0")}, hostA, clk2)
+	if !v.Importable || v.Reads != 4 || clk2.now.Sub(start) != 400*time.Millisecond {
+		t.Fatalf("quiet short check: verdict %+v, took %v", v, clk2.now.Sub(start))
+	}
+}
+
+// TestCheckIdentifiesLeaves: the leaves given must be one pool's, all of it, each with a
+// readable config (issue 12, item 6).
+func TestCheckIdentifiesLeaves(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a leaf without a config does not compete for the best uberblock", func(t *testing.T) {
+		stray := zfsimage.New(4<<20, 9, false)
+		for l := 0; l < zfs.Labels; l++ {
+			u := ub(1000, 1000, 0, 10)
+			u.TXG = 500 // a stray, higher txg that would hide the pool's live writer
+			stray.WriteUberblock(l, 5, u)
+		}
+		v := mmp.Checker{Jitter: noJitter}.Check(ctx, []zfs.Device{pool(zfs.StateActive, hostB).Device("d0"), stray.Device("stray")}, hostA, newClock())
+		if v.Importable || v.Code != mmp.CodeLeafWithoutConfig || !strings.Contains(v.Message, "stray") {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+	t.Run("guid sum", func(t *testing.T) {
+		im := pool(zfs.StateActive, hostB)
+		for l := 0; l < zfs.Labels; l++ {
+			u := ub(1000, 1000, 0, 10)
+			u.TXG, u.GUIDSum = 12, 12345
+			im.WriteUberblock(l, 12, u)
+		}
+		v := mmp.Checker{Jitter: noJitter}.Check(ctx, []zfs.Device{im.Device("d0")}, hostA, newClock())
+		if v.Importable || v.Code != mmp.CodeGUIDSumMismatch {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+	t.Run("same leaf twice", func(t *testing.T) {
+		im := pool(zfs.StateActive, hostB)
+		v := mmp.Checker{Jitter: noJitter}.Check(ctx, []zfs.Device{im.Device("d0"), im.Device("d0-again")}, hostA, newClock())
+		if v.Importable || v.Code != mmp.CodeDuplicateLeaf {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+}
+
+// TestCheckIdentifiesRealPools runs Identify on the real OpenZFS fixtures: both legs of
+// a mirror and each leg alone are the whole pool (one top-level vdev), and the trees add
+// up to the uberblocks' guid sum.
+func TestCheckIdentifiesRealPools(t *testing.T) {
+	for _, dir := range []string{"mirror-active", "single-exported"} {
+		files, _ := filepath.Glob(filepath.Join("..", "zfs", "testdata", dir, "*.img.gz"))
+		if len(files) == 0 {
+			t.Fatalf("no fixture under %s", dir)
+		}
+		var leaves []*zfs.Leaf
+		for _, f := range files {
+			b := zfsimage.Gunzip(t, f)
+			lf, err := zfs.ReadLeaf(zfs.Device{Name: f, R: bytes.NewReader(b), Size: int64(len(b))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaves = append(leaves, lf)
+		}
+		best, _ := zfs.Best(leaves)
+		id, err := mmp.Identify(leaves, &best.Slot.Uberblock)
+		if err != nil || !id.Complete || id.GUIDSum != best.Slot.GUIDSum {
+			t.Fatalf("%s: identity %+v, err %v", dir, id, err)
+		}
+		if _, err := mmp.Identify(leaves[:1], &best.Slot.Uberblock); err != nil {
+			t.Fatalf("%s: one leaf: %v", dir, err)
+		}
 	}
 }

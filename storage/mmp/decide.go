@@ -84,7 +84,9 @@ func CheckDuration(ub zfs.Uberblock, t Tunables) (time.Duration, DurationCase) {
 	var c DurationCase
 	switch {
 	case ub.IntervalValid() && ub.FailValid() && ub.MMPFailIntervals() > 0:
-		x := satMul(ub.MMPFailIntervals(), satMul(ub.MMPInterval(), ms))
+		// An interval of 0 on disk counts as MinInterval (MMP_INTERVAL_OK), so the
+		// check never lasts 0 s.
+		x := satMul(ub.MMPFailIntervals(), satMul(max(ub.MMPInterval(), uint64(MinInterval/time.Millisecond)), ms))
 		d = satAdd(satMul(x/100, importSafetyFactor), x%100*importSafetyFactor/100) // x × 200 / 100
 		c = CaseFailIntervals
 	case ub.IntervalValid() && ub.FailValid():

@@ -12,7 +12,7 @@ import (
 
 // ub returns an uberblock with MMP magic, delay in ms and the config parts (-1: invalid).
 func ub(delayMS int64, intervalMS, seq, fail int64) zfs.Uberblock {
-	return zfs.Uberblock{Magic: zfs.UberblockMagic, TXG: 10, Timestamp: 1000, MMPMagic: zfs.MMPMagic,
+	return zfs.Uberblock{Magic: zfs.UberblockMagic, TXG: 10, Timestamp: 1000, MMPMagic: zfs.MMPMagic, GUIDSum: zfsimage.PoolGUIDSum(77),
 		MMPDelay: uint64(delayMS) * uint64(time.Millisecond), MMPConfig: zfsimage.MMPConfig(intervalMS, seq, fail)}
 }
 

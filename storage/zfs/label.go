@@ -125,6 +125,19 @@ type LabelConfig struct {
 	GUID      uint64 `json:"guid,omitempty"`     // this leaf's guid
 	TopGUID   uint64 `json:"top_guid,omitempty"` // its top-level vdev's guid
 	Ashift    uint64 `json:"ashift,omitempty"`   // vdev_tree ashift; 0 when absent
+	// VdevChildren is the number of top-level vdevs of the pool (vdev_children, holes
+	// included); TopID the id of this leaf's top-level vdev (vdev_tree id).
+	VdevChildren uint64 `json:"vdev_children,omitempty"`
+	TopID        uint64 `json:"top_id"`
+	// TreeGUIDSum is the sum (mod 2^64) of every guid in vdev_tree: the top-level vdev
+	// and all vdevs beneath it, as ub_guid_sum adds them up.
+	TreeGUIDSum uint64 `json:"tree_guid_sum,omitempty"`
+	// LeafState says why this config's own leaf (guid) is not written by OpenZFS:
+	// "offline", "faulted", "removed", "not_present" or "" (it is, as far as the tree
+	// says); "missing" when the leaf is not in the tree at all.
+	LeafState string `json:"leaf_state,omitempty"`
+	// Holes counts the hole_array entries (top-level ids that are holes).
+	Holes int `json:"holes,omitempty"`
 }
 
 // ConfigFromNVList picks the LabelConfig fields out of a label's config nvlist. Missing
@@ -140,10 +153,75 @@ func ConfigFromNVList(nv *NVList) LabelConfig {
 	c.Version, _ = nv.Uint64("version")
 	c.GUID, _ = nv.Uint64("guid")
 	c.TopGUID, _ = nv.Uint64("top_guid")
+	c.VdevChildren, _ = nv.Uint64("vdev_children")
+	if v, ok := nv.Lookup("hole_array"); ok {
+		if a, ok := v.([]uint64); ok {
+			c.Holes = len(a)
+		}
+	}
 	if tree, ok := nv.NVList("vdev_tree"); ok {
 		c.Ashift, _ = tree.Uint64("ashift")
+		c.TopID, _ = tree.Uint64("id")
+		c.TreeGUIDSum = treeGUIDSum(tree)
+		c.LeafState = "missing"
+		if st, ok := leafState(tree, c.GUID); ok {
+			c.LeafState = st
+		}
 	}
 	return c
+}
+
+// TreeGUIDs lists every guid in a label config's vdev_tree (the top-level vdev and all
+// beneath it); nil without a tree.
+func TreeGUIDs(config *NVList) []uint64 {
+	tree, ok := config.NVList("vdev_tree")
+	if !ok {
+		return nil
+	}
+	var out []uint64
+	var walk func(v *NVList)
+	walk = func(v *NVList) {
+		if g, ok := v.Uint64("guid"); ok {
+			out = append(out, g)
+		}
+		kids, _ := v.NVLists("children")
+		for _, k := range kids {
+			walk(k)
+		}
+	}
+	walk(tree)
+	return out
+}
+
+// treeGUIDSum adds up the guid of v and of every vdev beneath it (vdev_guid_sum).
+func treeGUIDSum(v *NVList) uint64 {
+	sum, _ := v.Uint64("guid")
+	kids, _ := v.NVLists("children")
+	for _, k := range kids {
+		sum += treeGUIDSum(k)
+	}
+	return sum
+}
+
+// leafState finds the vdev with guid in the tree under v and says whether OpenZFS
+// writes it: "" when it does, else the first of offline, faulted, removed, not_present
+// that is set. ok is false when the guid is not in the tree.
+func leafState(v *NVList, guid uint64) (string, bool) {
+	if g, _ := v.Uint64("guid"); g == guid {
+		for _, flag := range []string{"offline", "faulted", "removed", "not_present"} {
+			if x, ok := v.Uint64(flag); ok && x != 0 {
+				return flag, true
+			}
+		}
+		return "", true
+	}
+	kids, _ := v.NVLists("children")
+	for _, k := range kids {
+		if st, ok := leafState(k, guid); ok {
+			return st, true
+		}
+	}
+	return "", false
 }
 
 // Label is one of the four labels of a leaf as read.

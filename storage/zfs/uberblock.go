@@ -46,8 +46,22 @@ type Uberblock struct {
 	MMPDelay        uint64 `json:"mmp_delay_ns"` // 0 with a valid magic: multihost off
 	MMPConfig       uint64 `json:"mmp_config"`
 	CheckpointTXG   uint64 `json:"checkpoint_txg"`
+	// RootBP is ub_rootbp, the block pointer of the MOS this txg committed: two
+	// uberblocks of one txg from one writer always carry the same one.
+	RootBP BlockPointer `json:"root_bp"`
 	// ByteSwapped is true when the slot was written big-endian (byte-swapped magic).
 	ByteSwapped bool `json:"byte_swapped,omitempty"`
+}
+
+// BlockPointer is a blkptr_t (spa.h) as stored: three DVAs (two words each), the
+// properties word, padding, physical and logical birth txg, fill count and checksum.
+type BlockPointer struct {
+	DVA       [3][2]uint64 `json:"dva"`
+	Prop      uint64       `json:"prop"`
+	PhysBirth uint64       `json:"phys_birth"`
+	Birth     uint64       `json:"birth"`
+	Fill      uint64       `json:"fill"`
+	Checksum  [4]uint64    `json:"cksum"`
 }
 
 // MMPValid reports whether the uberblock carries MMP fields (both magics match).
@@ -133,7 +147,7 @@ func DecodeUberblock(slot []byte, off uint64) (Uberblock, error) {
 	u.TXG = w(16)
 	u.GUIDSum = w(24)
 	u.Timestamp = w(32)
-	// 40..167: ub_rootbp (blkptr_t, 128 bytes), not needed here.
+	u.RootBP = decodeBlockPointer(slot[40:168], order)
 	u.SoftwareVersion = w(168)
 	u.MMPMagic = w(176)
 	u.MMPDelay = w(184)
@@ -175,4 +189,35 @@ func verifyEmbedded(buf []byte, off uint64) (binary.ByteOrder, error) {
 		return nil, fmt.Errorf("%w at offset %d", ErrChecksum, off)
 	}
 	return order, nil
+}
+
+// decodeBlockPointer decodes the 128 bytes of a blkptr_t: dva[3] (0-47), blk_prop (48),
+// blk_pad[2] (56-71), blk_phys_birth (72), blk_birth (80), blk_fill (88), blk_cksum (96).
+func decodeBlockPointer(b []byte, order binary.ByteOrder) BlockPointer {
+	w := func(i int) uint64 { return order.Uint64(b[i:]) }
+	var bp BlockPointer
+	for d := 0; d < 3; d++ {
+		bp.DVA[d] = [2]uint64{w(16 * d), w(16*d + 8)}
+	}
+	bp.Prop, bp.PhysBirth, bp.Birth, bp.Fill = w(48), w(72), w(80), w(88)
+	for i := 0; i < 4; i++ {
+		bp.Checksum[i] = w(96 + 8*i)
+	}
+	return bp
+}
+
+// EncodeBlockPointer writes bp into the 128 bytes of b, decodeBlockPointer's inverse
+// (test images and the fake zpool write uberblocks with it).
+func EncodeBlockPointer(b []byte, bp BlockPointer, order binary.ByteOrder) {
+	for d := 0; d < 3; d++ {
+		order.PutUint64(b[16*d:], bp.DVA[d][0])
+		order.PutUint64(b[16*d+8:], bp.DVA[d][1])
+	}
+	order.PutUint64(b[48:], bp.Prop)
+	order.PutUint64(b[72:], bp.PhysBirth)
+	order.PutUint64(b[80:], bp.Birth)
+	order.PutUint64(b[88:], bp.Fill)
+	for i := 0; i < 4; i++ {
+		order.PutUint64(b[96+8*i:], bp.Checksum[i])
+	}
 }

@@ -4,13 +4,15 @@
  * storage/zfs/testdata/ and by the live MMP test as "the other host".
  *
  * usage: mmpgen [-m] [-M] [-a ASHIFT] [-i INTERVAL_MS] [-n HOSTNAME] [-s SECONDS]
- *               [-c CACHEFILE] -x export|hold POOL FILE...
+ *               [-t SYNC_MS] [-c CACHEFILE] -x export|hold|import|importhold POOL FILE...
  *   -m            multihost=on (needs a hostid: set ZFS_HOSTID=0x...)
  *   -M            the files form one mirror (default: one file, or a stripe)
  *   -a ASHIFT     ashift of the top-level vdev(s) (default 9)
  *   -i MS         zfs_multihost_interval in ms (default 1000)
  *   -n HOSTNAME   host name written to the labels (default: uname)
  *   -s SECONDS    seconds to keep the pool imported before exporting (export mode)
+ *   -t MS         while holding: log a history record and sync a txg every MS (default 0:
+ *                 no forced syncs), so txg syncs and MMP writes interleave as on a busy pool
  *   -x export     create, run -s seconds, export cleanly, exit 0
  *   -x hold       create, print "ready" on stdout, keep the pool imported (MMP writes every
  *                 interval) until killed; kill -9 leaves the pool active on disk
@@ -18,6 +20,8 @@
  *                 argument names the directory to search) with OpenZFS's own activity
  *                 check, then export it again. Exit 0 imported, 3 refused because another
  *                 host is active (EREMOTEIO), 1 any other error.
+ *   -x importhold import as -x import does (exit 3 when refused), then print "ready" and
+ *                 hold the pool imported as -x hold does (MMP writes, -t syncs)
  * Files must exist with their final size (at least 64 MiB).
  * The generator is test tooling: it prints a message and exits 1 on any error.
  */
@@ -54,11 +58,39 @@ file_vdev(const char *path, uint64_t ashift)
 }
 
 /*
+ * Keep pool imported until killed: MMP writes every interval (the MMP thread), and with
+ * sync_ms a history record and a txg sync every sync_ms.
+ */
+static void
+hold_pool(const char *pool, uint64_t sync_ms)
+{
+	spa_t *spa;
+	int err;
+
+	printf("ready\n");
+	fflush(stdout);
+	if (sync_ms == 0) {
+		for (;;)
+			sleep(3600);
+	}
+	if ((err = spa_open(pool, &spa, FTAG)) != 0) {
+		fprintf(stderr, "mmpgen: spa_open: %s\n", strerror(err));
+		exit(1);
+	}
+	for (uint64_t i = 0; ; i++) {
+		usleep(sync_ms * 1000);
+		spa_history_log_internal(spa, "mmpgen", NULL, "tick %llu",
+		    (unsigned long long)i);
+		txg_wait_synced(spa_get_dsl(spa), 0);
+	}
+}
+
+/*
  * Import pool from the files in dir the way zdb -e does (zpool_find_config with the
  * libzpool ops), which runs OpenZFS's activity check; export it again on success.
  */
 static int
-import_pool(const char *pool, const char *dir)
+import_pool(const char *pool, const char *dir, int hold, uint64_t sync_ms)
 {
 	importargs_t args = { 0 };
 	char *paths[1] = { (char *)dir };
@@ -87,6 +119,8 @@ import_pool(const char *pool, const char *dir)
 	}
 	printf("imported\n");
 	fflush(stdout);
+	if (hold)
+		hold_pool(pool, sync_ms);
 	if ((err = spa_export((char *)pool, NULL, B_FALSE, B_FALSE)) != 0) {
 		fprintf(stderr, "mmpgen: export %s: %s\n", pool, strerror(err));
 		return (1);
@@ -99,10 +133,10 @@ int
 main(int argc, char **argv)
 {
 	int multihost = 0, mirror = 0, c, err;
-	uint64_t ashift = 9, interval = 1000, seconds = 3;
+	uint64_t ashift = 9, interval = 1000, seconds = 3, sync_ms = 0;
 	const char *hostname = NULL, *mode = NULL, *cache = "/tmp/mmpgen.cache";
 
-	while ((c = getopt(argc, argv, "mMa:i:n:s:x:c:")) != -1) {
+	while ((c = getopt(argc, argv, "mMa:i:n:s:t:x:c:")) != -1) {
 		switch (c) {
 		case 'm': multihost = 1; break;
 		case 'M': mirror = 1; break;
@@ -110,6 +144,7 @@ main(int argc, char **argv)
 		case 'i': interval = strtoull(optarg, NULL, 0); break;
 		case 'n': hostname = optarg; break;
 		case 's': seconds = strtoull(optarg, NULL, 0); break;
+		case 't': sync_ms = strtoull(optarg, NULL, 0); break;
 		case 'x': mode = optarg; break;
 		case 'c': cache = optarg; break;
 		default:
@@ -119,9 +154,10 @@ main(int argc, char **argv)
 	}
 	if (mode == NULL || argc - optind < 2 ||
 	    (strcmp(mode, "export") != 0 && strcmp(mode, "hold") != 0 &&
-	    strcmp(mode, "import") != 0)) {
+	    strcmp(mode, "import") != 0 && strcmp(mode, "importhold") != 0)) {
 		fprintf(stderr, "usage: mmpgen [-m] [-M] [-a ASHIFT] [-i MS] "
-		    "[-n HOST] [-s SEC] -x export|hold|import POOL FILE...\n");
+		    "[-n HOST] [-s SEC] [-t MS] -x export|hold|import|importhold "
+		    "POOL FILE...\n");
 		return (1);
 	}
 	const char *pool = argv[optind];
@@ -136,8 +172,9 @@ main(int argc, char **argv)
 		    sizeof (utsname()->nodename));
 	}
 
-	if (strcmp(mode, "import") == 0)
-		return (import_pool(pool, files[0]));
+	if (strcmp(mode, "import") == 0 || strcmp(mode, "importhold") == 0)
+		return (import_pool(pool, files[0],
+		    strcmp(mode, "importhold") == 0, sync_ms));
 
 	nvlist_t **leaves = calloc(nfiles, sizeof (nvlist_t *));
 	for (int i = 0; i < nfiles; i++)
@@ -183,12 +220,8 @@ main(int argc, char **argv)
 	    (unsigned long long)interval);
 	spa_close(spa, FTAG);
 
-	if (strcmp(mode, "hold") == 0) {
-		printf("ready\n");
-		fflush(stdout);
-		for (;;)
-			sleep(3600);
-	}
+	if (strcmp(mode, "hold") == 0)
+		hold_pool(pool, sync_ms);
 
 	sleep(seconds);
 	nvlist_t *oldconfig = NULL;

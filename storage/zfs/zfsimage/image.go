@@ -126,6 +126,7 @@ func UberblockSlot(ub zfs.Uberblock, off int64, size int, o binary.ByteOrder) []
 	for i, v := range []uint64{zfs.UberblockMagic, ub.Version, ub.TXG, ub.GUIDSum, ub.Timestamp} {
 		o.PutUint64(slot[8*i:], v)
 	}
+	zfs.EncodeBlockPointer(slot[40:168], ub.RootBP, o)
 	for i, v := range []uint64{ub.SoftwareVersion, ub.MMPMagic, ub.MMPDelay, ub.MMPConfig, ub.CheckpointTXG} {
 		o.PutUint64(slot[168+8*i:], v)
 	}
@@ -204,6 +205,10 @@ func PoolConfig(name string, poolGUID uint64, state uint64, txg uint64, hostid u
 	)
 	return &zfs.NVList{Pairs: pairs}
 }
+
+// PoolGUIDSum is the ub_guid_sum of a pool made with PoolConfig: the pool guid (the
+// root vdev's) plus its one leaf's (poolGUID+1).
+func PoolGUIDSum(poolGUID uint64) uint64 { return poolGUID + poolGUID + 1 }
 
 // SetLabel overwrites label l with raw (at most zfs.LabelSize bytes; the rest zeroed).
 func (im *Image) SetLabel(l int, raw []byte) {

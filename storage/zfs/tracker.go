@@ -1,0 +1,226 @@
+package zfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"unsafe"
+)
+
+// configTail is how much of a label's config area a Tracker reads every time: its last
+// 4 KiB, which end with the embedded checksum of the whole area. The rest of the area is
+// read only when those bytes changed. 4 KiB keeps O_DIRECT reads aligned on any device.
+const configTail = 4 << 10
+
+// Tracker re-reads one leaf vdev cheaply, for a watcher that polls it many times a
+// second. Per label and poll it reads the uberblock ring (128 KiB) and the last 4 KiB of
+// the config area; it reads and decodes the whole config only when that tail (which
+// holds the config's checksum) changed, and verifies and decodes only the slots whose
+// bytes changed. What it knows survives failed reads: a label that cannot be read, a
+// config whose checksum does not hold, or a slot caught half-written keeps its last
+// known value (it is not a hole that looks new once it reads again).
+//
+// Not safe for concurrent use.
+type Tracker struct {
+	dev    Device
+	psize  int64
+	shift  uint // slot size shift, from the first config with an ashift; 9 until then
+	fixed  bool // shift came from a config
+	labels [Labels]trackedLabel
+	// BytesRead counts every byte read from the device.
+	BytesRead int64
+	tail      []byte // scratch buffers, aligned for O_DIRECT
+	area      []byte
+	ring      []byte
+}
+
+type trackedLabel struct {
+	tail   []byte // last tail read whose config decoded (nil: none yet)
+	config *NVList
+	info   LabelConfig
+	ring   []byte      // the ring bytes last read (nil: never read)
+	slots  []SlotValue // last known value per slot index
+	err    error       // why the last read of this label failed, nil when it did not
+	errCfg error       // why the last config read failed
+}
+
+// SlotValue is the last known content of one uberblock slot.
+type SlotValue struct {
+	Valid bool
+	Uberblock
+}
+
+// SlotChange is a slot whose known value changed in a Refresh.
+type SlotChange struct {
+	Label, Index int
+	Old          SlotValue // Valid false when the slot held nothing known before
+	New          Uberblock
+}
+
+// Refresh is what one Tracker.Refresh found.
+type Refresh struct {
+	// Changed lists the slots whose known uberblock changed (the new value is valid).
+	Changed []SlotChange
+	// ConfigChanged[l] is true when label l's config was re-read and differs.
+	ConfigChanged [Labels]bool
+	// Errs[l] is why label l (or its config) could not be read this time, nil when it
+	// could. The label keeps its last known values.
+	Errs [Labels]error
+}
+
+// NewTracker returns a Tracker of d; nothing is read until Refresh. Errors:
+// ErrTooSmall when d cannot hold the four labels.
+func NewTracker(d Device) (*Tracker, error) {
+	psize := d.Size &^ (LabelSize - 1)
+	if d.Size < 0 || psize < MinDeviceSize {
+		return nil, fmt.Errorf("%s: %w: %d bytes, needs at least %d", d.Name, ErrTooSmall, d.Size, MinDeviceSize)
+	}
+	return &Tracker{dev: d, psize: psize, shift: SlotShift(defaultAshift),
+		tail: alignedBuf(configTail), area: alignedBuf(vdevPhysSize), ring: alignedBuf(ringSize)}, nil
+}
+
+func alignedBuf(n int) []byte {
+	const align = 4096
+	raw := make([]byte, n+align)
+	skip := (align - int(uintptr(unsafe.Pointer(&raw[0]))%align)) % align
+	return raw[skip : skip+n : skip+n]
+}
+
+// Name is the device's name.
+func (t *Tracker) Name() string { return t.dev.Name }
+
+// SlotsPerLabel is the number of uberblock slots in a ring; the last one is the MMP
+// slot (MMP_BLOCKS_PER_LABEL), the others hold txg syncs (slot txg % (n-1)).
+func (t *Tracker) SlotsPerLabel() int { return ringSize >> t.shift }
+
+// Config returns the last known config of label l (ok false when none ever decoded).
+func (t *Tracker) Config(l int) (LabelConfig, *NVList, bool) {
+	lb := &t.labels[l]
+	return lb.info, lb.config, lb.config != nil
+}
+
+// Slot returns the last known value of slot i of label l.
+func (t *Tracker) Slot(l, i int) SlotValue {
+	if i < len(t.labels[l].slots) {
+		return t.labels[l].slots[i]
+	}
+	return SlotValue{}
+}
+
+// Refresh reads the labels again and returns what changed since the last Refresh (on the
+// first call: every valid slot and every config, as changes from nothing). It returns
+// an error only when no label of the leaf could be read at all (what was known is kept).
+func (t *Tracker) Refresh() (Refresh, error) {
+	var r Refresh
+	read := 0
+	for l := 0; l < Labels; l++ {
+		if err := t.refreshConfig(l, &r); err != nil {
+			r.Errs[l] = err
+		}
+	}
+	if !t.fixed {
+		for l := 0; l < Labels; l++ {
+			if lb := &t.labels[l]; lb.config != nil && lb.info.Ashift != 0 {
+				t.shift, t.fixed = SlotShift(lb.info.Ashift), true
+				for i := range t.labels {
+					t.labels[i].ring, t.labels[i].slots = nil, nil // read again with the right slot size
+				}
+				break
+			}
+		}
+	}
+	for l := 0; l < Labels; l++ {
+		if err := t.refreshRing(l, &r); err != nil {
+			if r.Errs[l] == nil {
+				r.Errs[l] = err
+			}
+			continue
+		}
+		read++
+	}
+	if read == 0 {
+		return r, fmt.Errorf("%s: no label could be read: %w", t.dev.Name, r.Errs[0])
+	}
+	return r, nil
+}
+
+func (t *Tracker) readAt(buf []byte, off int64) error {
+	n, err := t.dev.R.ReadAt(buf, off)
+	t.BytesRead += int64(n)
+	if n < len(buf) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("short read: %d of %d bytes", n, len(buf))
+		}
+		return err
+	}
+	return nil
+}
+
+func (t *Tracker) refreshConfig(l int, r *Refresh) error {
+	lb := &t.labels[l]
+	base := LabelOffset(t.psize, l)
+	if err := t.readAt(t.tail, base+vdevPhysOffset+vdevPhysSize-configTail); err != nil {
+		return fmt.Errorf("label %d at %d: %w", l, base, err)
+	}
+	if lb.tail != nil && bytes.Equal(lb.tail, t.tail) {
+		return nil
+	}
+	if err := t.readAt(t.area, base+vdevPhysOffset); err != nil {
+		return fmt.Errorf("label %d config at %d: %w", l, base, err)
+	}
+	if _, err := verifyEmbedded(t.area, uint64(base+vdevPhysOffset)); err != nil {
+		lb.errCfg = fmt.Errorf("label %d config: %w", l, err)
+		return lb.errCfg
+	}
+	nv, err := UnpackNVList(t.area[:len(t.area)-eckSize])
+	if err != nil {
+		lb.errCfg = fmt.Errorf("label %d config: %w", l, err)
+		return lb.errCfg
+	}
+	info := ConfigFromNVList(nv)
+	r.ConfigChanged[l] = lb.config == nil || info != lb.info
+	lb.tail = append(lb.tail[:0], t.area[len(t.area)-configTail:]...)
+	lb.config, lb.info, lb.errCfg = nv, info, nil
+	return nil
+}
+
+func (t *Tracker) refreshRing(l int, r *Refresh) error {
+	lb := &t.labels[l]
+	base := LabelOffset(t.psize, l)
+	if err := t.readAt(t.ring, base+ringOffset); err != nil {
+		lb.err = fmt.Errorf("label %d ring at %d: %w", l, base+ringOffset, err)
+		return lb.err
+	}
+	lb.err = nil
+	size := 1 << t.shift
+	n := ringSize >> t.shift
+	if lb.slots == nil {
+		lb.slots = make([]SlotValue, n)
+	}
+	for i := 0; i < n; i++ {
+		at := i << t.shift
+		cur := t.ring[at : at+size]
+		if lb.ring != nil && bytes.Equal(lb.ring[at:at+size], cur) {
+			continue
+		}
+		if !maybeUberblock(cur) {
+			continue // never written, or not an uberblock: keep what was known
+		}
+		ub, err := DecodeUberblock(cur, uint64(base+ringOffset+int64(at)))
+		if err != nil {
+			continue // torn or being written: keep the last known value
+		}
+		old := lb.slots[i]
+		if old.Valid && old.Uberblock == ub {
+			continue
+		}
+		lb.slots[i] = SlotValue{Valid: true, Uberblock: ub}
+		r.Changed = append(r.Changed, SlotChange{Label: l, Index: i, Old: old, New: ub})
+	}
+	if lb.ring == nil {
+		lb.ring = make([]byte, ringSize)
+	}
+	copy(lb.ring, t.ring)
+	return nil
+}
