@@ -206,6 +206,53 @@ func PoolConfig(name string, poolGUID uint64, state uint64, txg uint64, hostid u
 	return &zfs.NVList{Pairs: pairs}
 }
 
+// MirrorConfig is the label config of leaf `leaf` (0-based) of a pool whose one
+// top-level vdev is a mirror of n file leaves: mirror guid poolGUID+1, leaf i guid
+// poolGUID+10+i. offline lists the leaves the tree marks offline.
+func MirrorConfig(name string, poolGUID, state, txg, hostid uint64, hostname string, ashift uint64, leaf, n int, offline ...int) *zfs.NVList {
+	kids := make([]*zfs.NVList, n)
+	for i := range kids {
+		kids[i] = &zfs.NVList{Pairs: []zfs.NVPair{
+			{Name: "type", Type: 9, Value: "file"},
+			{Name: "id", Type: 8, Value: uint64(i)},
+			{Name: "guid", Type: 8, Value: poolGUID + 10 + uint64(i)},
+			{Name: "path", Type: 9, Value: fmt.Sprintf("/dev/fake%d", i)},
+		}}
+		for _, o := range offline {
+			if o == i {
+				kids[i].Pairs = append(kids[i].Pairs, zfs.NVPair{Name: "offline", Type: 8, Value: uint64(1)})
+			}
+		}
+	}
+	tree := &zfs.NVList{Pairs: []zfs.NVPair{
+		{Name: "type", Type: 9, Value: "mirror"},
+		{Name: "id", Type: 8, Value: uint64(0)},
+		{Name: "guid", Type: 8, Value: poolGUID + 1},
+		{Name: "ashift", Type: 8, Value: ashift},
+		{Name: "is_log", Type: 8, Value: uint64(0)},
+		{Name: "children", Type: 20, Value: kids},
+	}}
+	nv := PoolConfig(name, poolGUID, state, txg, hostid, hostname, ashift)
+	for i, p := range nv.Pairs {
+		switch p.Name {
+		case "guid":
+			nv.Pairs[i].Value = poolGUID + 10 + uint64(leaf)
+		case "vdev_tree":
+			nv.Pairs[i].Value = tree
+		}
+	}
+	return nv
+}
+
+// MirrorGUIDSum is the ub_guid_sum of a pool made with MirrorConfig of n leaves.
+func MirrorGUIDSum(poolGUID uint64, n int) uint64 {
+	sum := poolGUID + poolGUID + 1
+	for i := range n {
+		sum += poolGUID + 10 + uint64(i)
+	}
+	return sum
+}
+
 // PoolGUIDSum is the ub_guid_sum of a pool made with PoolConfig: the pool guid (the
 // root vdev's) plus its one leaf's (poolGUID+1).
 func PoolGUIDSum(poolGUID uint64) uint64 { return poolGUID + poolGUID + 1 }
