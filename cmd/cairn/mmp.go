@@ -84,7 +84,7 @@ leaves of different pools, interrupted).`,
 		}
 		return nil
 	}
-	c.AddCommand(check)
+	c.AddCommand(check, mmpWatchCmd())
 	return c
 }
 

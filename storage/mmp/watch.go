@@ -335,6 +335,15 @@ func (w *Watcher) prune() {
 	}
 }
 
+// PollEvery is the poll period that suits the pool: the MMP interval its newest
+// uberblock records, between MinInterval and DefaultInterval (DefaultInterval when none).
+func (w *Watcher) PollEvery() time.Duration {
+	if s, ok := w.newest(); ok && s.IntervalMS != nil {
+		return min(max(time.Duration(*s.IntervalMS)*time.Millisecond, MinInterval), DefaultInterval)
+	}
+	return DefaultInterval
+}
+
 // newest returns the best uberblock known over all leaves.
 func (w *Watcher) newest() (*Seen, bool) {
 	var best zfs.Slot
