@@ -116,7 +116,7 @@ func TestZpoolAgentImportsOnGrant(t *testing.T) {
 // against `cairn agent` with the fake zpool. A live writer holds tank when the grant
 // arrives: the check sees it, refused, zpool import never runs. The writer is killed -9:
 // the retried check finds the pool idle, import -f. Another live writer then takes the
-// leaf: the watcher sees its hostid, the agent fences (export -f) and reports contested.
+// leaf: the watcher sees its hostid, the agent fences (export -F) and reports contested.
 // Needs $CAIRN_ZFS_TOOLS (test/zfsimages/fetch-zfs.sh) and gcc; skips otherwise.
 func TestZpoolAgentLiveWriter(t *testing.T) {
 	dir, gen := liveMMPGen(t, "live agent")
@@ -174,7 +174,7 @@ func TestZpoolAgentLiveWriter(t *testing.T) {
 	})
 	require.Equal(t, "0xcccc0003", st.ForeignHostID, st.Error)
 	require.Equal(t, "writer-c", st.ForeignHost)
-	require.Contains(t, calls(), "export -f tank")
+	require.Contains(t, calls(), "export -F tank")
 }
 
 // startZpoolAgent runs `cairn agent --node n1` with the fake zpool (its state, call log

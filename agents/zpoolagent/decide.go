@@ -22,7 +22,7 @@ const (
 	CodeHostIDActive     = "hostid_active"  // zpool: "pool is imported on HOST (hostid: 0x…)"
 	CodeHostIDRequired   = "hostid_required"
 	CodePreviouslyInUse  = "previously_in_use" // zpool: last used by another host, wants -f
-	CodeRemoteIO         = "remote_io"         // the kernel's own activity check (EREMOTEIO)
+	CodeRemoteIO         = "remote_io"         // the kernel's own activity check refused (EREMOTEIO)
 	CodeNoSuchPool       = "no_such_pool"      // zpool found no pool of that name on the devices
 	CodeNameTaken        = "pool_name_taken"   // a pool of that name is already imported here
 	CodeZpoolError       = "zpool_error"       // any other zpool failure
@@ -31,13 +31,16 @@ const (
 	CodeInvalidDesired   = "invalid_desired"     // the desired state is malformed or for another node
 	CodeContestedGrant   = "contested_grant"     // this grant was contested here: no re-import under it
 	CodeExportFailed     = "export_failed"       // zpool export refused (busy); retried
-	CodeFenceFailed      = "fence_failed"        // zpool export -f failed; retried
+	CodeFenceFailed      = "fence_failed"        // zpool export -F failed; retried
 	CodeObserveFailed    = "observe_failed"      // zpool list failed
 	CodeAdopted          = "adopted"             // found imported at start (or under an older grant)
 	CodeFenced           = "fenced"              // exported: fenced after a contest (the grant was then withdrawn)
 	CodeWatchBlind       = "watch_blind"         // the leaves cannot be read after import
 	CodeRefusedDestroyed = "pool_destroyed_here" // a destroyed pool is never imported by the agent
 	CodeMMPOffNotForced  = "mmp_off_foreign"     // multihost off and last used elsewhere: no -f
+	CodeMMPSuspended     = "mmp_suspended"       // the kernel suspended the pool: MMP writes failed (ZFS-8000-MM)
+	CodeIOSuspended      = "io_suspended"        // the kernel suspended the pool: I/O failures
+	CodeHealthFailed     = "health_failed"       // zpool list -o health failed
 )
 
 // Want is the desired state of one pool subject: Present false is the empty message
@@ -83,7 +86,7 @@ const (
 	ActImport         Action = "import"          // hostid, activity check, zpool import, watch
 	ActAdopt          Action = "adopt"           // imported already: verify with the watcher, report imported
 	ActExport         Action = "export"          // zpool export (grant moved or pool released)
-	ActFence          Action = "fence"           // zpool export -f (a contested grant is imported here)
+	ActFence          Action = "fence"           // zpool export -F (a contested grant is imported here)
 	ActReportExported Action = "report_exported" // not imported and not wanted: say so once
 	ActReportHeld     Action = "report_contested"
 	ActInvalid        Action = "invalid" // report failed: the desired state cannot be carried out
@@ -239,7 +242,10 @@ func PlanImport(v mmp.Verdict, hostid uint32) Plan {
 
 var (
 	reImportedOn = regexp.MustCompile(`pool is imported on (\S+) \(hostid: (0x[0-9a-fA-F]+)\)`)
-	reLastBy     = regexp.MustCompile(`[Ll]ast accessed by (\S+) \(hostid=(?:0x)?([0-9a-fA-F]+)\)`)
+	// reActiveOn is libzfs's wording of the kernel's EREMOTEIO (its activity check saw
+	// another host) for an import with -f.
+	reActiveOn = regexp.MustCompile(`pool is imported on host '([^']*)' \(hostid=(?:0x)?([0-9a-fA-F]+)\)`)
+	reLastBy   = regexp.MustCompile(`[Ll]ast accessed by (\S+) \(hostid=(?:0x)?([0-9a-fA-F]+)\)`)
 )
 
 // Refusal is a zpool failure mapped to a status.
@@ -253,8 +259,10 @@ type Refusal struct {
 // refused: "pool is imported on HOST (hostid: 0x…)" and "The pool is currently imported
 // by another system" (hostid_active, naming the host when zpool does), "cannot be safely
 // imported when the system hostid is not set" / "hostid is not set" (hostid_required,
-// ZFS-8000-EY), "previously in use from another system" (previously_in_use), EREMOTEIO /
-// "Remote I/O error" (remote_io: the kernel's own activity check saw a writer). Anything
+// ZFS-8000-EY), "previously in use from another system" (previously_in_use), and the
+// kernel's own activity check refusing an import with -f (remote_io): libzfs words it
+// "pool is imported on host 'HOST' (hostid=…)" or "pool is imported on a different
+// host" (EREMOTEIO / "Remote I/O error" from other front ends too). Anything
 // else is phase failed: no such pool, a name already imported, a timeout, other errors.
 func ClassifyImport(err error) Refusal {
 	msg := err.Error()
@@ -266,6 +274,11 @@ func ClassifyImport(err error) Refusal {
 	text := stderr + "\n" + msg
 	r := Refusal{Phase: zpool.PhaseRefused, Message: msg}
 	switch {
+	case reActiveOn.MatchString(text):
+		m := reActiveOn.FindStringSubmatch(text)
+		r.Code, r.ForeignHost, r.ForeignHostID = CodeRemoteIO, m[1], normHostID(m[2])
+	case strings.Contains(text, "pool is imported on a different host"):
+		r.Code = CodeRemoteIO
 	case reImportedOn.MatchString(text):
 		m := reImportedOn.FindStringSubmatch(text)
 		r.Code, r.ForeignHost, r.ForeignHostID = CodeHostIDActive, m[1], normHostID(m[2])

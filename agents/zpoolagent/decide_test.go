@@ -133,6 +133,12 @@ func TestClassifyImport(t *testing.T) {
 		{"previously in use", zerr(1, "cannot import 'tank': pool was previously in use from another system.\nLast accessed by host-b (hostid=22222222) at Tue Dec  1 22:08:51 2026\nThe pool can be imported, use 'zpool import -f' to import the pool."),
 			zpool.PhaseRefused, CodePreviouslyInUse, "host-b", "0x22222222", ""},
 		{"EREMOTEIO", zerr(1, "cannot import 'tank': Remote I/O error"), zpool.PhaseRefused, CodeRemoteIO, "", "", ""},
+		// With -f the kernel's activity check refuses a live pool (EREMOTEIO), and zpool
+		// says so in its own words (libzfs, EZFS_ACTIVE_POOL), with or without the host.
+		{"kernel activity refusal, host known", zerr(1, "cannot import 'tank': pool is imported on host 'node-b' (hostid=2222abcd).\nExport the pool on the other system, then run 'zpool import'."),
+			zpool.PhaseRefused, CodeRemoteIO, "node-b", "0x2222abcd", "node-b"},
+		{"kernel activity refusal, host unknown", zerr(1, "cannot import 'tank': pool is imported on a different host"),
+			zpool.PhaseRefused, CodeRemoteIO, "", "", "different host"},
 		{"no such pool", zerr(1, "cannot import 'tank': no such pool available"), zpool.PhaseFailed, CodeNoSuchPool, "", "", ""},
 		{"name taken", zerr(1, "cannot import 'tank': a pool with that name already exists"), zpool.PhaseFailed, CodeNameTaken, "", "", ""},
 		{"timeout", &execx.Error{Argv: []string{"zpool"}, ExitCode: -1, Err: execx.ErrTimeout}, zpool.PhaseFailed, CodeZpoolTimeout, "", "", "timed out"},

@@ -23,17 +23,21 @@ var (
 		Name: "cairn_zpool_exports_total",
 		Help: "Exports of a pool whose grant moved or ended, by outcome (ok, failed).",
 	}, []string{"outcome"})
+	metricSuspensions = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_zpool_suspensions_total",
+		Help: "Imported pools found suspended by the kernel, by code (mmp_suspended: ZFS-8000-MM, io_suspended).",
+	}, []string{"code"})
 	metricFences = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_zpool_fences_total",
-		Help: "Pools fenced (zpool export -f) after the watcher saw another host write them, by outcome (ok, failed).",
+		Help: "Pools fenced (zpool export -F) after the watcher saw another host write them, by outcome (ok, failed).",
 	}, []string{"outcome"})
 	metricAlarms = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_zpool_contests_total",
-		Help: "Foreign writes seen by the watcher after import, by observation code (foreign_hostid, out_of_order_write).",
+		Help: "Foreign writes seen by the watcher after import, by observation code (foreign_hostid, txg_fork, sync_slot_rewound, config_behind).",
 	}, []string{"code"})
 	metricPolls = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_zpool_watch_polls_total",
-		Help: "Watcher polls of imported pools, by observation code (quiet, own_writes, foreign_hostid, out_of_order_write, error).",
+		Help: "Watcher polls of imported pools, by observation code (quiet, own_writes, foreign_hostid, txg_fork, sync_slot_rewound, config_behind, error).",
 	}, []string{"code"})
 	metricImported = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cairn_zpool_imported",

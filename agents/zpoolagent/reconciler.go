@@ -7,7 +7,7 @@
 // leaves, re-reads the best uberblock right before the import (someone may have
 // imported it since the check ended), and only then runs zpool import. After the import
 // it keeps watching the leaves (mmp.Watcher); a write by another host fences the pool
-// (zpool export -f) and reports phase contested, and the agent never imports the pool
+// (zpool export -F) and reports phase contested, and the agent never imports the pool
 // again under that grant (the latch survives restarts with a state directory). An
 // empty desired state exports the pool. The decisions are pure (decide.go); this file
 // does the I/O, one goroutine per pool, so that a 20 s check never blocks the agent's
@@ -73,6 +73,9 @@ type Options struct {
 	// WatchEvery is the watcher's poll period after import (0: the pool's MMP interval
 	// from the verdict, between 100 ms and 1 s; 1 s when unknown).
 	WatchEvery time.Duration
+	// HealthEvery is how often an imported pool's health is read (zpool list -o health)
+	// to notice a suspension (0: 1 s).
+	HealthEvery time.Duration
 	// MaxBlind is how many polls in a row may fail to read the leaves before the agent
 	// reports the pool blind (0: 10).
 	MaxBlind int
@@ -123,6 +126,9 @@ func New(opts Options) (*Reconciler, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = mmp.RealClock
+	}
+	if opts.HealthEvery <= 0 {
+		opts.HealthEvery = time.Second
 	}
 	if opts.MaxBlind <= 0 {
 		opts.MaxBlind = 10

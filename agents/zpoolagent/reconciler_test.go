@@ -3,7 +3,6 @@ package zpoolagent_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,6 +19,8 @@ import (
 	"github.com/cairn-io/cairn/server"
 	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/cairn-io/cairn/storage/mmp"
+	"github.com/cairn-io/cairn/storage/zfs"
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"github.com/cairn-io/cairn/storage/zpool"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -126,6 +127,18 @@ func newHarness(t *testing.T, image string, leaves []string, hostid uint32) *har
 	return h
 }
 
+// calls are the fake zpool's calls without the health reads (zpool list -o health,
+// zpool status) that the agent makes every HealthEvery while a pool is imported.
+func (h *harness) calls() []string {
+	var out []string
+	for _, c := range h.fake.Calls() {
+		if c != "list -H -o health tank" && c != "status tank" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func (h *harness) must(verb, body string) {
 	h.t.Helper()
 	r := servertest.Submit(h.s, verb, body)
@@ -195,6 +208,26 @@ func (h *harness) waitPhase(phase string, grant uint64) zpool.Status {
 	return st
 }
 
+// waitPublished waits until n1 published a status of phase under grant (0: any) and
+// returns the first: phases that pass quickly (contested, then exported once the fence
+// is done) may never be the latest in the views when waitPhase looks.
+func (h *harness) waitPublished(phase string, grant uint64) zpool.Status {
+	h.t.Helper()
+	var st zpool.Status
+	require.Eventually(h.t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, s := range h.statuses {
+			if s.Phase == phase && (grant == 0 || s.GrantSeq == grant) {
+				st = s
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, 10*time.Millisecond, "n1 never published %s for grant %d", phase, grant)
+	return st
+}
+
 func (h *harness) seen() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -253,7 +286,7 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 	assert.True(t, st.Forced, "a pool last used by host-b needs -f after the check proved it idle")
 	assert.False(t, st.CheckStartedAt.IsZero())
 	want := []string{"list -H -o name tank", "import -d " + h.devs[0] + " -d " + h.devs[1] + " -N -o cachefile=none -f tank"}
-	assert.Equal(t, want, h.fake.Calls())
+	assert.Equal(t, want, h.calls())
 	assert.True(t, h.imported())
 	assert.Equal(t, 1, h.count(zpool.PhaseChecking))
 
@@ -261,18 +294,18 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 	body, _ := json.Marshal(zpool.Desired{Pool: "tank", Node: "n1", Devices: h.devs, GrantSeq: g, Revision: g})
 	require.NoError(t, r.Reconcile(context.Background(), "cairn.node.n1.zpool.tank", body))
 	time.Sleep(150 * time.Millisecond) // several watcher polls
-	assert.Equal(t, want, h.fake.Calls())
+	assert.Equal(t, want, h.calls())
 	assert.Equal(t, 1, h.count(zpool.PhaseChecking))
 	st, _ = h.observed()
 	assert.Equal(t, zpool.PhaseImported, st.Phase, "own pool, quiet: no alarm")
 
 	// Host-b imports the pool behind our back: its hostid lands in a label.
 	require.NoError(t, zpoolfake.Relabel(h.devs[:1], map[string]any{"hostid": uint64(0x22222222), "hostname": "host-b"}))
-	contested := h.waitPhase(zpool.PhaseContested, g)
+	contested := h.waitPublished(zpool.PhaseContested, g)
 	assert.Equal(t, "0x22222222", contested.ForeignHostID)
 	assert.Equal(t, "host-b", contested.ForeignHost)
 	assert.Equal(t, mmp.ObsForeignHostID, contested.Code)
-	require.Eventually(t, func() bool { return slices.Contains(h.fake.Calls(), "export -f tank") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return slices.Contains(h.calls(), "export -F tank") }, 5*time.Second, 10*time.Millisecond)
 	assert.False(t, h.imported(), "fenced: exported here")
 
 	// cairn serve turns the report into pool.contest: the control plane marks the pool
@@ -289,10 +322,10 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 	assert.Equal(t, "0x22222222", st.ForeignHostID)
 
 	// The same contested grant again: never re-imported.
-	n := len(h.fake.Calls())
+	n := len(h.calls())
 	require.NoError(t, r.Reconcile(context.Background(), "cairn.node.n1.zpool.tank", body))
 	time.Sleep(100 * time.Millisecond)
-	assert.Len(t, h.fake.Calls(), n)
+	assert.Len(t, h.calls(), n)
 
 	// Nor after a restart: the latch is in the state directory. The control plane no
 	// longer grants it, so offer the contested grant again by hand, as a desired state
@@ -304,7 +337,7 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 	require.Eventually(t, func() bool { return slices.Contains(h.seen(), zpool.PhaseContested+"/"+zpoolagent.CodeContestedGrant) },
 		5*time.Second, 10*time.Millisecond, "the restarted agent did not hold the contested grant; statuses %v", h.seen())
 	time.Sleep(300 * time.Millisecond)
-	assert.False(t, slices.ContainsFunc(h.fake.Calls(), func(c string) bool { return strings.HasPrefix(c, "import") }))
+	assert.False(t, slices.ContainsFunc(h.calls(), func(c string) bool { return strings.HasPrefix(c, "import") }))
 	assert.False(t, h.imported())
 
 	// The operator resolves it (pool.export), grants again: a new grant is a new check
@@ -362,7 +395,7 @@ func TestRefusalsNeverImport(t *testing.T) {
 			assert.Equal(t, tc.foreignHostID, st.ForeignHostID)
 			assert.Equal(t, tc.foreignHost, st.ForeignHost)
 			assert.NotEmpty(t, st.Error)
-			calls := h.fake.Calls()
+			calls := h.calls()
 			hasImport := slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "import") })
 			assert.Equal(t, tc.imports, hasImport, "calls %v", calls)
 			assert.False(t, h.imported())
@@ -383,7 +416,7 @@ func TestExportAdoptRecheck(t *testing.T) {
 
 	h.must("pool.export", `{"pool":"tank","node":"n1"}`)
 	h.waitPhase(zpool.PhaseExported, 0)
-	assert.Contains(t, h.fake.Calls(), "export tank")
+	assert.Contains(t, h.calls(), "export tank")
 	assert.False(t, h.imported())
 
 	g = h.grant("n1")
@@ -397,7 +430,7 @@ func TestExportAdoptRecheck(t *testing.T) {
 	h.startAgent()
 	require.Eventually(t, func() bool { st, _ = h.observed(); return st.Code == zpoolagent.CodeAdopted }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, zpool.PhaseImported, st.Phase)
-	assert.Equal(t, []string{"list -H -o name tank"}, h.fake.Calls())
+	assert.Equal(t, []string{"list -H -o name tank"}, h.calls())
 
 	// Reboot: nothing imported any more; the same grant is checked again (the label says
 	// ACTIVE on this host: it may have been imported elsewhere since).
@@ -428,8 +461,8 @@ func TestGrantMovedDuringCheck(t *testing.T) {
 	h.grant("n1")
 	h.waitPhase(zpool.PhaseExported, 0)
 	time.Sleep(500 * time.Millisecond)
-	for _, c := range h.fake.Calls() {
-		assert.False(t, strings.HasPrefix(c, "import"), "imported after the grant moved: %v", h.fake.Calls())
+	for _, c := range h.calls() {
+		assert.False(t, strings.HasPrefix(c, "import"), "imported after the grant moved: %v", h.calls())
 	}
 	assert.False(t, h.imported())
 	assert.Equal(t, 1, h.count(zpool.PhaseChecking))
@@ -446,8 +479,72 @@ func TestExportBusyRetries(t *testing.T) {
 	h.must("pool.export", `{"pool":"tank"}`)
 	st := h.waitPhase(zpool.PhaseFailed, 0)
 	assert.Equal(t, zpoolagent.CodeExportFailed, st.Code)
-	assert.NotContains(t, h.fake.Calls(), "export -f tank")
+	assert.NotContains(t, h.calls(), "export -F tank")
 	h.fake.SetFail("", "")
 	h.waitPhase(zpool.PhaseExported, 0)
 	assert.False(t, h.imported())
+}
+
+// TestFenceLeavesTheNextGrantChecked (issue 12, item 4): after a fence the next grant to
+// this node runs the whole activity check. The old fence (zpool export -f) wrote EXPORTED
+// and this host's hostid into every label, so the next grant was "exported by this
+// host": no check, 0 reads, while the other writer could still be live.
+func TestFenceLeavesTheNextGrantChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// afterFence runs on the leaves once the pool is fenced (nil: as the fence left
+		// them).
+		afterFence func(h *harness)
+	}{
+		{name: "as the fence left the labels"},
+		{name: "labels say exported by this host (a plain export after the fence)", afterFence: func(h *harness) {
+			require.NoError(t, zpoolfake.Relabel(h.devs, map[string]any{"state": uint64(zfs.StateExported), "hostid": uint64(me), "hostname": "n1"}))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, "mirror-active", []string{"disk0", "disk1"}, me)
+			h.startAgent()
+			g := h.grant("n1")
+			h.waitPhase(zpool.PhaseImported, g)
+			require.NoError(t, zpoolfake.Relabel(h.devs[:1], map[string]any{"hostid": uint64(0x22222222), "hostname": "host-b"}))
+			h.waitPublished(zpool.PhaseContested, g)
+			require.Eventually(t, func() bool { return slices.Contains(h.calls(), "export -F tank") }, 5*time.Second, 10*time.Millisecond)
+			h.waitPhase(zpool.PhaseExported, 0)
+			// The other host is gone and its labels say so no longer; the operator
+			// resolves the contest with a new grant.
+			require.NoError(t, zpoolfake.Relabel(h.devs, map[string]any{"hostid": uint64(me), "hostname": "n1"}))
+			if tc.afterFence != nil {
+				tc.afterFence(h)
+			}
+			h.must("pool.export", `{"pool":"tank"}`)
+			g2 := h.grant("n1")
+			st := h.waitPhase(zpool.PhaseImported, g2)
+			assert.Equal(t, "no_activity", verdictCode(t, st), "the grant after a fence must be checked")
+		})
+	}
+}
+
+// TestSuspendedPoolIsReported (issue 12, item 7): a pool the kernel suspended because
+// MMP writes did not land (ZFS-8000-MM) is reported as phase suspended with its own
+// code, never cleared by the agent, and reported imported again once it is resumed.
+func TestSuspendedPoolIsReported(t *testing.T) {
+	h := newHarness(t, "single-exported", []string{"disk0"}, me)
+	h.opts = func(o *zpoolagent.Options) { o.HealthEvery = 20 * time.Millisecond }
+	h.startAgent()
+	g := h.grant("n1")
+	h.waitPhase(zpool.PhaseImported, g)
+	require.NoError(t, zpoolfake.Suspend(h.fake.StateFile, "tank", "mmp"))
+	st := h.waitPhase(zpool.PhaseSuspended, g)
+	assert.Equal(t, zpoolagent.CodeMMPSuspended, st.Code)
+	assert.Contains(t, st.Error, "ZFS-8000-MM")
+	for _, c := range h.fake.Calls() {
+		assert.False(t, strings.HasPrefix(c, "clear"), "the agent ran zpool clear: %v", h.fake.Calls())
+	}
+	assert.True(t, h.imported(), "a suspended pool is not exported by the agent")
+	require.NoError(t, zpoolfake.Suspend(h.fake.StateFile, "tank", "")) // the operator's zpool clear
+	st = h.waitPhase(zpool.PhaseImported, g)
+	assert.Empty(t, st.Code)
+	require.NoError(t, zpoolfake.Suspend(h.fake.StateFile, "tank", "io"))
+	st = h.waitPhase(zpool.PhaseSuspended, g)
+	assert.Equal(t, zpoolagent.CodeIOSuspended, st.Code)
 }

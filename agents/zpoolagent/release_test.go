@@ -62,7 +62,7 @@ func counter(c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// fence runs zpool export -f: on success the pool is dropped (grant kept) and reported
+// fence runs zpool export -F (no label rewrite): on success the pool is dropped (grant kept) and reported
 // fenced; a pool already gone counts as fenced; on a failure the pool stays imported,
 // the worker holds and the failure is reported as contested, not fenced.
 func TestFence(t *testing.T) {
@@ -79,14 +79,14 @@ func TestFence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, rec, got := releaseWorker(t, Local{Imported: true, Grant: tc.grant, Contested: 9},
-				[]string{"zpool", "export", "-f"}, tc.stderr)
+				[]string{"zpool", "export", "-F"}, tc.stderr)
 			w.lastForgn = [2]string{"0x22222222", "host-b"}
 			fences := metricFences.WithLabelValues(outcomeLabel(tc.fenced))
 			before := counter(fences)
 
 			w.fence(context.Background())
 
-			assert.Equal(t, []string{"zpool export -f tank"}, rec.Commands())
+			assert.Equal(t, []string{"zpool export -F tank"}, rec.Commands())
 			assert.Equal(t, before+1, counter(fences))
 			require.Len(t, *got, 1)
 			st := (*got)[0]
@@ -105,7 +105,7 @@ func TestFence(t *testing.T) {
 				return
 			}
 			assert.Equal(t, CodeFenceFailed, st.Code)
-			assert.True(t, strings.HasPrefix(st.Error, "zpool export -f failed, retrying: zpool export -f tank: exit 1: "), st.Error)
+			assert.True(t, strings.HasPrefix(st.Error, "zpool export -F failed, retrying: zpool export -F tank: exit 1: "), st.Error)
 			assert.Equal(t, w.now().Add(30*time.Second), w.local.HoldUntil)
 		})
 	}

@@ -43,6 +43,8 @@ type worker struct {
 	blind      bool
 	lastObs    *mmp.Observation
 	lastForgn  [2]string // hostid, host of the last contest
+	nextHealth time.Time // when zpool's health is read next
+	suspended  string    // CodeMMPSuspended or CodeIOSuspended while the kernel suspends the pool
 }
 
 func (r *Reconciler) newWorker(pool string) *worker {
@@ -265,6 +267,9 @@ func (w *worker) importPool(ctx context.Context, d zpool.Desired) {
 	}
 	checker := w.r.opts.Checker
 	checker.Log = log.With().Str("component", "mmp").Logger()
+	// A host that fenced this pool (the latch is kept until an import under a new grant)
+	// never skips the check: its export may have happened while another host wrote it.
+	checker.AlwaysCheck = checker.AlwaysCheck || w.local.Contested != 0
 	t0 := time.Now()
 	v := checker.Check(checkCtx, w.devs, hostid, w.r.opts.Clock)
 	metricCheckSeconds.Observe(time.Since(t0).Seconds())
@@ -355,7 +360,7 @@ func (w *worker) startWatch(v mmp.Verdict) {
 			w.watchEvery = min(max(time.Duration(*v.Uberblock.IntervalMS)*time.Millisecond, mmp.MinInterval), mmp.DefaultInterval)
 		}
 	}
-	w.failures, w.blind = 0, false
+	w.failures, w.blind, w.suspended, w.nextHealth = 0, false, "", time.Time{}
 	w.watcher = nil
 	w.newWatcher()
 	w.nextPoll = w.now().Add(w.watchEvery)
@@ -404,6 +409,41 @@ func (w *worker) poll(ctx context.Context) {
 		w.log.Info().Msg("the watcher reads the leaves again")
 		w.publish(ctx, zpool.Status{GrantSeq: w.local.Grant, Phase: zpool.PhaseImported})
 	}
+	if !st.Fence {
+		w.checkHealth(ctx)
+	}
+}
+
+// checkHealth reads zpool's health of the imported pool at most every HealthEvery and
+// reports a suspension (and its end) when it changes. It never runs zpool clear: a pool
+// the kernel suspended because MMP writes did not land may be imported elsewhere by now;
+// whether to clear it is the operator's decision.
+func (w *worker) checkHealth(ctx context.Context) {
+	now := w.now()
+	if now.Before(w.nextHealth) {
+		return
+	}
+	w.nextHealth = now.Add(w.r.opts.HealthEvery)
+	h, err := w.r.opts.Zpool.Health(ctx, w.pool)
+	if err != nil {
+		if ctx.Err() == nil && !IsNoSuchPool(err) {
+			w.log.Warn().Err(err).Msg("cannot read the pool's health (zpool list -o health)")
+		}
+		return
+	}
+	if h.Suspended == w.suspended {
+		return
+	}
+	w.suspended = h.Suspended
+	if h.Suspended != "" {
+		metricSuspensions.WithLabelValues(h.Suspended).Inc()
+		msg := fmt.Sprintf("the kernel suspended pool %s (%s); the agent does not clear it: zpool status says:\n%s", w.pool, h.Suspended, h.Status)
+		w.log.Error().Str("code", h.Suspended).Msg(msg)
+		w.publish(ctx, zpool.Status{GrantSeq: w.local.Grant, Phase: zpool.PhaseSuspended, Code: h.Suspended, Error: msg})
+		return
+	}
+	w.log.Info().Str("health", h.State).Msg("the pool is no longer suspended")
+	w.publish(ctx, zpool.Status{GrantSeq: w.local.Grant, Phase: zpool.PhaseImported})
 }
 
 // contest handles a foreign write: latch, report, fence.
@@ -420,7 +460,7 @@ func (w *worker) contest(ctx context.Context, obs mmp.Observation) {
 		w.log.Error().Err(err).Msg("cannot persist the contested latch")
 	}
 	w.log.Error().Uint64("grant", grant).Str("code", obs.Code).Str("foreign_hostid", w.lastForgn[0]).
-		Str("foreign_host", w.lastForgn[1]).Msg("ANOTHER HOST WRITES THE POOL: fencing (zpool export -f): " + obs.Message)
+		Str("foreign_host", w.lastForgn[1]).Msg("ANOTHER HOST WRITES THE POOL: fencing (zpool export -F): " + obs.Message)
 	w.watcher = nil
 	w.publish(ctx, w.contestedStatus(grant, false, ""))
 	w.fence(ctx)
@@ -437,7 +477,7 @@ func (w *worker) contestedStatus(grant uint64, fenced bool, errText string) zpoo
 	return st
 }
 
-// fence exports the pool with -f; a failure is reported and retried after RetryAfter.
+// fence exports the pool with -F (no label rewrite, see FenceArgv); a failure is reported and retried after RetryAfter.
 // Either way the status is contested under the imported grant (the contested one when
 // none), and a fenced pool keeps Local.Grant.
 func (w *worker) fence(ctx context.Context) {
@@ -446,7 +486,7 @@ func (w *worker) fence(ctx context.Context) {
 		grant = w.local.Contested
 	}
 	if err := w.release(ctx, true, metricFences, "fence failed: the pool is still imported here"); err != nil {
-		w.publish(ctx, w.contestedStatus(grant, false, fmt.Sprintf("zpool export -f failed, retrying: %v", err)))
+		w.publish(ctx, w.contestedStatus(grant, false, fmt.Sprintf("zpool export -F failed, retrying: %v", err)))
 		return
 	}
 	w.log.Warn().Uint64("grant", grant).Msg("pool fenced: exported here; no import under this grant again")
@@ -467,8 +507,8 @@ func (w *worker) export(ctx context.Context) {
 	w.publish(ctx, zpool.Status{Phase: zpool.PhaseExported})
 }
 
-// release is the part fence and export share: zpool export of the pool, with -f when
-// force, run to its end even if ctx ends (the agent stopping does not cut it short).
+// release is the part fence and export share: zpool export of the pool (the fence,
+// zpool export -F, when force), run to its end even if ctx ends (the agent stopping does not cut it short).
 // A pool that is not there (IsNoSuchPool) counts as exported. The attempt is counted
 // in counter by outcome, "ok" or "failed".
 //
@@ -478,7 +518,12 @@ func (w *worker) export(ctx context.Context) {
 // devices closed (and the watcher with them), Local.Imported false. Reporting either
 // is the caller's.
 func (w *worker) release(ctx context.Context, force bool, counter *prometheus.CounterVec, failMsg string) error {
-	err := w.r.opts.Zpool.Export(context.WithoutCancel(ctx), w.pool, force)
+	var err error
+	if force {
+		err = w.r.opts.Zpool.Fence(context.WithoutCancel(ctx), w.pool)
+	} else {
+		err = w.r.opts.Zpool.Export(context.WithoutCancel(ctx), w.pool)
+	}
 	if err != nil && !IsNoSuchPool(err) {
 		counter.WithLabelValues("failed").Inc()
 		w.log.Error().Err(err).Msg(failMsg)

@@ -62,14 +62,26 @@ func (z Zpool) Import(ctx context.Context, pool string, devices []string, force 
 	return err
 }
 
-// Export runs zpool export [-f] POOL. Without -f zpool refuses a busy pool (open zvols,
-// mounted datasets): the caller reports it and retries; -f is for fencing only.
-func (z Zpool) Export(ctx context.Context, pool string, force bool) error {
-	argv := []string{z.bin(), "export"}
-	if force {
-		argv = append(argv, "-f")
-	}
-	_, err := z.Exec.Run(ctx, append(argv, pool), execx.Options{Timeout: orDefault(z.ExportTimeout, 2*time.Minute)})
+// Export runs zpool export POOL. zpool refuses a busy pool (open zvols, mounted
+// datasets): the caller reports it and retries. It is never forced: a pool kept imported
+// here keeps writing MMP, so no other host's check passes.
+func (z Zpool) Export(ctx context.Context, pool string) error {
+	_, err := z.Exec.Run(ctx, []string{z.bin(), "export", pool}, execx.Options{Timeout: orDefault(z.ExportTimeout, 2*time.Minute)})
+	return err
+}
+
+// FenceArgv is the fence: zpool export -F POOL. -F (hard force, which implies -f) exports
+// without rewriting the labels: they keep state ACTIVE and this host's hostid. A plain
+// or -f export writes EXPORTED and this host's hostid into every label of a pool that
+// another host is now writing: that host's watcher would see a label rewritten with a
+// foreign hostid and fence the rightful owner, and the next check here would be skipped
+// as "exported by this host". With -F the next import here runs the full activity check
+// (a pool left ACTIVE needs one, in the kernel too).
+func FenceArgv(bin, pool string) []string { return []string{bin, "export", "-F", pool} }
+
+// Fence runs FenceArgv.
+func (z Zpool) Fence(ctx context.Context, pool string) error {
+	_, err := z.Exec.Run(ctx, FenceArgv(z.bin(), pool), execx.Options{Timeout: orDefault(z.ExportTimeout, 2*time.Minute)})
 	return err
 }
 
@@ -100,4 +112,40 @@ func (z Zpool) Imported(ctx context.Context, pool string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// Health is a pool's health as zpool reports it.
+type Health struct {
+	// State is zpool list's health column: ONLINE, DEGRADED, FAULTED, SUSPENDED, ...
+	State string
+	// Suspended is CodeMMPSuspended (zpool status names ZFS-8000-MM: the MMP thread
+	// could not land a write within fail intervals × interval) or CodeIOSuspended when
+	// State is SUSPENDED; "" otherwise.
+	Suspended string
+	// Status is zpool status's output when suspended (for the report).
+	Status string
+}
+
+// Health runs zpool list -H -o health POOL, and zpool status POOL when it says
+// SUSPENDED, to tell an MMP suspension from an I/O one. It never runs zpool clear.
+func (z Zpool) Health(ctx context.Context, pool string) (Health, error) {
+	opts := execx.Options{Timeout: orDefault(z.ListTimeout, 30*time.Second)}
+	out, err := z.Exec.Run(ctx, []string{z.bin(), "list", "-H", "-o", "health", pool}, opts)
+	if err != nil {
+		return Health{}, err
+	}
+	h := Health{State: strings.TrimSpace(string(out))}
+	if h.State != "SUSPENDED" {
+		return h, nil
+	}
+	h.Suspended = CodeIOSuspended
+	st, err := z.Exec.Run(ctx, []string{z.bin(), "status", pool}, opts)
+	if err != nil {
+		return h, nil // suspended all the same; the kind stays io
+	}
+	h.Status = strings.TrimSpace(string(st))
+	if strings.Contains(h.Status, "ZFS-8000-MM") || strings.Contains(h.Status, "multihost writes failed") {
+		h.Suspended = CodeMMPSuspended
+	}
+	return h, nil
 }

@@ -39,6 +39,10 @@ func agentCmd() *cobra.Command {
 			opts.Names = events.NewNames(prefix)
 			opts.Log = newLogger()
 			ctx := cmd.Context()
+			hostid, err := zpoolFlags.hostID()
+			if err != nil {
+				return err
+			}
 			// Its own inbox prefix: with per-node users (serve --auth) an agent may
 			// subscribe to _INBOX.<prefix>.node.<node>.> only.
 			nc, err := connect(natsURL, creds, "cairn-agent-"+opts.Node, nats.CustomInboxPrefix(opts.Names.NodeInbox(opts.Node)))
@@ -53,7 +57,7 @@ func agentCmd() *cobra.Command {
 			opts.Reconciler = rec
 			// zpool reconciler (agents/zpoolagent): <prefix>.node.<node>.zpool.* go to it,
 			// everything else to the DRBD reconciler.
-			stopZpool, err := zpoolFlags.wire(nc, &opts)
+			stopZpool, err := zpoolFlags.wire(nc, &opts, hostid)
 			if err != nil {
 				return err
 			}

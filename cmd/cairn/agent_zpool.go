@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+
+	"github.com/cairn-io/cairn"
 	"time"
 
 	"github.com/cairn-io/cairn/agents"
@@ -18,6 +20,7 @@ import (
 type zpoolAgentFlags struct {
 	bin             string
 	hostid          string
+	splHostIDPath   string
 	stateDir        string
 	interval        time.Duration
 	importIntervals uint64
@@ -37,6 +40,8 @@ func addZpoolAgentFlags(f *pflag.FlagSet) *zpoolAgentFlags {
 	}
 	f.StringVar(&z.bin, "zpool-bin", bin, "zpool program (default $CAIRN_ZPOOL_BIN, else zpool in PATH)")
 	f.StringVar(&z.hostid, "hostid", "", "this host's hostid in hex for the MMP check and watcher (default: the SPL module's, else /etc/hostid, read again at every grant)")
+	f.StringVar(&z.splHostIDPath, "spl-hostid-path", mmp.SPLHostIDPath, "the SPL module's hostid file: an agent whose --hostid differs from it refuses to start")
+	_ = f.MarkHidden("spl-hostid-path")
 	f.StringVar(&z.stateDir, "zpool-state-dir", defaultZpoolStateDir, "where the agent keeps contested-pool latches across restarts (created when first needed; \"\" = memory only)")
 	f.DurationVar(&z.interval, "mmp-interval", mmp.DefaultInterval, "zfs_multihost_interval of this host (activity check tunable)")
 	f.Uint64Var(&z.importIntervals, "mmp-import-intervals", mmp.DefaultImportIntervals, "zfs_multihost_import_intervals of this host (activity check tunable)")
@@ -49,16 +54,28 @@ func addZpoolAgentFlags(f *pflag.FlagSet) *zpoolAgentFlags {
 // wire builds the zpool reconciler and puts it in front of opts.Reconciler: zpool
 // subjects go to it, every other kind to the previous reconciler. The returned function
 // stops it (imported pools stay imported).
-func (z *zpoolAgentFlags) wire(nc *nats.Conn, opts *agents.Options) (func(), error) {
-	log := opts.Log.With().Str("component", "zpool").Logger()
-	hostid := mmp.SystemHostID
-	if z.hostid != "" {
-		h, err := parseHostID(z.hostid)
-		if err != nil {
-			return nil, err
-		}
-		hostid = func() uint32 { return h }
+// hostID returns how the agent reads its hostid: the --hostid flag (refused when it
+// differs from the kernel's, see mmp.CheckHostIDMatchesKernel) or mmp.SystemHostID,
+// read again at every grant.
+func (z *zpoolAgentFlags) hostID() (func() uint32, error) {
+	if z.hostid == "" {
+		return mmp.SystemHostID, nil
 	}
+	h, err := parseHostID(z.hostid)
+	if err != nil {
+		return nil, err
+	}
+	if err := mmp.CheckHostIDMatchesKernel(h, z.splHostIDPath); err != nil {
+		return nil, cairn.InvalidField("hostid", "%v", err)
+	}
+	return func() uint32 { return h }, nil
+}
+
+// wire builds the zpool reconciler and puts it in front of opts.Reconciler: zpool
+// subjects go to it, every other kind to the previous reconciler. The returned function
+// stops it (imported pools stay imported).
+func (z *zpoolAgentFlags) wire(nc *nats.Conn, opts *agents.Options, hostid func() uint32) (func(), error) {
+	log := opts.Log.With().Str("component", "zpool").Logger()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err

@@ -52,3 +52,30 @@ func ParseHostID(s string) (uint32, error) {
 	}
 	return uint32(v), nil
 }
+
+// KernelHostID returns the hostid the SPL module holds (hex text at splPath) when it is
+// loaded and set; ok is false otherwise (no module, unreadable, 0).
+func KernelHostID(splPath string) (uint32, bool) {
+	b, err := os.ReadFile(splPath)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 16, 32)
+	if err != nil || v == 0 {
+		return 0, false
+	}
+	return uint32(v), true
+}
+
+// CheckHostIDMatchesKernel refuses a hostid given to an agent that differs from the
+// kernel's (splPath): the kernel's MMP thread writes the pool with its own hostid, so the
+// agent's watcher would take every import of its own for another host's and fence it.
+// nil when they match or the kernel has none.
+func CheckHostIDMatchesKernel(hostid uint32, splPath string) error {
+	k, ok := KernelHostID(splPath)
+	if !ok || k == hostid {
+		return nil
+	}
+	return fmt.Errorf("--hostid %s differs from the kernel's hostid %s (%s): the kernel writes the pool's labels with its own, "+
+		"so every import would look foreign; drop --hostid or give the kernel's", HostID(hostid), HostID(k), splPath)
+}

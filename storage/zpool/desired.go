@@ -26,6 +26,10 @@ const (
 	PhaseRefused   = "refused"   // the check or zpool refused the import (Verdict says why)
 	PhaseFailed    = "failed"    // an error other than a refusal
 	PhaseContested = "contested" // another host wrote the pool after import: fenced (exported)
+	// PhaseSuspended: imported here, but the kernel suspended the pool (code
+	// mmp_suspended: MMP writes failed or were delayed, ZFS-8000-MM; io_suspended: I/O
+	// failures). The agent never runs zpool clear: that is the operator's decision.
+	PhaseSuspended = "suspended"
 	PhaseExported  = "exported"  // exported on this node
 )
 
@@ -48,8 +52,8 @@ type Status struct {
 	// Code is a stable snake_case reason for refused, failed and contested (and a few
 	// notes on imported/exported): an mmp verdict code (no_hostid, activity_detected,
 	// unreadable_vdev, …), a zpool refusal (hostid_active, hostid_required,
-	// previously_in_use, remote_io), a watcher code (foreign_hostid,
-	// out_of_order_write) or an agent code (see agents/zpoolagent).
+	// previously_in_use, remote_io), a watcher code (foreign_hostid, txg_fork,
+	// sync_slot_rewound, config_behind) or an agent code (see agents/zpoolagent).
 	Code string `json:"code,omitempty"`
 	// Forced is true when the import ran with -f (the pool was last used by another
 	// host and this agent's own activity check proved it idle).

@@ -18,8 +18,9 @@
 // check, tested on its own) and runs no MMP thread: an imported pool is quiet. Refusals
 // that need a live second host can be scripted (FailImport).
 //
-// Supported: zpool import -d DEV|DIR... [-N] [-o k=v]... [-f] POOL; zpool export [-f] POOL;
-// zpool list -H -o name [POOL]. Byte order: the leaves' own.
+// Supported: zpool import -d DEV|DIR... [-N] [-o k=v]... [-f] POOL; zpool export [-f|-F]
+// POOL (-F, hard force, does not rewrite the labels); zpool list -H -o name[,health]
+// [POOL]; zpool status POOL (the head only). Suspension (MMP or I/O) is set with Suspend. Byte order: the leaves' own.
 package zpoolfake
 
 import (
@@ -108,6 +109,32 @@ type state struct {
 type imported struct {
 	Devices []string  `json:"devices"`
 	At      time.Time `json:"at"`
+	// Suspended is "mmp" (the MMP thread could not land a write in time, ZFS-8000-MM),
+	// "io" (I/O failures with failmode=wait) or "" (not suspended). Set with Suspend.
+	Suspended string `json:"suspended,omitempty"`
+}
+
+// Suspend marks pool, imported on the host of stateFile, suspended for reason ("mmp",
+// "io") or resumed (""), as the kernel would after MMP writes failed or I/O failed (and
+// zpool clear after it). Errors: no state file, pool not imported there.
+func Suspend(stateFile, pool, reason string) error {
+	f := &Fake{StateFile: stateFile}
+	unlock, err := f.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := f.load()
+	if err != nil {
+		return err
+	}
+	im, ok := st.Imported[pool]
+	if !ok {
+		return fmt.Errorf("pool %s is not imported on %s", pool, stateFile)
+	}
+	im.Suspended = reason
+	st.Imported[pool] = im
+	return f.save(st)
 }
 
 // Main runs one zpool command (args without the program name) and returns its exit
@@ -138,6 +165,8 @@ func (f *Fake) Main(args []string, stdout, stderr io.Writer) int {
 		return f.imp(st, args[1:], stderr, failImport)
 	case "export":
 		return f.export(st, args[1:], stderr, failExport)
+	case "status":
+		return f.status(st, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "fake zpool: unrecognized command '%s'\n", args[0])
 	return 2
@@ -186,14 +215,22 @@ func (f *Fake) save(st *state) error {
 
 func (f *Fake) list(st *state, args []string, stdout, stderr io.Writer) int {
 	var pools []string
+	cols := []string{"name"}
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "-H":
 		case a == "-o":
 			i++
-			if i >= len(args) || args[i] != "name" {
-				fmt.Fprintln(stderr, "fake zpool: list supports -o name only")
+			if i >= len(args) {
+				fmt.Fprintln(stderr, "missing argument for 'o' option")
 				return 2
+			}
+			cols = strings.Split(args[i], ",")
+			for _, c := range cols {
+				if c != "name" && c != "health" {
+					fmt.Fprintln(stderr, "fake zpool: list supports -o name,health only")
+					return 2
+				}
 			}
 		case strings.HasPrefix(a, "-"):
 			fmt.Fprintf(stderr, "invalid option '%s'\n", a)
@@ -210,14 +247,52 @@ func (f *Fake) list(st *state, args []string, stdout, stderr io.Writer) int {
 	}
 	code := 0
 	for _, p := range pools {
-		if _, ok := st.Imported[p]; !ok {
+		im, ok := st.Imported[p]
+		if !ok {
 			fmt.Fprintf(stderr, "cannot open '%s': no such pool\n", p)
 			code = 1
 			continue
 		}
-		fmt.Fprintln(stdout, p)
+		var row []string
+		for _, c := range cols {
+			switch {
+			case c == "name":
+				row = append(row, p)
+			case im.Suspended != "":
+				row = append(row, "SUSPENDED")
+			default:
+				row = append(row, "ONLINE")
+			}
+		}
+		fmt.Fprintln(stdout, strings.Join(row, "\t"))
 	}
 	return code
+}
+
+// status prints the head of zpool status POOL as the real one does for the states the
+// fake knows: ONLINE, and SUSPENDED by MMP (ZFS-8000-MM) or by I/O failures.
+func (f *Fake) status(st *state, args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "fake zpool: status POOL only")
+		return 2
+	}
+	pool := args[0]
+	im, ok := st.Imported[pool]
+	if !ok {
+		fmt.Fprintf(stderr, "cannot open '%s': no such pool\n", pool)
+		return 1
+	}
+	switch im.Suspended {
+	case "mmp":
+		fmt.Fprintf(stdout, "  pool: %s\n state: SUSPENDED\nstatus: The pool is suspended because multihost writes failed or were\n\tdelayed; another system could import the pool undetected.\n"+
+			"action: Make sure the pool's devices are connected, then reboot your system and\n\timport the pool.\n   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-MM\n", pool)
+	case "io":
+		fmt.Fprintf(stdout, "  pool: %s\n state: SUSPENDED\nstatus: One or more devices are faulted in response to IO failures.\n"+
+			"action: Make sure the affected devices are connected, then run 'zpool clear'.\n   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-HC\n", pool)
+	default:
+		fmt.Fprintf(stdout, "  pool: %s\n state: ONLINE\nconfig:\n\n\tNAME        STATE     READ WRITE CKSUM\n\t%s  ONLINE       0     0     0\n\nerrors: No known data errors\n", pool, pool)
+	}
+	return 0
 }
 
 func (f *Fake) imp(st *state, args []string, stderr io.Writer, failImport string) int {
@@ -302,12 +377,14 @@ func (f *Fake) imp(st *state, args []string, stderr io.Writer, failImport string
 }
 
 func (f *Fake) export(st *state, args []string, stderr io.Writer, failExport string) int {
-	force := false
+	force, hard := false, false
 	var pool string
 	for _, a := range args {
 		switch {
 		case a == "-f":
 			force = true
+		case a == "-F":
+			force, hard = true, true
 		case strings.HasPrefix(a, "-"):
 			fmt.Fprintf(stderr, "invalid option '%s'\n", a)
 			return 2
@@ -328,9 +405,14 @@ func (f *Fake) export(st *state, args []string, stderr io.Writer, failExport str
 		fmt.Fprintln(stderr, failExport)
 		return 1
 	}
-	leaves, best, err := findPool(im.Devices, pool)
-	if err == nil && len(leaves) > 0 {
-		err = f.rewrite(leaves, best, zfs.StateExported, false)
+	var err error
+	if !hard { // -F (hard force) leaves the labels as they are: ACTIVE, this host's hostid
+		var leaves []leaf
+		var best zfs.Found
+		leaves, best, err = findPool(im.Devices, pool)
+		if err == nil && len(leaves) > 0 {
+			err = f.rewrite(leaves, best, zfs.StateExported, false)
+		}
 	}
 	if err != nil && !force {
 		fmt.Fprintf(stderr, "fake zpool: %v\n", err)

@@ -3,6 +3,7 @@ package zpoolfake_test
 import (
 	"context"
 	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
+	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,10 +63,10 @@ func TestFakeZpool(t *testing.T) {
 	if v := check(t, p, 0x55555555); v.LastHost == nil || v.LastHost.HostID != me || v.LastHost.Hostname != "n1" || v.State != "active" {
 		t.Fatalf("labels after import: %+v", v)
 	}
-	if err := z.Export(ctx, "pool-single-off", false); err != nil {
+	if err := z.Export(ctx, "pool-single-off"); err != nil {
 		t.Fatal(err)
 	}
-	if err := z.Export(ctx, "pool-single-off", false); !zpoolagent.IsNoSuchPool(err) {
+	if err := z.Export(ctx, "pool-single-off"); !zpoolagent.IsNoSuchPool(err) {
 		t.Fatalf("export of a pool not imported: %v", err)
 	}
 	if v := check(t, p, me); v.State != "exported" || v.LastHost.HostID != me {
@@ -88,10 +89,32 @@ func TestFakeZpool(t *testing.T) {
 	if err := ze.Import(ctx, "pool-single-fast", []string{fast}, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := ze.Export(ctx, "pool-single-fast", false); err != nil {
+	if err := ze.Export(ctx, "pool-single-fast"); err != nil {
 		t.Fatal(err)
 	}
 	if v := check(t, fast, me); v.Code != mmp.CodeExportedByThisHost {
 		t.Fatalf("after our export: %+v", v)
+	}
+	// The fence (export -F) leaves the labels ACTIVE with this host's hostid: the next
+	// check on this host is a full one.
+	if err := ze.Import(ctx, "pool-single-fast", []string{fast}, false); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := ze.Health(ctx, "pool-single-fast"); err != nil || h.State != "ONLINE" || h.Suspended != "" {
+		t.Fatalf("health of an imported pool: %+v %v", h, err)
+	}
+	require.NoError(t, zpoolfake.Suspend(fe.StateFile, "pool-single-fast", "mmp"))
+	if h, err := ze.Health(ctx, "pool-single-fast"); err != nil || h.State != "SUSPENDED" || h.Suspended != zpoolagent.CodeMMPSuspended {
+		t.Fatalf("health of an MMP-suspended pool: %+v %v", h, err)
+	}
+	require.NoError(t, zpoolfake.Suspend(fe.StateFile, "pool-single-fast", "io"))
+	if h, err := ze.Health(ctx, "pool-single-fast"); err != nil || h.Suspended != zpoolagent.CodeIOSuspended {
+		t.Fatalf("health of an I/O-suspended pool: %+v %v", h, err)
+	}
+	if err := ze.Fence(ctx, "pool-single-fast"); err != nil {
+		t.Fatal(err)
+	}
+	if v := check(t, fast, me); v.Code == mmp.CodeExportedByThisHost || v.State != "active" {
+		t.Fatalf("after our fence: %+v", v)
 	}
 }
