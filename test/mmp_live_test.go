@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/stretchr/testify/require"
 )
 
@@ -148,7 +149,14 @@ func zfsImport(t *testing.T, gen, dir, hostid string) (int, string) {
 // once the writer printed "ready" (and a few MMP writes later).
 func startWriter(t *testing.T, gen, dir, vdev, pool, hostid, hostname string) *exec.Cmd {
 	t.Helper()
-	w := exec.Command(gen, "-m", "-i", "100", "-n", hostname, "-c", filepath.Join(dir, hostname+".cache"), "-x", "hold", pool, vdev)
+	return startMMPGen(t, gen, hostid, hostname, "-m", "-i", "100", "-n", hostname, "-c", filepath.Join(dir, hostname+".cache"), "-x", "hold", pool, vdev)
+}
+
+// startMMPGen runs mmpgen with args as hostid and returns once it printed "ready" (and a
+// few MMP writes later); it is killed at cleanup.
+func startMMPGen(t *testing.T, gen, hostid, hostname string, args ...string) *exec.Cmd {
+	t.Helper()
+	w := exec.Command(gen, args...)
 	w.Env = append(os.Environ(), "ZFS_HOSTID="+hostid)
 	var werr strings.Builder
 	w.Stderr = &werr
@@ -204,13 +212,13 @@ func liveMMPGen(t *testing.T, what string) (dir, gen string) {
 	t.Helper()
 	tools := os.Getenv("CAIRN_ZFS_TOOLS")
 	if tools == "" {
-		t.Skipf("CAIRN_ZFS_TOOLS is not set: run test/zfsimages/fetch-zfs.sh DIR and set CAIRN_ZFS_TOOLS=DIR for the %s test", what)
+		testtools.Unavailable(t, "CAIRN_ZFS_TOOLS is not set: run test/zfsimages/fetch-zfs.sh DIR and set CAIRN_ZFS_TOOLS=DIR for the %s test", what)
 	}
 	if _, err := os.Stat(filepath.Join(tools, "usr/include/libzfs/sys/spa.h")); err != nil {
-		t.Skipf("CAIRN_ZFS_TOOLS=%s holds no OpenZFS headers (%v): the %s test needs fetch-zfs.sh to have succeeded", tools, err, what)
+		testtools.Unavailable(t, "CAIRN_ZFS_TOOLS=%s holds no OpenZFS headers (%v): the %s test needs fetch-zfs.sh to have succeeded", tools, err, what)
 	}
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skipf("gcc not found: the %s test compiles its writer", what)
+		testtools.Unavailable(t, "gcc not found: the %s test compiles its writer", what)
 	}
 	dir = t.TempDir()
 	gen = filepath.Join(dir, "mmpgen")

@@ -74,3 +74,15 @@ func missing(tb testing.TB, name string) {
 	}
 	tb.Skipf("%s is not installed (.ci/run installs it); set %s=1 to fail instead", name, RequireEnv)
 }
+
+// Unavailable ends a test whose prerequisite (not a program on PATH: a fetched tool
+// set, a compiler) is missing: it skips on a developer's machine and fails under
+// CAIRN_REQUIRE_TOOLS=1, where .ci/run has provided it.
+func Unavailable(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if required() {
+		tb.Fatalf(format+" (and %s=1 requires it)", append(args, RequireEnv)...)
+		return
+	}
+	tb.Skipf(format, args...)
+}
