@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"github.com/stretchr/testify/require"
 )
 
@@ -226,4 +227,64 @@ func liveMMPGen(t *testing.T, what string) (dir, gen string) {
 		t.Fatalf("build mmpgen: %v\n%s", err, out)
 	}
 	return dir, gen
+}
+
+// TestMMPWatchCLI: cairn mmp watch on real OpenZFS fixtures (no writer): the labels of
+// mirror-active name host-b (hostid 0x22222222).
+func TestMMPWatchCLI(t *testing.T) {
+	dir := t.TempDir()
+	var leaves []string
+	for _, l := range []string{"disk0", "disk1"} {
+		p := filepath.Join(dir, l+".img")
+		zfsimage.GunzipTo(t, zfsimage.FixturePath("mirror-active", l), p)
+		leaves = append(leaves, p)
+	}
+	run := func(args ...string) (int, string, string) {
+		cmd := exec.Command(cairnBin, append([]string{"mmp", "watch"}, args...)...)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, out.String(), errb.String()
+	}
+	code, out, _ := run(append([]string{"--hostid", "0x22222222", "--for", "300ms", "--poll", "100ms"}, leaves...)...)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "no foreign activity")
+	code, out, _ = run(append([]string{"--hostid", "0x33333333", "--for", "5s", "--json", "--log-level", "error"}, leaves...)...)
+	require.Equal(t, 1, code, out)
+	var l struct {
+		Verdict, Code string
+		Writer        struct{ HostID string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &l))
+	require.Equal(t, "foreign_activity", l.Verdict)
+	require.Equal(t, "foreign_hostid", l.Code)
+	require.Equal(t, "0x22222222", l.Writer.HostID)
+	// Usage errors and unreadable leaves: exit 2, naming what is wrong.
+	code, _, stderr := run(leaves...)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--hostid is required")
+	code, _, stderr = run("--hostid", "0x1", filepath.Join(dir, "missing.img"))
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "missing.img")
+	code, _, stderr = run("--hostid", "0x1", leaves[0], leaves[0])
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "duplicate_leaf")
+}
+
+// TestAgentRefusesAHostIDOtherThanTheKernels: cairn agent --hostid that differs from the
+// SPL module's hostid refuses to start (every import would look foreign to its watcher).
+func TestAgentRefusesAHostIDOtherThanTheKernels(t *testing.T) {
+	spl := filepath.Join(t.TempDir(), "hostid")
+	require.NoError(t, os.WriteFile(spl, []byte("5e11b0b7\n"), 0o644))
+	out, err := exec.Command(cairnBin, "agent", "--node", "n1", "--hostid", "0x1", "--spl-hostid-path", spl, "--nats", "nats://127.0.0.1:1").CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 2, ee.ExitCode())
+	require.Contains(t, string(out), "--hostid 0x00000001 differs from the kernel's hostid 0x5e11b0b7")
 }

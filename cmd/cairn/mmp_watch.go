@@ -53,8 +53,11 @@ first foreign activity, 2 on usage errors or leaves that cannot be read at the s
 			if hostid == 0 {
 				return cairn.InvalidField("hostid", "--hostid must not be 0: MMP cannot tell a host without a hostid from another")
 			}
-			if forDur < 0 || pollEvery < 0 {
-				return cairn.InvalidField("for", "--for and --poll must not be negative")
+			if forDur < 0 {
+				return cairn.InvalidField("for", "--for must not be negative, got %s", forDur)
+			}
+			if pollEvery < 0 {
+				return cairn.InvalidField("poll", "--poll must not be negative, got %s", pollEvery)
 			}
 			log := newLogger()
 			var devs []zfs.Device
@@ -68,6 +71,9 @@ first foreign activity, 2 on usage errors or leaves that cannot be read at the s
 			}
 			w, err := mmp.NewWatcher(devs, hostid, mmp.WatchOptions{SelfWriting: true, Log: log.With().Str("component", "watch").Logger()})
 			if err != nil {
+				if code := mmp.ErrorCode(err); code != "" {
+					return exitWith(2, "%s: %v", code, err)
+				}
 				return exitWith(2, "%v", err)
 			}
 			every := pollEvery

@@ -328,6 +328,16 @@ func (e readError) Error() string { return e.msg }
 
 func (e readError) Unwrap() error { return e.err }
 
+// ErrorCode returns the refusal code an error of this package carries (CodeMixedPools,
+// CodeUnreadableVdev, Identify's codes, …), or "" for other errors.
+func ErrorCode(err error) string {
+	var re readError
+	if errors.As(err, &re) {
+		return re.code
+	}
+	return ""
+}
+
 // ReadBest reads every leaf as the check does and returns the best uberblock over all
 // of them. Errors: an unreadable leaf, no valid uberblock, or leaves that fail Identify
 // (not all of one pool, or not all of it).
