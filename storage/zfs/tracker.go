@@ -14,8 +14,8 @@ import (
 const configTail = 4 << 10
 
 // Tracker re-reads one leaf vdev cheaply, for a watcher that polls it many times a
-// second. Per label and poll it reads the uberblock ring (128 KiB) and the last 4 KiB of
-// the config area; it reads and decodes the whole config only when that tail (which
+// second. Per label and poll it reads the last 4 KiB of the config area and the
+// uberblock ring behind it (132 KiB, one read); it reads and decodes the whole config only when that tail (which
 // holds the config's checksum) changed, and verifies and decodes only the slots whose
 // bytes changed. What it knows survives failed reads: a label that cannot be read, a
 // config whose checksum does not hold, or a slot caught half-written keeps its last
@@ -30,9 +30,8 @@ type Tracker struct {
 	labels [Labels]trackedLabel
 	// BytesRead counts every byte read from the device.
 	BytesRead int64
-	tail      []byte // scratch buffers, aligned for O_DIRECT
-	area      []byte
-	ring      []byte
+	edge      []byte // scratch: the config tail and the ring, read at once (aligned for O_DIRECT)
+	area      []byte // scratch: a whole config area
 }
 
 type trackedLabel struct {
@@ -77,7 +76,7 @@ func NewTracker(d Device) (*Tracker, error) {
 		return nil, fmt.Errorf("%s: %w: %d bytes, needs at least %d", d.Name, ErrTooSmall, d.Size, MinDeviceSize)
 	}
 	return &Tracker{dev: d, psize: psize, shift: SlotShift(defaultAshift),
-		tail: alignedBuf(configTail), area: alignedBuf(vdevPhysSize), ring: alignedBuf(ringSize)}, nil
+		edge: alignedBuf(configTail + ringSize), area: alignedBuf(vdevPhysSize)}, nil
 }
 
 func alignedBuf(n int) []byte {
@@ -109,35 +108,38 @@ func (t *Tracker) Slot(l, i int) SlotValue {
 }
 
 // Refresh reads the labels again and returns what changed since the last Refresh (on the
-// first call: every valid slot and every config, as changes from nothing). It returns
-// an error only when no label of the leaf could be read at all (what was known is kept).
+// first call: every valid slot and every config, as changes from nothing). Per label it
+// makes one read of the config area's last 4 KiB and the ring behind it (they are
+// contiguous), and a second read of the whole config area only when that tail changed.
+// It returns an error only when no label of the leaf could be read at all (what was
+// known is kept).
 func (t *Tracker) Refresh() (Refresh, error) {
 	var r Refresh
 	read := 0
 	for l := 0; l < Labels; l++ {
+		base := LabelOffset(t.psize, l)
+		if err := t.readAt(t.edge, base+vdevPhysOffset+vdevPhysSize-configTail); err != nil {
+			r.Errs[l] = fmt.Errorf("label %d at %d: %w", l, base, err)
+			t.labels[l].err = r.Errs[l]
+			continue
+		}
+		read++
 		if err := t.refreshConfig(l, &r); err != nil {
 			r.Errs[l] = err
 		}
-	}
-	if !t.fixed {
-		for l := 0; l < Labels; l++ {
+		if !t.fixed {
 			if lb := &t.labels[l]; lb.config != nil && lb.info.Ashift != 0 {
 				t.shift, t.fixed = SlotShift(lb.info.Ashift), true
 				for i := range t.labels {
 					t.labels[i].ring, t.labels[i].slots = nil, nil // read again with the right slot size
 				}
-				break
+				r.Changed = r.Changed[:0]
+				l = -1 // start over: earlier labels' rings were cut with the wrong slot size
+				read = 0
+				continue
 			}
 		}
-	}
-	for l := 0; l < Labels; l++ {
-		if err := t.refreshRing(l, &r); err != nil {
-			if r.Errs[l] == nil {
-				r.Errs[l] = err
-			}
-			continue
-		}
-		read++
+		t.refreshRing(l, &r)
 	}
 	if read == 0 {
 		return r, fmt.Errorf("%s: no label could be read: %w", t.dev.Name, r.Errs[0])
@@ -157,13 +159,13 @@ func (t *Tracker) readAt(buf []byte, off int64) error {
 	return nil
 }
 
+// refreshConfig decodes label l's config again when the tail just read (t.edge) differs
+// from the last one that decoded.
 func (t *Tracker) refreshConfig(l int, r *Refresh) error {
 	lb := &t.labels[l]
 	base := LabelOffset(t.psize, l)
-	if err := t.readAt(t.tail, base+vdevPhysOffset+vdevPhysSize-configTail); err != nil {
-		return fmt.Errorf("label %d at %d: %w", l, base, err)
-	}
-	if lb.tail != nil && bytes.Equal(lb.tail, t.tail) {
+	tail := t.edge[:configTail]
+	if lb.tail != nil && bytes.Equal(lb.tail, tail) {
 		return nil
 	}
 	if err := t.readAt(t.area, base+vdevPhysOffset); err != nil {
@@ -185,14 +187,13 @@ func (t *Tracker) refreshConfig(l int, r *Refresh) error {
 	return nil
 }
 
-func (t *Tracker) refreshRing(l int, r *Refresh) error {
+// refreshRing compares label l's ring just read (t.edge after the tail) slot by slot
+// with the last one and decodes the slots that changed.
+func (t *Tracker) refreshRing(l int, r *Refresh) {
 	lb := &t.labels[l]
-	base := LabelOffset(t.psize, l)
-	if err := t.readAt(t.ring, base+ringOffset); err != nil {
-		lb.err = fmt.Errorf("label %d ring at %d: %w", l, base+ringOffset, err)
-		return lb.err
-	}
 	lb.err = nil
+	ring := t.edge[configTail:]
+	ringAt := LabelOffset(t.psize, l) + ringOffset
 	size := 1 << t.shift
 	n := ringSize >> t.shift
 	if lb.slots == nil {
@@ -200,14 +201,14 @@ func (t *Tracker) refreshRing(l int, r *Refresh) error {
 	}
 	for i := 0; i < n; i++ {
 		at := i << t.shift
-		cur := t.ring[at : at+size]
+		cur := ring[at : at+size]
 		if lb.ring != nil && bytes.Equal(lb.ring[at:at+size], cur) {
 			continue
 		}
 		if !maybeUberblock(cur) {
 			continue // never written, or not an uberblock: keep what was known
 		}
-		ub, err := DecodeUberblock(cur, uint64(base+ringOffset+int64(at)))
+		ub, err := DecodeUberblock(cur, uint64(ringAt+int64(at)))
 		if err != nil {
 			continue // torn or being written: keep the last known value
 		}
@@ -221,6 +222,5 @@ func (t *Tracker) refreshRing(l int, r *Refresh) error {
 	if lb.ring == nil {
 		lb.ring = make([]byte, ringSize)
 	}
-	copy(lb.ring, t.ring)
-	return nil
+	copy(lb.ring, ring)
 }

@@ -26,6 +26,8 @@ var (
 	zdbLabelRE = regexp.MustCompile(`^LABEL (\d+)$`)
 	zdbUberRE  = regexp.MustCompile(`^    Uberblock\[(\d+)\]( invalid)?$`)
 	zdbPairRE  = regexp.MustCompile(`^(\s+)([a-z_]+)(?::| =) ?(.*)$`)
+	// zdbRootBPRE picks the logical birth, fill and checksum out of zdb's rootbp line.
+	zdbRootBPRE = regexp.MustCompile(`birth=(\d+)L/\d+P fill=(\d+) cksum=([0-9a-f]+:[0-9a-f]+:[0-9a-f]+:[0-9a-f]+)`)
 )
 
 // parseZdb reads `zdb -lluuuu` output: label configs and every uberblock slot.
@@ -162,7 +164,7 @@ func TestReaderMatchesZdb(t *testing.T) {
 			if configs != len(want) || configs != 4 {
 				t.Fatalf("labels with a config: reader %d, zdb %d (want 4)", configs, len(want))
 			}
-			total := 0
+			total, rootBPs := 0, 0
 			for l, zl := range want {
 				lb := lf.Labels[l]
 				if lb.Err != nil {
@@ -232,6 +234,22 @@ func TestReaderMatchesZdb(t *testing.T) {
 					eq("timestamp", u.Timestamp, 10)
 					eq("mmp_magic", u.MMPMagic, 16)
 					eq("checkpoint_txg", u.CheckpointTXG, 10)
+					// ub_rootbp: zdb prints "... birth=4L/4P fill=41 cksum=w0:w1:w2:w3".
+					if rb, ok := zs["rootbp"]; ok {
+						m := zdbRootBPRE.FindStringSubmatch(rb)
+						if m == nil {
+							t.Fatalf("label %d slot %d: rootbp %q not understood", l, i, rb)
+						}
+						if u64(t, m[1], 10) != u.RootBP.Birth || u64(t, m[2], 10) != u.RootBP.Fill {
+							t.Errorf("label %d slot %d rootbp birth/fill: reader %d/%d, zdb %s", l, i, u.RootBP.Birth, u.RootBP.Fill, rb)
+						}
+						for w, hex := range strings.Split(m[3], ":") {
+							if u64(t, hex, 16) != u.RootBP.Checksum[w] {
+								t.Errorf("label %d slot %d rootbp cksum word %d: reader %x, zdb %s", l, i, w, u.RootBP.Checksum[w], hex)
+							}
+						}
+						rootBPs++
+					}
 					if u.MMPValid() {
 						eq("mmp_delay", u.MMPDelay, 10)
 						eq("mmp_valid", u.MMPConfig&0xff, 16)
@@ -249,8 +267,8 @@ func TestReaderMatchesZdb(t *testing.T) {
 					}
 				}
 			}
-			if total == 0 {
-				t.Fatal("no uberblock compared")
+			if total == 0 || rootBPs != total {
+				t.Fatalf("%d uberblocks compared, %d root block pointers", total, rootBPs)
 			}
 		})
 	}

@@ -30,7 +30,7 @@ const (
 	// mmp_suspended: MMP writes failed or were delayed, ZFS-8000-MM; io_suspended: I/O
 	// failures). The agent never runs zpool clear: that is the operator's decision.
 	PhaseSuspended = "suspended"
-	PhaseExported  = "exported"  // exported on this node
+	PhaseExported  = "exported" // exported on this node
 )
 
 // Status is what an agent reports about a pool on its node.
