@@ -31,6 +31,9 @@ func TestCheckDuration(t *testing.T) {
 		{"fail 10 × 100 ms", ub(100, 100, 3, 10), mmp.Tunables{}, 2 * sec, mmp.CaseFailIntervals},
 		{"fail 2 × 100 ms, below 1 s", ub(100, 100, 3, 2), mmp.Tunables{Interval: 5 * sec}, 400 * time.Millisecond, mmp.CaseFailIntervals},
 		{"fail ignores mmp_delay", ub(60_000, 1000, 0, 10), mmp.Tunables{}, 20 * sec, mmp.CaseFailIntervals},
+		// A sync uberblock with interval 0 on disk: the interval counts as 100 ms
+		// (MMP_INTERVAL_OK), never a 0 s check.
+		{"fail 10 × interval 0", ub(100, 0, 0, 10), mmp.Tunables{}, 2 * sec, mmp.CaseFailIntervals},
 		{"fail saturates nowhere", ub(0, 0xffffff, 0, 0xffff), mmp.Tunables{}, time.Duration(0xffff) * 0xffffff * time.Millisecond * 2, mmp.CaseFailIntervals},
 		// fail intervals == 0: max(base, (ub interval + delay) × import intervals).
 		{"never suspends, long delay", ub(1000, 1000, 0, 0), mmp.Tunables{}, 40 * sec, mmp.CaseNeverSuspends},
