@@ -104,7 +104,12 @@ func TestZpoolAgentImportsOnGrant(t *testing.T) {
 
 	calls, err := os.ReadFile(zlog)
 	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
+	var lines []string // without the health reads the agent makes every second while imported
+	for _, l := range strings.Split(strings.TrimSpace(string(calls)), "\n") {
+		if l != "list -H -o health tank" && l != "status tank" {
+			lines = append(lines, l)
+		}
+	}
 	require.Equal(t, []string{
 		"list -H -o name tank",
 		"import -d " + dev + " -N -o cachefile=none -f tank",
