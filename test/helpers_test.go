@@ -169,20 +169,26 @@ func startAgent(t *testing.T, s *serve, o agentOpts) *exec.Cmd {
 // run runs the cairn binary and returns stdout and the exit code.
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	out, errb, code := runAll(t, args...)
+	if code == 2 {
+		t.Logf("cairn %s: stderr: %s", strings.Join(args, " "), errb)
+	}
+	return out, code
+}
+
+// runAll runs the cairn binary and returns stdout, stderr and the exit code.
+func runAll(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.Command(cairnBin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatalf("cairn %s: %v", strings.Join(args, " "), err)
 	}
-	if code == 2 {
-		t.Logf("cairn %s: stderr: %s", strings.Join(args, " "), errb.String())
-	}
-	return out.String(), code
+	return out.String(), errb.String(), code
 }
 
 // reply is a command reply as the CLI and gateway print it.

@@ -240,17 +240,8 @@ func TestMMPWatchCLI(t *testing.T) {
 		leaves = append(leaves, p)
 	}
 	run := func(args ...string) (int, string, string) {
-		cmd := exec.Command(cairnBin, append([]string{"mmp", "watch"}, args...)...)
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, out.String(), errb.String()
+		out, errb, code := runAll(t, append([]string{"mmp", "watch"}, args...)...)
+		return code, out, errb
 	}
 	code, out, _ := run(append([]string{"--hostid", "0x22222222", "--for", "300ms", "--poll", "100ms"}, leaves...)...)
 	require.Equal(t, 0, code, out)
