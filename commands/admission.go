@@ -223,6 +223,11 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 	if r, ok := a.recent.get(req.CommandID, a.opts.Now()); ok {
 		return r
 	}
+	if up := a.proj.Stopped(); up != nil {
+		// The views cannot move past an event of a newer cairn: nothing can be decided
+		// on them (a command appended now would never be in the views to answer it).
+		return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "%v", up))
+	}
 
 	var held *sync.Mutex // the boundary's retry lock, once a conflict made this command wait
 	defer func() {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"errors"
 	"fmt"
 	json "github.com/goccy/go-json"
 	"sync"
@@ -70,6 +71,20 @@ func Lookup(name string) (*Type, bool) {
 type DecodeError struct {
 	Seq    uint64
 	Reason string
+	// Unreadable is true for a well-formed envelope of an event type or schema version
+	// this binary does not know: a newer cairn wrote it (a rolling upgrade). It is not
+	// junk to skip but state this binary cannot fold.
+	Unreadable bool
+}
+
+// NeedsUpgrade reports whether err is a DecodeError of an event this binary cannot read
+// (Unreadable), and returns it.
+func NeedsUpgrade(err error) (*DecodeError, bool) {
+	var de *DecodeError
+	if errors.As(err, &de) && de.Unreadable {
+		return de, true
+	}
+	return nil, false
 }
 
 func (e *DecodeError) Error() string {
@@ -84,39 +99,39 @@ func (e *DecodeError) Error() string {
 func Decode(seq uint64, body []byte) (Event, error) {
 	ev := Event{Seq: seq}
 	if err := json.Unmarshal(body, &ev.Envelope); err != nil {
-		return ev, &DecodeError{seq, "envelope is not valid JSON: " + err.Error()}
+		return ev, &DecodeError{Seq: seq, Reason: "envelope is not valid JSON: " + err.Error()}
 	}
 	env := &ev.Envelope
 	switch {
 	case env.ID == "":
-		return ev, &DecodeError{seq, "envelope has no id"}
+		return ev, &DecodeError{Seq: seq, Reason: "envelope has no id"}
 	case env.Type == "":
-		return ev, &DecodeError{seq, "envelope has no type"}
+		return ev, &DecodeError{Seq: seq, Reason: "envelope has no type"}
 	case env.SchemaVersion < 1:
-		return ev, &DecodeError{seq, "envelope has no schema_version"}
+		return ev, &DecodeError{Seq: seq, Reason: "envelope has no schema_version"}
 	case env.Subject == "":
-		return ev, &DecodeError{seq, "envelope has no subject"}
+		return ev, &DecodeError{Seq: seq, Reason: "envelope has no subject"}
 	case env.OccurredAt.IsZero():
-		return ev, &DecodeError{seq, "envelope has no occurred_at"}
+		return ev, &DecodeError{Seq: seq, Reason: "envelope has no occurred_at"}
 	case env.CommandID == "" || env.Actor == "":
-		return ev, &DecodeError{seq, "envelope has no command_id or actor"}
+		return ev, &DecodeError{Seq: seq, Reason: "envelope has no command_id or actor"}
 	case len(env.Payload) == 0:
-		return ev, &DecodeError{seq, "envelope has no payload"}
+		return ev, &DecodeError{Seq: seq, Reason: "envelope has no payload"}
 	}
 	t, ok := Lookup(env.Type)
 	if !ok {
-		return ev, &DecodeError{seq, fmt.Sprintf("unknown event type %q", env.Type)}
+		return ev, &DecodeError{Seq: seq, Reason: fmt.Sprintf("unknown event type %q (v%d): written by a newer cairn", env.Type, env.SchemaVersion), Unreadable: true}
 	}
 	if env.SchemaVersion > t.Version {
-		return ev, &DecodeError{seq, fmt.Sprintf("%s v%d is newer than this binary knows (v%d)", t.Name, env.SchemaVersion, t.Version)}
+		return ev, &DecodeError{Seq: seq, Reason: fmt.Sprintf("%s v%d is newer than this binary knows (v%d): written by a newer cairn", t.Name, env.SchemaVersion, t.Version), Unreadable: true}
 	}
 	payload, err := validPayload(t, env.SchemaVersion, env.Payload)
 	if err != nil {
-		return ev, &DecodeError{seq, err.Error()}
+		return ev, &DecodeError{Seq: seq, Reason: err.Error()}
 	}
 	data := t.New()
 	if err := json.Unmarshal(payload, data); err != nil {
-		return ev, &DecodeError{seq, fmt.Sprintf("%s payload: %v", t.Name, err)}
+		return ev, &DecodeError{Seq: seq, Reason: fmt.Sprintf("%s payload: %v", t.Name, err)}
 	}
 	ev.Data = data
 	return ev, nil
@@ -164,7 +179,7 @@ func validPayload(t *Type, version int, payload []byte) ([]byte, error) {
 func DecodeStored(r Raw) (Event, error) {
 	ev, err := Decode(r.Seq, r.Data)
 	if err == nil && ev.Subject != r.Subject {
-		err = &DecodeError{r.Seq, fmt.Sprintf("envelope names subject %s but was stored on %s", ev.Subject, r.Subject)}
+		err = &DecodeError{Seq: r.Seq, Reason: fmt.Sprintf("envelope names subject %s but was stored on %s", ev.Subject, r.Subject)}
 	}
 	return ev, err
 }

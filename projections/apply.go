@@ -182,6 +182,14 @@ type Item struct {
 func apply(t *tx, names events.Names, it Item) error {
 	t.seq = it.Raw.Seq
 	if it.Err != nil {
+		// Not an event: recorded as rejected, and its subject's boundary moves past it
+		// (the stream's last sequence on that subject is this message now), so that
+		// admission's next conditional append on the subject expects it; otherwise one
+		// junk publish would make every later command on the subject fail.
+		t.putUint(subjectKey(it.Raw.Subject), it.Raw.Seq)
+		if agg := names.Aggregate(it.Raw.Subject); agg != "" {
+			t.putUint(aggregateKey(agg), it.Raw.Seq)
+		}
 		return t.put(fmt.Sprintf("v/rejected/%020d", it.Raw.Seq), Rejected{Seq: it.Raw.Seq, Subject: it.Raw.Subject, Reason: it.Err.Error()})
 	}
 	ev := it.Event

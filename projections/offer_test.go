@@ -134,3 +134,52 @@ func TestOfferedInvalidMessageIsRecordedAsTheConsumerWouldRecordIt(t *testing.T)
 	assert.Equal(t, uint64(3), p.Applied())
 	assert.Equal(t, digestOf(t, ref.db), digestOf(t, p.db))
 }
+
+// TestJunkMovesItsSubjectsBoundary: a message that is not an event is recorded as
+// rejected and its subject's boundary moves to it, as the stream's last sequence on the
+// subject did (issue 11: a junk publish jammed the subject for admission forever).
+func TestJunkMovesItsSubjectsBoundary(t *testing.T) {
+	raws := storedHistory(t, 2) // seq 2 is node.added n1
+	junk := events.Raw{Seq: 3, Subject: raws[1].Subject, Data: []byte("junk")}
+	p, _, deliver := liveProjector(t)
+	deliver(append(raws, junk)...)
+	v, err := p.db.Read()
+	require.NoError(t, err)
+	defer v.Close()
+	seq, err := v.SubjectSeq(raws[1].Subject)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), seq)
+	agg, err := v.AggregateSeq("node")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), agg)
+	rej, err := v.Rejected()
+	require.NoError(t, err)
+	require.Len(t, rej, 1)
+	assert.Equal(t, uint64(3), rej[0].Seq)
+}
+
+// TestUnreadableEventStopsTheProjector: an event of a version this binary does not know
+// stops the projector before it (everything before it committed), with an error naming
+// it; it is not skipped (issue 11: serves with different binaries diverged).
+func TestUnreadableEventStopsTheProjector(t *testing.T) {
+	raws := storedHistory(t, 2)
+	future := events.Raw{Seq: 3, Subject: "cairn.ev.node.n9", Data: []byte(`{"id":"x","type":"node.added","schema_version":99,"subject":"cairn.ev.node.n9",` +
+		`"occurred_at":"2026-12-02T00:00:00Z","command_id":"c","actor":"a","payload":{}}`)}
+	p, tx, _ := liveProjector(t)
+	c := &decodedChunk{tail: true}
+	for _, r := range append(raws, future, storedHistory(t, 4)[3]) {
+		ev, err := events.DecodeStored(r)
+		c.items = append(c.items, Item{Event: ev, Raw: r, Err: err})
+	}
+	p.txMu.Lock()
+	_, err := p.applyChunk(tx, c, 0)
+	p.txMu.Unlock()
+	var up *UpgradeNeededError
+	require.ErrorAs(t, err, &up)
+	assert.Equal(t, uint64(3), up.Seq)
+	assert.Contains(t, up.Error(), "node.added v99")
+	assert.Same(t, up, p.Stopped())
+	ckpt, err := p.db.Checkpoint()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), ckpt, "everything before it is in the views, nothing after")
+}

@@ -20,7 +20,9 @@ var (
 	metricApplied = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "cairn_projector_events_applied_total", Help: "Events applied to the views."})
 	metricRejected = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "cairn_projector_events_rejected_total", Help: "Stored messages skipped as invalid events."})
+		Name: "cairn_projector_events_rejected_total", Help: "Stored messages skipped as invalid events (recorded as rejected; their subject's boundary moves past them)."})
+	metricStopped = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "cairn_projector_upgrade_needed", Help: "1 when the projector stopped at an event this binary cannot read (a newer cairn wrote it)."})
 	metricCheckpoint = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "cairn_projector_checkpoint", Help: "Stream sequence of the last applied event."})
 	metricBatch = promauto.NewHistogram(prometheus.HistogramOpts{
@@ -51,7 +53,26 @@ type Projector struct {
 	live    *tx
 	offered map[uint64]Item
 	broken  error
+	// stopped is set when Run stopped at an event this binary cannot read.
+	stopped atomic.Pointer[UpgradeNeededError]
 }
+
+// UpgradeNeededError stops the projector at an event of a type or schema version this
+// binary does not know (written by a newer cairn during a rolling upgrade). The views
+// hold everything before it; they cannot go on without the newer binary, and skipping
+// the event would make this serve's views diverge from the others'.
+type UpgradeNeededError struct {
+	Seq     uint64
+	Subject string
+	Reason  string
+}
+
+func (e *UpgradeNeededError) Error() string {
+	return fmt.Sprintf("the views stopped before seq %d on %s: %s; run a cairn that reads it", e.Seq, e.Subject, e.Reason)
+}
+
+// Stopped returns the UpgradeNeededError that stopped Run, or nil.
+func (p *Projector) Stopped() *UpgradeNeededError { return p.stopped.Load() }
 
 // NewProjector returns a projector that resumes after the store's checkpoint.
 func NewProjector(db *DB, js jetstream.JetStream, names events.Names, log zerolog.Logger) (*Projector, error) {
@@ -199,6 +220,17 @@ func (p *Projector) applyChunk(t *tx, chunk *decodedChunk, stopAt uint64) (done 
 		}
 		if item.undecoded {
 			return false, fmt.Errorf("projector: seq %d was left undecoded as applied, but the views are at %d", item.Raw.Seq, t.seq)
+		}
+		if de, ok := events.NeedsUpgrade(item.Err); ok {
+			// Keep what comes before it, then stop: never skip state silently.
+			if err := p.commit(t); err != nil {
+				return false, err
+			}
+			up := &UpgradeNeededError{Seq: item.Raw.Seq, Subject: item.Raw.Subject, Reason: de.Reason}
+			p.stopped.Store(up)
+			metricStopped.Set(1)
+			p.log.Error().Uint64("seq", up.Seq).Str("subject", up.Subject).Msg(up.Error())
+			return false, up
 		}
 		if err := p.applyItem(t, item); err != nil {
 			return false, err

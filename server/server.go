@@ -63,6 +63,7 @@ type Server struct {
 	startTarget uint64
 	cancel      context.CancelFunc
 	done        chan error
+	projDone    chan struct{} // closed when the projector's Run returned
 	listener    *commands.Listener
 	parts       sync.WaitGroup // dispatcher, status folding, watchdog
 	httpSrv     *http.Server
@@ -94,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Auth && cfg.NATSURL != "" {
 		return nil, errors.New("--auth secures the embedded NATS server; with --nats use that NATS system's own users and --nats-creds")
 	}
-	s := &Server{cfg: cfg, done: make(chan error, 1)}
+	s := &Server{cfg: cfg, done: make(chan error, 1), projDone: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -181,7 +182,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	go func() { s.done <- s.Projector.Run(runCtx, 0) }()
+	go func() {
+		err := s.Projector.Run(runCtx, 0)
+		close(s.projDone)
+		s.done <- err
+	}()
 	cfg.Log.Info().Uint64("checkpoint", s.Projector.Applied()).Uint64("stream_last_seq", s.startTarget).Msg("catching up views")
 	if err := s.waitCaughtUp(ctx); err != nil {
 		return nil, err
@@ -251,6 +256,12 @@ func (s *Server) waitCaughtUp(ctx context.Context) error {
 		return err
 	case err := <-s.done:
 		s.done <- err
+		if up := s.Projector.Stopped(); up != nil {
+			// Start anyway, not ready: /readyz and every command say which event needs a
+			// newer cairn, until one runs.
+			s.cfg.Log.Error().Err(up).Msg("the views stopped at an event this binary cannot read: serving, not ready")
+			return nil
+		}
 		return fmt.Errorf("projector stopped while catching up: %v", err)
 	}
 }
@@ -266,6 +277,9 @@ func (s *Server) ready() error {
 	}
 	if s.NC.Status() != nats.CONNECTED {
 		return fmt.Errorf("not connected to NATS (%s)", s.NC.Status())
+	}
+	if up := s.Projector.Stopped(); up != nil {
+		return up
 	}
 	if s.Projector.Applied() < s.startTarget {
 		return fmt.Errorf("views at seq %d, catching up to %d", s.Projector.Applied(), s.startTarget)
@@ -302,7 +316,7 @@ func (s *Server) close() error {
 			s.cfg.Log.Warn().Msg("dispatcher, status folding or watchdog did not stop within 10s")
 		}
 		select {
-		case <-s.done:
+		case <-s.projDone:
 		case <-time.After(10 * time.Second):
 			s.cfg.Log.Warn().Msg("projector did not stop within 10s")
 		}

@@ -34,7 +34,15 @@ func serveCmd() *cobra.Command {
 			case <-cmd.Context().Done():
 				cfg.Log.Info().Msg("shutting down")
 			case err := <-s.Done():
-				cfg.Log.Error().Err(err).Msg("projector stopped")
+				if s.Projector.Stopped() == nil {
+					cfg.Log.Error().Err(err).Msg("projector stopped")
+					return s.Close()
+				}
+				// An event of a newer cairn: keep serving the reason (/readyz, every
+				// command answers unavailable naming it) until an upgraded binary runs.
+				cfg.Log.Error().Err(err).Msg("projector stopped: serving, not ready, until a cairn that reads the event runs")
+				<-cmd.Context().Done()
+				cfg.Log.Info().Msg("shutting down")
 			}
 			return s.Close()
 		},
