@@ -47,6 +47,9 @@ type Options struct {
 	Reconciler        Reconciler // nil: desired state is only recorded
 	// Workers bounds how many subjects are reconciled at once (8).
 	Workers int
+	// RevisionDir keeps the highest desired-state revision seen per subject, with its
+	// body, across restarts and removals ("" = in memory only; see revisions).
+	RevisionDir string
 }
 
 // Agent is a running node agent.
@@ -56,6 +59,7 @@ type Agent struct {
 	js   jetstream.JetStream
 
 	work *workers
+	revs *revisions
 }
 
 // New returns an agent on an open connection. Open it with the node's inbox prefix,
@@ -79,7 +83,11 @@ func New(nc *nats.Conn, opts Options) (*Agent, error) {
 	if rec == nil {
 		rec = noReconciler{}
 	}
-	a := &Agent{opts: opts, nc: nc, js: js, work: newWorkers(opts.Workers, rec, opts.Log.With().Str("node", opts.Node).Logger())}
+	revs, err := openRevisions(opts.RevisionDir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a := &Agent{opts: opts, nc: nc, js: js, revs: revs, work: newWorkers(opts.Workers, rec, opts.Log.With().Str("node", opts.Node).Logger())}
 	// After a reconnect the ordered consumer resumes where it stopped; reconcile every
 	// subject again so that whatever happened on the host meanwhile is corrected.
 	prev := nc.Opts.ReconnectedCB
@@ -116,9 +124,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.work.run(ctx)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		subject := m.Subject()
-		log.Debug().Str("subject", subject).Int("bytes", len(m.Data())).Msg("desired state")
-		a.work.put(subject, append([]byte{}, m.Data()...))
+		h := m.Headers()
+		a.receive(log, m.Subject(), h.Get(events.EpochHeader), h.Get(events.RevisionHeader), m.Data())
 	})
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.opts.Node, err)
@@ -135,6 +142,36 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// receive hands a desired-state message to the workers unless its revision is older
+// than one already seen for the subject (events.RevisionHeader): such a message (a
+// serve whose views lag published it after a newer one) is dropped and counted; when
+// the agent holds nothing for the subject yet (a restart, and the stream's latest
+// message is the older one) the body of the newest revision seen is used instead.
+func (a *Agent) receive(log zerolog.Logger, subject, epoch, header string, data []byte) {
+	rev, err := parseRevision(header)
+	if err != nil {
+		metricStale.Inc()
+		log.Error().Err(err).Str("subject", subject).Msg("desired state with a malformed revision: dropped")
+		return
+	}
+	v, m, err := a.revs.admit(subject, epoch, rev, data, a.work.holds(subject))
+	switch {
+	case err != nil:
+		// Not recorded, so not acted on: the next message (or a restart) tries again.
+		log.Error().Err(err).Str("subject", subject).Msg("desired state not recorded: not carried out")
+	case v == stale:
+		metricStale.Inc()
+		log.Warn().Str("subject", subject).Uint64("revision", rev).Uint64("seen", m.rev).Msg("desired state older than one already carried out: dropped")
+	case v == restore:
+		metricStale.Inc()
+		log.Warn().Str("subject", subject).Uint64("revision", rev).Uint64("seen", m.rev).Msg("the stream's latest desired state is older than one already carried out: using that one")
+		a.work.put(subject, m.body)
+	default:
+		log.Debug().Str("subject", subject).Uint64("revision", rev).Int("bytes", len(data)).Msg("desired state")
+		a.work.put(subject, append([]byte{}, data...))
 	}
 }
 

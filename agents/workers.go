@@ -55,6 +55,15 @@ func (w *workers) put(subject string, data []byte) {
 	w.scheduleLocked(subject)
 }
 
+// holds reports whether the workers hold a desired state (even an empty one) for
+// subject.
+func (w *workers) holds(subject string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.latest[subject]
+	return ok
+}
+
 // all schedules every known subject again (level-triggered: after a reconnect).
 func (w *workers) all() {
 	w.mu.Lock()

@@ -118,6 +118,21 @@ func TestDispatcherPublishesEveryChange(t *testing.T) {
 		d, _ := latest(t, s, free, "r1")
 		return d != nil && d.Local != nil && !d.Local.Diskless && len(d.Replicas) == 3 && *d.Options.Quorum == "majority"
 	}, 5*time.Second, 20*time.Millisecond)
+
+	// Every message, the removal too, carries the views' sequence it was computed from
+	// and the event stream's epoch: the removal's revision is the replica.add's.
+	stream, err := s.JS.Stream(context.Background(), "CAIRN_NODES")
+	require.NoError(t, err)
+	evs, err := s.JS.Stream(context.Background(), "CAIRN_EVENTS")
+	require.NoError(t, err)
+	epoch := fmt.Sprint(evs.CachedInfo().Created.UnixNano())
+	last := servertest.LastSeq(t, s)
+	for _, n := range []string{tb, free} {
+		m, err := stream.GetLastMsgForSubject(context.Background(), "cairn.node."+n+".drbd.r1")
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprint(last), m.Header.Get(events.RevisionHeader), n)
+		assert.Equal(t, epoch, m.Header.Get(events.EpochHeader), n)
+	}
 }
 
 func TestOutboxEmptiesOncePublished(t *testing.T) {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -24,7 +26,9 @@ var (
 
 // Dispatcher publishes queued desired state. It is crash-safe: outbox entries are
 // deleted only after JetStream acknowledged every message of their batch, so a crash
-// republishes (latest per subject, harmless) and never loses a change.
+// republishes (latest per subject, harmless) and never loses a change. Every message
+// carries the views' sequence it was computed from (events.RevisionHeader), so that
+// agents drop a desired state older than one they have seen.
 type Dispatcher struct {
 	DB         *projections.DB
 	Projector  *projections.Projector
@@ -34,6 +38,8 @@ type Dispatcher struct {
 	Log        zerolog.Logger
 	BatchSize  int           // outbox entries per round (512)
 	Idle       time.Duration // poll interval when nothing moves (1 s)
+
+	epoch string // the events stream's creation time (events.EpochHeader), read by Round
 }
 
 // Run dispatches until ctx ends.
@@ -82,6 +88,13 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	if len(b.Entries) == 0 {
 		return 0, nil
 	}
+	if d.epoch == "" {
+		st, err := d.JS.Stream(ctx, d.Names.EventsStream())
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", d.Names.EventsStream(), err)
+		}
+		d.epoch = strconv.FormatInt(st.CachedInfo().Created.UnixNano(), 10)
+	}
 	nodes := map[string]projections.NodeSpec{}
 	all, err := b.View.Nodes()
 	if err != nil {
@@ -92,6 +105,7 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(b.Entries))
 	removals := 0
+	revision := strconv.FormatUint(b.View.Seq(), 10)
 	for _, e := range b.Entries {
 		body, err := d.body(b.View, nodes, e)
 		if err != nil {
@@ -100,7 +114,13 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 		if body == nil {
 			removals++
 		}
-		f, err := d.JS.PublishAsync(d.Names.Node(e.Node, e.Kind, e.ID), body)
+		// The revision rides along with removals too (an empty body with the header):
+		// a tombstone an agent remembers, so an older desired state published after it
+		// (by a serve whose views lag) is dropped.
+		msg := &nats.Msg{Subject: d.Names.Node(e.Node, e.Kind, e.ID), Data: body, Header: nats.Header{}}
+		msg.Header.Set(events.RevisionHeader, revision)
+		msg.Header.Set(events.EpochHeader, d.epoch)
+		f, err := d.JS.PublishMsgAsync(msg)
 		if err != nil {
 			return 0, err
 		}

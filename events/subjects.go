@@ -5,6 +5,17 @@ import "strings"
 // DefaultPrefix is the subject prefix of a default deployment.
 const DefaultPrefix = "cairn"
 
+// RevisionHeader carries the revision of a per-node desired-state message: the views'
+// sequence (the last event applied) its body was computed from. Every serve computes
+// the same body at the same sequence, so a higher revision is never older state; an
+// agent keeps the highest revision per subject and drops anything below it.
+const RevisionHeader = "Cairn-Revision"
+
+// EpochHeader names the event stream a revision counts in: the creation time of the
+// events stream in Unix nanoseconds. A control plane set up anew (a new stream) starts
+// its revisions from 1 again; an agent that sees another epoch forgets its marks.
+const EpochHeader = "Cairn-Epoch"
+
 // Names derives every subject and stream name of a deployment from its prefix, so that
 // one NATS system can hold several deployments side by side.
 type Names struct {

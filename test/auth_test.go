@@ -70,7 +70,7 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	// n1's credentials cannot run n2's agent: its consumer on cairn.node.n2.> is refused.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	wrong := exec.CommandContext(ctx, cairnBin, "agent", "--node", "n2", "--nats", s.natsURL(), "--creds", n1creds)
+	wrong := exec.CommandContext(ctx, cairnBin, "agent", "--node", "n2", "--nats", s.natsURL(), "--creds", n1creds, "--revision-dir", t.TempDir())
 	out, err := wrong.CombinedOutput()
 	require.Error(t, err, "agent n2 ran on n1's credentials:\n%s", out)
 	require.NoError(t, ctx.Err(), "agent n2 did not give up")

@@ -142,6 +142,9 @@ func startAgent(t *testing.T, s *serve, o agentOpts) *exec.Cmd {
 		o.node = "n1"
 	}
 	args := []string{"agent", "--node", o.node, "--nats", s.natsURL()}
+	if o.root == "" { // the default root is /: keep the revision marks in the test's own directory
+		args = append(args, "--revision-dir", t.TempDir())
+	}
 	for _, f := range [][2]string{{"--root", o.root}, {"--kernel", o.kernel}, {"--sim-dir", o.simDir}} {
 		if f[1] != "" {
 			args = append(args, f[0], f[1])

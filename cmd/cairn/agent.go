@@ -29,6 +29,7 @@ func agentCmd() *cobra.Command {
 		drbdsetup string
 		execTO    time.Duration
 		metrics   string
+		revDir    string
 	)
 	var zpoolFlags *zpoolAgentFlags // zpool reconciler flags (cmd/cairn/agent_zpool.go)
 	c := &cobra.Command{
@@ -38,6 +39,10 @@ func agentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Names = events.NewNames(prefix)
 			opts.Log = newLogger()
+			opts.RevisionDir = revDir
+			if opts.RevisionDir == "" {
+				opts.RevisionDir = filepath.Join(drbdagent.NewPaths(root).Root, "var", "lib", "cairn", "revisions")
+			}
 			ctx := cmd.Context()
 			hostid, err := zpoolFlags.hostID()
 			if err != nil {
@@ -93,6 +98,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&simDir, "sim-dir", "", "shared directory of the simulated DRBD network (default: a \"sim\" directory beside --root)")
 	f.StringVar(&drbdsetup, "drbdsetup", "", "drbdsetup program (default: drbdsetup from PATH)")
 	f.DurationVar(&execTO, "exec-timeout", execx.DefaultTimeout, "timeout of every DRBD and backing-volume command (zpool has --zpool-import-timeout)")
+	f.StringVar(&revDir, "revision-dir", "", "where the highest desired-state revision per subject is kept across restarts (default ROOT/var/lib/cairn/revisions)")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9370); off when empty")
 	_ = c.MarkFlagRequired("node")
 	return c

@@ -1,0 +1,99 @@
+package agents_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/agents"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type bodyRec struct {
+	mu   sync.Mutex
+	seen map[string][]string
+}
+
+func (b *bodyRec) Reconcile(_ context.Context, subject string, body []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seen[subject] = append(b.seen[subject], string(body))
+	return nil
+}
+
+func (b *bodyRec) last(s string) (string, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.seen[s]) == 0 {
+		return "", 0
+	}
+	return b.seen[s][len(b.seen[s])-1], len(b.seen[s])
+}
+
+// TestAgentNeverGoesBackToAnOlderDesiredState (issue 11): a serve whose views lag
+// publishes an older desired state after a newer one; the agent drops it, also after a
+// restart, when the stream's latest message on the subject is the older one.
+func TestAgentNeverGoesBackToAnOlderDesiredState(t *testing.T) {
+	srv, err := server.StartEmbedded(server.EmbeddedOptions{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	names := events.NewNames("")
+	for _, cfg := range names.StreamConfigs(events.StreamOptions{}) {
+		_, err := js.CreateStream(ctx, cfg)
+		require.NoError(t, err)
+	}
+	subj := names.Node("n1", "zpool", "tank")
+	pub := func(rev uint64, body string) {
+		t.Helper()
+		m := &nats.Msg{Subject: subj, Data: []byte(body), Header: nats.Header{}}
+		m.Header.Set(events.RevisionHeader, strconv.FormatUint(rev, 10))
+		m.Header.Set(events.EpochHeader, "1")
+		_, err := js.PublishMsg(ctx, m)
+		require.NoError(t, err)
+	}
+	revDir := t.TempDir()
+	start := func() (*bodyRec, context.CancelFunc) {
+		rec := &bodyRec{seen: map[string][]string{}}
+		a, err := agents.New(nc, agents.Options{Node: "n1", Names: names, Reconciler: rec, RevisionDir: revDir, HeartbeatInterval: time.Hour, Log: zerolog.Nop()})
+		require.NoError(t, err)
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = a.Run(actx) }()
+		return rec, func() { cancel(); <-done }
+	}
+	rec, stop := start()
+	pub(20, `{"grant_seq":20}`)
+	require.Eventually(t, func() bool { b, _ := rec.last(subj); return b == `{"grant_seq":20}` }, 10*time.Second, 10*time.Millisecond)
+	pub(10, `{"grant_seq":10}`) // the lagging serve
+	pub(21, `{"grant_seq":21}`) // a marker that the older one was consumed
+	require.Eventually(t, func() bool { b, _ := rec.last(subj); return b == `{"grant_seq":21}` }, 10*time.Second, 10*time.Millisecond)
+	rec.mu.Lock()
+	for _, b := range rec.seen[subj] {
+		assert.NotEqual(t, `{"grant_seq":10}`, b, "the older desired state reached the reconciler")
+	}
+	rec.mu.Unlock()
+	pub(15, `{"grant_seq":15}`) // older again, and now the stream's latest
+	time.Sleep(100 * time.Millisecond)
+	stop()
+
+	// Restarted: the stream hands over grant 15 as the latest; the agent uses 21.
+	rec, stop = start()
+	defer stop()
+	require.Eventually(t, func() bool { _, n := rec.last(subj); return n > 0 }, 10*time.Second, 10*time.Millisecond)
+	b, n := rec.last(subj)
+	assert.Equal(t, `{"grant_seq":21}`, b)
+	assert.Equal(t, 1, n)
+}
