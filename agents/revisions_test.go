@@ -58,4 +58,3 @@ func TestRevisionsAdmit(t *testing.T) {
 	_, err = openRevisions(dir)
 	require.ErrorContains(t, err, "damaged")
 }
-

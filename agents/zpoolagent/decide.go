@@ -41,6 +41,7 @@ const (
 	CodeMMPSuspended     = "mmp_suspended"       // the kernel suspended the pool: MMP writes failed (ZFS-8000-MM)
 	CodeIOSuspended      = "io_suspended"        // the kernel suspended the pool: I/O failures
 	CodeHealthFailed     = "health_failed"       // zpool list -o health failed
+	CodeLatchUnreadable  = "latch_unreadable"    // the contested latch file exists but cannot be read: no import (fail closed)
 )
 
 // Want is the desired state of one pool subject: Present false is the empty message
@@ -63,6 +64,9 @@ type Local struct {
 	// Contested is the GrantSeq under which another host wrote the pool and this host
 	// fenced it (persisted across restarts when the agent has a state directory).
 	Contested uint64
+	// LatchBroken says why the contested latch file exists but could not be read: the
+	// agent then imports under no grant (it cannot tell which one was contested).
+	LatchBroken string
 	// Failed is the GrantSeq whose last attempt was refused or failed; RetryAt is when
 	// it may be tried again; Attempts counts the attempts under it.
 	Failed   uint64
@@ -89,8 +93,9 @@ const (
 	ActFence          Action = "fence"           // zpool export -F (a contested grant is imported here)
 	ActReportExported Action = "report_exported" // not imported and not wanted: say so once
 	ActReportHeld     Action = "report_contested"
-	ActInvalid        Action = "invalid" // report failed: the desired state cannot be carried out
-	ActWait           Action = "wait"    // a refused or failed grant: retry at Local.RetryAt
+	ActInvalid        Action = "invalid"          // report failed: the desired state cannot be carried out
+	ActLatchBroken    Action = "latch_unreadable" // report failed: the latch cannot be read, nothing is imported
+	ActWait           Action = "wait"             // a refused or failed grant: retry at Local.RetryAt
 )
 
 // Decision is an Action and why.
@@ -110,6 +115,8 @@ type Decision struct {
 //     otherwise; else report exported once (after a fence with code fenced; the latch
 //     stays);
 //   - wanted but malformed (another pool or node, no devices, no grant): invalid;
+//   - a contested latch that exists but cannot be read: never import (fail closed),
+//     report it once;
 //   - wanted under the GrantSeq this host saw contested: fence if imported, else hold
 //     (report contested once) and never import under that grant;
 //   - imported under this grant: nothing; imported under another or unknown grant:
@@ -143,6 +150,12 @@ func Decide(node, pool string, w Want, l Local, now time.Time) Decision {
 			return Decision{ActNothing, msg}
 		}
 		return Decision{ActInvalid, msg}
+	}
+	if l.LatchBroken != "" && !l.Imported {
+		if l.Reported == zpool.PhaseFailed && l.ReportedGrant == d.GrantSeq && l.ReportedCode == CodeLatchUnreadable {
+			return Decision{ActNothing, "contested latch unreadable: held"}
+		}
+		return Decision{ActLatchBroken, "the contested latch cannot be read (" + l.LatchBroken + "): no import under any grant until an operator checks the pool and removes or repairs the latch file"}
 	}
 	if d.GrantSeq == l.Contested {
 		if l.Imported {

@@ -548,3 +548,22 @@ func TestSuspendedPoolIsReported(t *testing.T) {
 	st = h.waitPhase(zpool.PhaseSuspended, g)
 	assert.Equal(t, zpoolagent.CodeIOSuspended, st.Code)
 }
+
+// TestUnreadableLatchFailsClosed (issue 11): a contested latch that exists but cannot be
+// read or is damaged imports nothing (before, it was ignored: the "no re-import under a
+// contested grant" guard was lifted by a torn file).
+func TestUnreadableLatchFailsClosed(t *testing.T) {
+	h := newHarness(t, "single-exported", []string{"disk0"}, me)
+	state := filepath.Join(h.dir, "agent-state")
+	require.NoError(t, os.MkdirAll(state, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(state, "tank.contested"), []byte(`{"grant_seq":`), 0o644))
+	h.startAgent()
+	g := h.grant("n1")
+	st := h.waitPhase(zpool.PhaseFailed, g)
+	assert.Equal(t, zpoolagent.CodeLatchUnreadable, st.Code)
+	assert.Contains(t, st.Error, "tank.contested")
+	for _, c := range h.calls() {
+		assert.False(t, strings.HasPrefix(c, "import"), "imported with an unreadable latch: %v", h.calls())
+	}
+	assert.Equal(t, 0, h.count(zpool.PhaseChecking))
+}

@@ -3,7 +3,9 @@ package zpoolagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,7 +86,7 @@ func (w *worker) now() time.Time { return w.r.opts.Now() }
 
 func (w *worker) run(ctx context.Context) {
 	defer w.closeDevices()
-	w.local.Contested, w.lastForgn = w.readLatch()
+	w.local.Contested, w.lastForgn, w.local.LatchBroken = w.readLatch()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -171,6 +173,9 @@ func (w *worker) step(ctx context.Context, want Want) {
 		case ActReportHeld:
 			w.publish(ctx, zpool.Status{GrantSeq: want.Desired.GrantSeq, Phase: zpool.PhaseContested, Code: CodeContestedGrant,
 				Error: d.Reason, ForeignHostID: w.lastForgn[0], ForeignHost: w.lastForgn[1], Fenced: true})
+		case ActLatchBroken:
+			w.log.Error().Str("file", w.latchPath()).Msg(d.Reason)
+			w.publish(ctx, zpool.Status{GrantSeq: want.Desired.GrantSeq, Phase: zpool.PhaseFailed, Code: CodeLatchUnreadable, Error: d.Reason})
 		case ActInvalid:
 			w.log.Error().Str("reason", d.Reason).Msg("invalid desired state")
 			w.publish(ctx, zpool.Status{GrantSeq: want.Desired.GrantSeq, Phase: zpool.PhaseFailed, Code: CodeInvalidDesired, Error: d.Reason})
@@ -610,22 +615,29 @@ func (w *worker) latchPath() string {
 	return filepath.Join(w.r.opts.StateDir, w.pool+".contested")
 }
 
-func (w *worker) readLatch() (uint64, [2]string) {
+// readLatch reads the contested latch: the grant and the other host, or why the file
+// exists but cannot be used (the agent then imports under no grant: fail closed).
+func (w *worker) readLatch() (uint64, [2]string, string) {
 	p := w.latchPath()
 	if p == "" {
-		return 0, [2]string{}
+		return 0, [2]string{}, ""
 	}
 	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, [2]string{}, ""
+	}
 	if err != nil {
-		return 0, [2]string{}
+		w.log.Error().Err(err).Str("file", p).Msg("contested latch unreadable: no import under any grant")
+		return 0, [2]string{}, err.Error()
 	}
 	var l latch
-	if err := json.Unmarshal(b, &l); err != nil {
-		w.log.Error().Err(err).Str("file", p).Msg("contested latch unreadable; ignored")
-		return 0, [2]string{}
+	if err := json.Unmarshal(b, &l); err != nil || l.GrantSeq == 0 {
+		why := fmt.Sprintf("%s is not a latch (%v)", p, err)
+		w.log.Error().Str("file", p).Msg("contested latch damaged: no import under any grant")
+		return 0, [2]string{}, why
 	}
 	w.log.Warn().Uint64("grant", l.GrantSeq).Msg("contested latch found: no import under grant " + strconv.FormatUint(l.GrantSeq, 10))
-	return l.GrantSeq, [2]string{l.ForeignHostID, l.ForeignHost}
+	return l.GrantSeq, [2]string{l.ForeignHostID, l.ForeignHost}, ""
 }
 
 func (w *worker) writeLatch(grant uint64) error {
