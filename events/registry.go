@@ -3,7 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
-	json "github.com/goccy/go-json"
+	json "github.com/segmentio/encoding/json"
 	"sync"
 
 	"github.com/cairn-io/cairn/schemas"

@@ -2,7 +2,7 @@ package projections
 
 import (
 	"fmt"
-	json "github.com/goccy/go-json"
+	json "github.com/segmentio/encoding/json"
 	"slices"
 	"strconv"
 	"strings"

@@ -20,7 +20,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	json "github.com/goccy/go-json"
+	json "github.com/segmentio/encoding/json"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"

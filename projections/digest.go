@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	json "github.com/goccy/go-json"
+	json "github.com/segmentio/encoding/json"
 )
 
 // Digest identifies the content of every view at a checkpoint. Two stores hold the same

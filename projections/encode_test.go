@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	json "github.com/goccy/go-json"
+	json "github.com/segmentio/encoding/json"
 	"github.com/stretchr/testify/assert"
 )
 
