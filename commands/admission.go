@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/cairn-io/cairn"
@@ -53,6 +52,10 @@ type Options struct {
 	CatchUpWait   time.Duration // how long to wait for the views to move after a conflict (5 s)
 	ReplyWait     time.Duration // how long an accepted command waits for its events in the views (5 s)
 	AppendTimeout time.Duration // how long one append waits for JetStream's acknowledgement (5 s)
+	// Deadline bounds a whole command, every wait included (the retry lock, the views
+	// catching up, the reply wait): past it the command is answered unavailable, and
+	// the client may retry with the same command id (10 s).
+	Deadline time.Duration
 	RecentReplies int           // refusals remembered for retried command ids (10000, for 15 min)
 	Now           func() time.Time
 	// Ports and Minors are the ranges DRBD TCP ports (per definition) and device minors
@@ -62,6 +65,9 @@ type Options struct {
 	// move to another node (30 s).
 	PoolFailoverTimeout time.Duration
 }
+
+// DefaultDeadline bounds a command's whole handling in admission (Options.Deadline).
+const DefaultDeadline = 10 * time.Second
 
 // Admission validates commands, decides them against the views and appends their events.
 type Admission struct {
@@ -74,7 +80,7 @@ type Admission struct {
 	handlers map[string]Handler
 	recent   *recentReplies
 	// retryLocks serialize the retries of commands that lost the same boundary.
-	retryLocks retryLocks
+	retryLocks *retryLocks
 }
 
 // New returns admission over the store, the views and the projector that feeds them.
@@ -94,6 +100,9 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	if opts.AppendTimeout <= 0 {
 		opts.AppendTimeout = 5 * time.Second
 	}
+	if opts.Deadline <= 0 {
+		opts.Deadline = DefaultDeadline
+	}
 	if opts.RecentReplies <= 0 {
 		opts.RecentReplies = 10000
 	}
@@ -109,7 +118,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	if opts.PoolFailoverTimeout <= 0 {
 		opts.PoolFailoverTimeout = DefaultPoolFailoverTimeout
 	}
-	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts,
+	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts, retryLocks: newRetryLocks(),
 		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
 	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
 	handlers = append(append(handlers, poolHandlers(opts)...), resourceHandlers(opts)...)
@@ -143,6 +152,8 @@ func (a *Admission) Verbs() []string {
 // which the reply's warnings then say).
 func (a *Admission) Submit(ctx context.Context, req Request) Reply {
 	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Deadline)
+	defer cancel()
 	reply := a.submit(ctx, req)
 	outcome := "ok"
 	if !reply.OK {
@@ -229,10 +240,10 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 		return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "%v", up))
 	}
 
-	var held *sync.Mutex // the boundary's retry lock, once a conflict made this command wait
+	var held chan struct{} // the boundary's retry lock, once a conflict made this command wait
 	defer func() {
 		if held != nil {
-			held.Unlock()
+			<-held
 		}
 	}()
 	for attempt := 1; ; attempt++ {
@@ -278,22 +289,38 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 			// that lost the same boundary then take turns instead of racing again (a
 			// command could otherwise keep losing until MaxAttempts). The lock only
 			// orders attempts; the conditional append still decides, so commands of other
-			// processes on the same stream are safe.
-			held = a.retryLocks.of(boundary)
-			held.Lock()
+			// processes on the same stream are safe. Waiting for it respects the
+			// command's deadline.
+			lock := a.retryLocks.of(boundary)
+			select {
+			case lock <- struct{}{}:
+				held = lock
+			case <-ctx.Done():
+				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
+					"%s: gave up waiting for its turn on a contended boundary: %v; retry with the same command id", req.Verb, ctx.Err()))
+			}
 		}
 	}
 }
 
 // retryLocks are striped locks by consistency boundary for commands that lost a
-// conditional append.
-type retryLocks [64]sync.Mutex
+// conditional append: channels of one slot, so that waiting for one can end with the
+// command's context.
+type retryLocks [64]chan struct{}
 
-func (l *retryLocks) of(b events.Expect) *sync.Mutex {
+func newRetryLocks() *retryLocks {
+	var l retryLocks
+	for i := range l {
+		l[i] = make(chan struct{}, 1)
+	}
+	return &l
+}
+
+func (l *retryLocks) of(b events.Expect) chan struct{} {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte{byte(b.Kind)})
 	_, _ = h.Write([]byte(b.Subject + "\x00" + b.Filter))
-	return &l[h.Sum32()%uint32(len(l))]
+	return l[h.Sum32()%uint32(len(l))]
 }
 
 // retryKind says whether and why admission decides a command again.

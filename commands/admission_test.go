@@ -326,3 +326,22 @@ func TestDecideNodeSetState(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandDeadlineBoundsEveryWait (issue 11): a command's whole handling is bounded
+// by Options.Deadline. Here the views never apply anything (the projector does not
+// run), so the accepted command's reply wait would last ReplyWait (5 s); the deadline
+// ends it after 300 ms.
+func TestCommandDeadlineBoundsEveryWait(t *testing.T) {
+	s := servertest.Start(t)
+	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+	stalled, err := projections.NewProjector(s.DB, s.JS, s.Store.Names(), zerolog.Nop()) // never Run
+	require.NoError(t, err)
+	a := commands.New(s.Store, s.DB, stalled, zerolog.Nop(), commands.Options{Deadline: 300 * time.Millisecond, ReplyWait: 5 * time.Second})
+	start := time.Now()
+	r := a.Submit(context.Background(), commands.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)})
+	took := time.Since(start)
+	assert.Less(t, took, 2*time.Second, "the reply waited past the deadline")
+	assert.GreaterOrEqual(t, took, 250*time.Millisecond)
+	require.True(t, r.OK, "%+v", r.Error) // stored: the reply says the views lag
+	assert.Contains(t, r.Warnings, "events are stored but the views have not applied them yet")
+}

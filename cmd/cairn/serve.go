@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"time"
 
@@ -48,6 +49,7 @@ func serveCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	f.DurationVar(&cfg.Admission.Deadline, "command-deadline", commands.DefaultDeadline, "how long admission may take over one command, every wait included; past it the command is answered unavailable (retry with the same command id)")
 	f.DurationVar(&cfg.Admission.PoolFailoverTimeout, "pool-failover-timeout", 30*time.Second, "how long a pool's owner must be offline before pool.import may move its grant")
 	f.StringVar(&ports, "drbd-ports", replicas.DefaultPorts.String(), "range DRBD TCP ports are allocated from, one per resource definition (MIN-MAX)")
 	f.StringVar(&minors, "drbd-minors", replicas.DefaultMinors.String(), "range DRBD device minors are allocated from, unique per node (MIN-MAX)")
