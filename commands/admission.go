@@ -207,6 +207,9 @@ func (a *Admission) Decode(req Request) (Request, Handler, error) {
 		return req, Handler{}, cairn.InvalidField("command_id",
 			"command_id must be 1-100 letters, digits, '.', '_', ':' or '-', starting with a letter or digit")
 	}
+	if err := checkUTF8(req.Body); err != nil {
+		return req, Handler{}, err
+	}
 	if err := schemas.Validate(schemas.CommandSchemaID(req.Verb), req.Body); err != nil {
 		return req, Handler{}, err
 	}

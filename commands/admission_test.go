@@ -52,6 +52,9 @@ func TestBadInputIsRefusedAndAppendsNothing(t *testing.T) {
 		{"label required with failure domains", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, cairn.CodeInvalidArgument, "failure_domain", "required"},
 		{"payload over the limit", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1","pad":"` + strings.Repeat("x", 70<<10) + `"}`, cairn.CodePayloadTooLarge, "", "over the limit"},
 		{"unknown verb", "node.explode", `{}`, cairn.CodeUnknownCommand, "", "unknown command"},
+		// Invalid UTF-8 was stored rewritten with replacement characters (issue 11).
+		{"invalid UTF-8 in a string", "node.set-state", "{\"name\":\"n1\",\"state\":\"offline\",\"reason\":\"disk \xff gone\"}", cairn.CodeInvalidArgument, "reason", "not valid UTF-8"},
+		{"invalid UTF-8 in a key", "node.add", "{\"name\":\"n1\",\"h\xc3st\":\"h1\",\"address\":\"10.0.0.1\"}", cairn.CodeInvalidArgument, "h\ufffdst", "not valid UTF-8"},
 		{"bad command id", "node.add", `{"command_id":"has space","name":"n1","host":"h1","address":"10.0.0.1"}`, cairn.CodeInvalidArgument, "command_id", "command_id must be"},
 		{"unknown node", "node.remove", `{"name":"ghost"}`, cairn.CodeNotFound, "", "not in the cluster"},
 		{"second cluster", "cluster.create", `{"name":"c2","failure_domains":false,"data_chunks":1,"parity_chunks":1}`, cairn.CodeAlreadyExists, "", "fixed at creation"},

@@ -361,6 +361,12 @@ func (g *Gateway) postCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, cairn.Errorf(cairn.CodePayloadTooLarge, "request body over %d bytes", limit))
 		return
 	}
+	// Checked here, before the publish: a body over the NATS server's max payload (1 MiB
+	// by default, less on some clusters) would fail the publish and read as unavailable.
+	if maxp := g.NC.MaxPayload(); maxp > 0 && int64(len(body)) > maxp-4096 {
+		writeError(w, cairn.Errorf(cairn.CodePayloadTooLarge, "request body of %d bytes is over what the NATS server carries (%d bytes, less headers)", len(body), maxp))
+		return
+	}
 	m := nats.NewMsg(g.Store.Names().Command(verb))
 	m.Data = body
 	for _, h := range []string{commands.HeaderCommandID, commands.HeaderCorrelationID, commands.HeaderCausationID} {
