@@ -46,27 +46,33 @@ type DB struct {
 
 // Open opens (creating if needed) the views store in dir.
 func Open(dir string) (*DB, error) {
-	return open(dir, nil, false)
+	return open(dir, nil, false, false)
+}
+
+// OpenExisting opens a views store that must exist already (the offline tools: a
+// mistyped --data must not create an empty store and report its digest).
+func OpenExisting(dir string) (*DB, error) {
+	return open(dir, nil, false, true)
 }
 
 // OpenBulk opens a fresh views store for a bulk load (rebuild): no write-ahead log, so
 // nothing is durable until Close, which flushes. A crash mid-load leaves a store to
 // throw away; the rebuild starts it afresh.
 func OpenBulk(dir string) (*DB, error) {
-	return open(dir, nil, true)
+	return open(dir, nil, true, false)
 }
 
 // OpenInMem opens a views store held in memory (tests and `views at`).
 func OpenInMem() (*DB, error) {
-	return open("", vfs.NewMem(), true)
+	return open("", vfs.NewMem(), true, false)
 }
 
-func open(dir string, fs vfs.FS, bulk bool) (*DB, error) {
+func open(dir string, fs vfs.FS, bulk, mustExist bool) (*DB, error) {
 	// Bloom filters on every level make a lookup of an absent key (a new command id, a
 	// new subject) cheap; the cache and memtable are sized for views, not the log.
 	cache := pebble.NewCache(64 << 20)
 	defer cache.Unref()
-	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: 32 << 20, DisableWAL: bulk}
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: 32 << 20, DisableWAL: bulk, ErrorIfNotExists: mustExist}
 	if bulk {
 		// A bulk load writes each key about once: compacting while loading is wasted
 		// work. The store compacts in the background once opened normally.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	json "github.com/segmentio/encoding/json"
+	"unicode/utf8"
 )
 
 // Digest identifies the content of every view at a checkpoint. Two stores hold the same
@@ -55,14 +56,28 @@ func (db *DB) Dump() (map[string]any, error) {
 	defer v.Close()
 	out := map[string]any{}
 	err = v.scan(string(prefixViews), func(key string, val []byte) error {
-		var x any
-		if err := json.Unmarshal(val, &x); err != nil {
-			return fmt.Errorf("view %s: %w", key, err)
-		}
-		out[key] = x
+		out[key] = dumpValue(val)
 		return nil
 	})
 	return out, err
+}
+
+// dumpValue renders one stored view value: JSON as it is, the 8-byte big-endian
+// integers of sequences and counters (subject boundaries, allocator keys) as numbers,
+// plain text (the owner of an allocated port) as a string, anything else as
+// {"hex": …}.
+func dumpValue(val []byte) any {
+	var x any
+	if json.Valid(val) && json.Unmarshal(val, &x) == nil {
+		return x
+	}
+	if len(val) == 8 && !utf8.Valid(val) || len(val) == 8 && val[0] == 0 {
+		return binary.BigEndian.Uint64(val)
+	}
+	if utf8.Valid(val) {
+		return string(val)
+	}
+	return map[string]string{"hex": hex.EncodeToString(val)}
 }
 
 func unmarshalInto(key string, val []byte, v any) error {

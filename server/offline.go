@@ -29,6 +29,8 @@ func OpenData(dataDir, prefix string) (*Offline, error) {
 	if _, err := os.Stat(filepath.Join(dataDir, "jetstream")); err != nil {
 		return nil, fmt.Errorf("%s holds no JetStream store: %w", dataDir, err)
 	}
+	// The JetStream store says this is a data directory; the views may be missing (an
+	// operator removed them to rebuild) and are then created empty.
 	db, err := projections.Open(filepath.Join(dataDir, "views"))
 	if err != nil {
 		return nil, fmt.Errorf("%w (is cairn serve running on %s?)", err, dataDir)

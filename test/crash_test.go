@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,4 +139,41 @@ func TestOfflineToolsRefuseARunningServe(t *testing.T) {
 	assert.Equal(t, 2, code)
 	_, code = run(t, "views", "rebuild", "--data", data)
 	assert.Equal(t, 2, code)
+}
+
+// TestOfflineToolsOnViewsOfEveryKind (issue 11): `views at --dump` prints every view,
+// the binary integers of allocators (v/port-high) included, where it failed; `views
+// digest` on a directory that is not a data directory refuses and creates nothing
+// (it printed an empty digest and left a views store there).
+func TestOfflineToolsOnViewsOfEveryKind(t *testing.T) {
+	data := t.TempDir()
+	s := startServe(t, data)
+	for _, c := range [][2]string{
+		{"cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`},
+		{"node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`},
+		{"node.add", `{"name":"n2","host":"h2","address":"10.0.0.2"}`},
+		{"rg.create", `{"name":"rg","place_count":2}`},
+		{"rd.create", `{"name":"r1","resource_group":"rg"}`},
+	} {
+		out, code := run(t, "cmd", c[0], c[1], "--nats", s.natsURL())
+		require.Equal(t, 0, code, "%s: %s", c[0], out)
+	}
+	s.stop()
+	out, code := run(t, "views", "at", "--seq", "5", "--data", data, "--dump")
+	require.Equal(t, 0, code, out)
+	var dump struct {
+		Views map[string]any `json:"views"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &dump))
+	high, ok := dump.Views["v/port-high"].(float64)
+	require.True(t, ok, "v/port-high: %v", dump.Views["v/port-high"])
+	require.Equal(t, 7001.0, high, "the next port after r1's 7000")
+	require.Equal(t, "r1", dump.Views["v/port/07000"])
+
+	missing := filepath.Join(t.TempDir(), "dtaa")
+	_, stderr, code := runAll(t, "views", "digest", "--data", missing)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "holds no views store")
+	_, err := os.Stat(missing)
+	require.True(t, os.IsNotExist(err), "views digest created %s", missing)
 }

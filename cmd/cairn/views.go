@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -45,9 +46,12 @@ func viewsCmd() *cobra.Command {
 		Short: "Print the digest of the views as they are stored (serve must be stopped; running: GET /v1/views/digest)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := projections.Open(dataDir + "/views")
+			if _, err := os.Stat(filepath.Join(dataDir, "views")); err != nil {
+				return fmt.Errorf("%s holds no views store (%v): give the --data directory of a cairn serve", dataDir, err)
+			}
+			db, err := projections.OpenExisting(filepath.Join(dataDir, "views"))
 			if err != nil {
-				return fmt.Errorf("%w (is cairn serve running on %s?)", err, dataDir)
+				return fmt.Errorf("%w (is cairn serve running on %s, or is it not its data directory?)", err, dataDir)
 			}
 			defer db.Close()
 			d, err := db.Digest()
@@ -114,6 +118,5 @@ func viewsCmd() *cobra.Command {
 	at.Flags().BoolVar(&dump, "dump", false, "print every view key and value too")
 	at.Flags().StringVar(&natsURL, "nats", "", "read a running deployment's stream instead of --data")
 	c.AddCommand(rebuild, digest, at)
-	_ = os.Stderr
 	return c
 }
