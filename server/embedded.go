@@ -58,6 +58,14 @@ func StartEmbedded(o EmbeddedOptions) (*natsserver.Server, error) {
 		opts.Host, opts.Port = host, port
 		if port == 0 {
 			opts.Port = natsserver.RANDOM_PORT
+		} else {
+			// nats-server logs a busy port and retries instead of failing: say so now,
+			// naming the address, rather than waiting for it to be ready.
+			l, err := net.Listen("tcp", o.Listen)
+			if err != nil {
+				return nil, fmt.Errorf("embedded nats cannot listen on %s: %w (another cairn serve or nats-server there? choose another with --nats-listen)", o.Listen, err)
+			}
+			l.Close()
 		}
 	}
 	srv, err := natsserver.NewServer(opts)

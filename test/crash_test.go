@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,4 +177,17 @@ func TestOfflineToolsOnViewsOfEveryKind(t *testing.T) {
 	require.Contains(t, stderr, "holds no views store")
 	_, err := os.Stat(missing)
 	require.True(t, os.IsNotExist(err), "views digest created %s", missing)
+}
+
+// TestServeOnABusyNATSPort (issue 11): the embedded server's port taken refuses at once,
+// naming the address (serve hung 30 s and then did not say which port).
+func TestServeOnABusyNATSPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	start := time.Now()
+	_, stderr, code := runAll(t, "serve", "--data", t.TempDir(), "--nats-listen", l.Addr().String(), "--http", "-")
+	require.Equal(t, 2, code)
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Contains(t, stderr, "cannot listen on "+l.Addr().String())
 }
