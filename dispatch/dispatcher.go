@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -38,11 +39,18 @@ type Dispatcher struct {
 	Log        zerolog.Logger
 	BatchSize  int           // outbox entries per round (512)
 	Idle       time.Duration // poll interval when nothing moves (1 s)
+	// Fence returns the side-effect lease's fencing token and whether this serve may act
+	// now (server/lease); nil: always (a single serve, tests). A round publishes nothing
+	// without it, and every message carries the token (events.LeaseHeader).
+	Fence func() (uint64, bool)
 
 	epoch string // the events stream's creation time (events.EpochHeader), read by Round
 }
 
-// Run dispatches until ctx ends.
+// errNotLeading stops a round when this serve no longer holds the side-effect lease.
+var errNotLeading = errors.New("dispatch: this serve does not hold the lease")
+
+// Run dispatches until ctx ends (or, with a Fence, until a round finds the lease gone).
 func (d *Dispatcher) Run(ctx context.Context) error {
 	if d.BatchSize <= 0 {
 		d.BatchSize = 512
@@ -54,8 +62,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		seen := d.Projector.Queued()
 		n, err := d.Round(ctx)
-		if err != nil && ctx.Err() != nil {
-			return nil
+		if err != nil && (ctx.Err() != nil || errors.Is(err, errNotLeading)) {
+			return nil // the lease is gone (the caller stops this Run) or ctx ended
 		}
 		if err != nil {
 			dispatchErrors.Inc()
@@ -103,6 +111,13 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	for _, n := range all {
 		nodes[n.Spec.Name] = n.Spec
 	}
+	token := uint64(0)
+	if d.Fence != nil {
+		var ok bool
+		if token, ok = d.Fence(); !ok {
+			return 0, errNotLeading
+		}
+	}
 	futures := make([]jetstream.PubAckFuture, 0, len(b.Entries))
 	removals := 0
 	revision := strconv.FormatUint(b.View.Seq(), 10)
@@ -120,6 +135,9 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 		msg := &nats.Msg{Subject: d.Names.Node(e.Node, e.Kind, e.ID), Data: body, Header: nats.Header{}}
 		msg.Header.Set(events.RevisionHeader, revision)
 		msg.Header.Set(events.EpochHeader, d.epoch)
+		if token != 0 {
+			msg.Header.Set(events.LeaseHeader, strconv.FormatUint(token, 10))
+		}
 		f, err := d.JS.PublishMsgAsync(msg)
 		if err != nil {
 			return 0, err

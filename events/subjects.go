@@ -16,6 +16,10 @@ const RevisionHeader = "Cairn-Revision"
 // its revisions from 1 again; an agent that sees another epoch forgets its marks.
 const EpochHeader = "Cairn-Epoch"
 
+// LeaseHeader carries the fencing token of the side-effect lease the publishing serve
+// held (server/lease): the lease entry's revision when that serve took it.
+const LeaseHeader = "Cairn-Lease"
+
 // Names derives every subject and stream name of a deployment from its prefix, so that
 // one NATS system can hold several deployments side by side.
 type Names struct {

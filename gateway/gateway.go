@@ -35,6 +35,8 @@ type Gateway struct {
 	Ready func() error
 	// CommandTimeout bounds a command's round trip (30 s).
 	CommandTimeout time.Duration
+	// Leader reports who holds the side-effect lease (server/lease.Info); nil: no route.
+	Leader func() any
 }
 
 // Handler returns the routes.
@@ -52,6 +54,9 @@ func (g *Gateway) Handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.Handler())
 	mux.HandleFunc("GET /v1/cluster", g.getCluster)
+	if g.Leader != nil {
+		mux.HandleFunc("GET /v1/leader", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Leader()) })
+	}
 	mux.HandleFunc("GET /v1/nodes", g.listNodes)
 	mux.HandleFunc("GET /v1/nodes/{name}", g.getNode)
 	mux.HandleFunc("GET /v1/domains", g.listDomains)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/zpool"
 	"github.com/rs/zerolog"
 )
@@ -31,12 +32,16 @@ func ContestFromStatus(node string, st zpool.Status) (commands.Request, bool) {
 }
 
 // contestPools returns the status folder's pool hook: it submits pool.contest for
-// every contested report (FoldStatus replays the latest report of each subject after a
-// restart, and the command id makes a repeated report a duplicate).
-func contestPools(ctx context.Context, adm *commands.Admission, log zerolog.Logger) func(node string, st zpool.Status) {
+// every contested report while this serve holds the lease (leading; FoldStatus replays
+// the latest report of each subject after a restart, recontestPools those folded while
+// another serve led, and the command id makes a repeated report a duplicate).
+func contestPools(ctx context.Context, adm *commands.Admission, leading func() (uint64, bool), log zerolog.Logger) func(node string, st zpool.Status) {
 	return func(node string, st zpool.Status) {
 		req, ok := ContestFromStatus(node, st)
 		if !ok {
+			return
+		}
+		if _, lead := leading(); !lead {
 			return
 		}
 		r := adm.Submit(ctx, req)
@@ -46,4 +51,32 @@ func contestPools(ctx context.Context, adm *commands.Admission, log zerolog.Logg
 		}
 		ev.Bool("recorded", r.OK && len(r.Events) > 0).Msg("pool contested")
 	}
+}
+
+// recontestPools hands every pool status in the views to onPool once (a serve that just
+// took the lease acts on contested reports folded before), then waits for ctx.
+func recontestPools(ctx context.Context, db *projections.DB, onPool func(node string, st zpool.Status), log zerolog.Logger) {
+	v, err := db.Read()
+	if err != nil {
+		log.Error().Err(err).Msg("pool statuses unreadable")
+		return
+	}
+	pools, err := v.Pools()
+	if err == nil {
+		for _, p := range pools {
+			sts, serr := v.PoolStatus(p.Name)
+			if serr != nil {
+				err = serr
+				break
+			}
+			for node, st := range sts {
+				onPool(node, st)
+			}
+		}
+	}
+	v.Close()
+	if err != nil {
+		log.Error().Err(err).Msg("pool statuses unreadable")
+	}
+	<-ctx.Done()
 }

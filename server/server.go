@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/gateway"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/server/lease"
 	"github.com/cairn-io/cairn/server/natsauth"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -40,6 +42,10 @@ type Config struct {
 	// package natsauth). Refused together with NATSURL.
 	Auth             bool
 	HeartbeatTimeout time.Duration // node offline after this long without a heartbeat (15 s)
+	// Name identifies this serve in the side-effect lease (hostname-pid); give each serve
+	// of one NATS cluster its own. LeaseTTL is the lease's time to live (5 s).
+	Name     string
+	LeaseTTL time.Duration
 	Admission        commands.Options
 	Log              zerolog.Logger
 }
@@ -57,6 +63,9 @@ type Server struct {
 	Watchdog  *Watchdog
 	// Dispatcher publishes per-node desired state from the views.
 	Dispatcher *dispatch.Dispatcher
+	// Lease elects the one serve that runs the side effects (dispatcher, watchdog
+	// commands, pool reaction) on a NATS cluster.
+	Lease *lease.Lease
 	HTTPAddr   string // actual gateway address
 	NATSAddr   string // client URL of the embedded server
 
@@ -196,26 +205,51 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if s.listener, err = s.Admission.Listen(runCtx, s.NC, 0); err != nil {
 		return nil, err
 	}
-	s.Dispatcher = &dispatch.Dispatcher{DB: db, Projector: s.Projector, JS: s.JS, Names: names,
-		Log: cfg.Log.With().Str("part", "dispatcher").Logger()}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+		if cfg.NATSURL == "" {
+			cfg.Name = host // embedded: one serve per store; its next run takes over its lease
+		}
+	}
+	s.Lease = lease.New(s.JS, lease.Options{Bucket: strings.ToUpper(names.Prefix) + "_LEASE", Holder: cfg.Name,
+		TTL: cfg.LeaseTTL, Replicas: replicas, TakeOverOwn: cfg.NATSURL == "",
+		Log: cfg.Log.With().Str("part", "lease").Logger()})
 	s.background(func() {
-		if err := s.Dispatcher.Run(runCtx); err != nil {
-			cfg.Log.Error().Err(err).Msg("dispatcher stopped")
+		if err := s.Lease.Run(runCtx); err != nil && runCtx.Err() == nil {
+			cfg.Log.Error().Err(err).Msg("lease stopped")
 		}
 	})
+	s.Dispatcher = &dispatch.Dispatcher{DB: db, Projector: s.Projector, JS: s.JS, Names: names, Fence: s.Lease.Leading,
+		Log: cfg.Log.With().Str("part", "dispatcher").Logger()}
 	s.background(func() {
-		// Agents' status folds into the views; a contested pool report becomes pool.contest.
-		onPool := contestPools(runCtx, s.Admission, cfg.Log.With().Str("part", "pools").Logger())
+		s.Lease.While(runCtx, "dispatcher", func(ctx context.Context) {
+			if err := s.Dispatcher.Run(ctx); err != nil {
+				cfg.Log.Error().Err(err).Msg("dispatcher stopped")
+			}
+		})
+	})
+	poolLog := cfg.Log.With().Str("part", "pools").Logger()
+	onPool := contestPools(runCtx, s.Admission, s.Lease.Leading, poolLog)
+	s.background(func() {
+		// Agents' status folds into the views of every serve; a contested pool report
+		// becomes pool.contest, sent by the lease holder.
 		if err := projections.FoldStatus(runCtx, db, s.JS, names, cfg.Log.With().Str("part", "status").Logger(), onPool); err != nil {
 			cfg.Log.Error().Err(err).Msg("status folding stopped")
 		}
 	})
+	s.background(func() {
+		// A new holder acts on the contested reports folded while it did not hold it.
+		s.Lease.While(runCtx, "pools", func(ctx context.Context) { recontestPools(ctx, db, onPool, poolLog) })
+	})
 	s.Watchdog = NewWatchdog(s.Admission, db, names, cfg.HeartbeatTimeout, cfg.Log.With().Str("part", "watchdog").Logger())
+	s.Watchdog.Gate = func() bool { _, ok := s.Lease.Leading(); return ok }
 	s.background(func() {
 		if err := s.Watchdog.Run(runCtx, s.NC); err != nil {
 			cfg.Log.Error().Err(err).Msg("watchdog stopped")
 		}
 	})
+	s.Lease.Settle(ctx, 2*s.leaseTTL())
 
 	// The admission subscription is registered once the server has answered a PING
 	// after it: only then does Start promise that commands find admission.
@@ -223,7 +257,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("subscribe commands: %w", err)
 	}
 	if cfg.HTTPListen != "-" {
-		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready}
+		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready,
+			Leader: func() any { return s.Lease.Info() }}
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
@@ -244,6 +279,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ready.Msg("cairn serve ready")
 	return s, nil
+}
+
+func (s *Server) leaseTTL() time.Duration {
+	if s.cfg.LeaseTTL > 0 {
+		return s.cfg.LeaseTTL
+	}
+	return lease.DefaultTTL
 }
 
 func (s *Server) waitCaughtUp(ctx context.Context) error {

@@ -65,6 +65,11 @@ func DecideLiveness(nodes []projections.Node, lastSeen map[string]time.Time, sta
 
 // Watchdog turns missed heartbeats into node.set-state commands and back.
 type Watchdog struct {
+	// Gate reports whether this serve may send commands now (it holds the side-effect
+	// lease); nil: always. Heartbeats are tracked either way, so a serve that takes the
+	// lease over knows when each node was last heard from.
+	Gate func() bool
+
 	adm     *commands.Admission
 	db      *projections.DB
 	names   events.Names
@@ -139,6 +144,9 @@ func (w *Watchdog) Run(ctx context.Context, nc *nats.Conn) error {
 }
 
 func (w *Watchdog) check(ctx context.Context) {
+	if w.Gate != nil && !w.Gate() {
+		return // another serve holds the lease and sends the commands
+	}
 	view, err := w.db.Read()
 	if err != nil {
 		w.log.Error().Err(err).Msg("watchdog: views unreadable")

@@ -49,6 +49,8 @@ func serveCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	f.StringVar(&cfg.Name, "name", "", "this serve's name in the side-effect lease; unique per NATS cluster (default: the host name; with --nats, host name and pid)")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "time to live of the side-effect lease: how long after a leading serve dies another takes over the dispatcher, watchdog and policies")
 	f.DurationVar(&cfg.Admission.Deadline, "command-deadline", commands.DefaultDeadline, "how long admission may take over one command, every wait included; past it the command is answered unavailable (retry with the same command id)")
 	f.DurationVar(&cfg.Admission.PoolFailoverTimeout, "pool-failover-timeout", 30*time.Second, "how long a pool's owner must be offline before pool.import may move its grant")
 	f.StringVar(&ports, "drbd-ports", replicas.DefaultPorts.String(), "range DRBD TCP ports are allocated from, one per resource definition (MIN-MAX)")

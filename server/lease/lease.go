@@ -1,0 +1,380 @@
+// Package lease elects the one `cairn serve` that runs the control plane's side effects
+// (the dispatcher, the heartbeat watchdog's commands, the pool reaction, and every
+// policy to come) when several serves share a NATS cluster. Admission stays
+// active-active; only what acts on the world on the control plane's own initiative
+// needs one actor.
+//
+// The lease is a key in a JetStream key-value bucket whose entries expire TTL after
+// their last write (the bucket's MaxAge, enforced by the NATS servers). A serve takes
+// the lease by creating the key (kv.Create: it fails while the key exists) and keeps it
+// by updating it with the revision it last wrote (kv.Update: compare-and-set). The
+// revision at which a serve took the lease is the fencing token it stamps on what it
+// publishes. See docs/adr/0001-leader-lease.md for why two leaders cannot act at once.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/rs/zerolog"
+)
+
+var (
+	metricLeader = promauto.NewGauge(prometheus.GaugeOpts{Name: "cairn_leader",
+		Help: "1 while this serve holds the side-effect lease (dispatcher, watchdog, policies)."})
+	metricChanges = promauto.NewCounterVec(prometheus.CounterOpts{Name: "cairn_lease_changes_total",
+		Help: "Lease transitions of this serve: acquired, lost (a renewal failed or came too late), released."}, []string{"change"})
+)
+
+// Key is the lease's key in its bucket.
+const Key = "leader"
+
+// DefaultTTL is how long a lease outlives its last renewal on the NATS servers.
+const DefaultTTL = 5 * time.Second
+
+// Options configure a Lease.
+type Options struct {
+	// Bucket is the key-value bucket (created when missing, with MaxAge TTL).
+	Bucket string
+	// Holder names this serve in the lease (and in logs, metrics and GET /v1/leader).
+	Holder string
+	// TTL is the lease's time to live after each renewal (DefaultTTL). Renewals come
+	// every TTL/4; the holder acts only until TTL/2 after the start of its last
+	// successful renewal (see Leading), which leaves TTL/2 for clock rate differences,
+	// pauses between the check and the act, and the servers' own expiry timing.
+	TTL      time.Duration
+	Replicas int
+	Log      zerolog.Logger
+	// Now is a monotonic clock (nil: time.Now, whose readings carry a monotonic part).
+	Now func() time.Time
+	// TakeOverOwn lets this serve take over a lease held under its own Holder name (a
+	// previous run of it that crashed) without waiting for the TTL. Only safe where no
+	// other process can run under that name on the same event stream: the embedded
+	// server, whose store only one serve can open.
+	TakeOverOwn bool
+}
+
+// Lease campaigns for and keeps the side-effect lease. The zero value is not usable:
+// use New.
+type Lease struct {
+	js   jetstream.JetStream
+	opts Options
+
+	mu       sync.Mutex
+	kv       jetstream.KeyValue
+	token    uint64    // revision at which this serve took the lease; 0 when not leading
+	rev      uint64    // revision of its last write
+	validTo  time.Time // it may act until then (local clock)
+	lost     chan struct{}
+	gained   chan struct{}
+	observed Info // the last lease entry read (any holder)
+}
+
+// Info is what GET /v1/leader shows.
+type Info struct {
+	Holder string `json:"holder,omitempty"` // "" when nobody holds the lease
+	Token  uint64 `json:"token,omitempty"`  // the holder's fencing token
+	// This is true when this serve is the holder (and may act now).
+	This bool `json:"this"`
+	// Revision is the lease entry's latest revision.
+	Revision uint64 `json:"revision,omitempty"`
+	TTLMS    int64  `json:"ttl_ms"`
+}
+
+// New returns a lease on js. It does not campaign until Run.
+func New(js jetstream.JetStream, opts Options) *Lease {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	return &Lease{js: js, opts: opts, lost: make(chan struct{}), gained: make(chan struct{})}
+}
+
+// value is what the holder writes: its name and its token (the creating revision is
+// only known after the create, so a renewal carries it).
+func value(holder string, token uint64) []byte { return []byte(fmt.Sprintf("%s %d", holder, token)) }
+
+func parseValue(b []byte) (holder string, token uint64) {
+	var h string
+	var t uint64
+	if _, err := fmt.Sscanf(string(b), "%s %d", &h, &t); err != nil {
+		return string(b), 0
+	}
+	return h, t
+}
+
+// Run campaigns for the lease and keeps it until ctx ends; then it releases it (deletes
+// the key with the last revision) so that another serve takes over at once.
+func (l *Lease) Run(ctx context.Context) error {
+	kv, err := l.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.kv = kv
+	l.mu.Unlock()
+	period := l.opts.TTL / 4
+	for {
+		l.step(ctx, kv)
+		select {
+		case <-ctx.Done():
+			l.release(kv)
+			return nil
+		case <-time.After(period):
+		}
+	}
+}
+
+func (l *Lease) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		kv, err := l.js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{Bucket: l.opts.Bucket, History: 1,
+			TTL: l.opts.TTL, Replicas: l.opts.Replicas, Description: "cairn side-effect lease"})
+		cancel()
+		if err == nil {
+			return kv, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		l.opts.Log.Warn().Err(err).Int("attempt", attempt).Msg("lease bucket not ready; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// step renews the lease when held, else tries to take it.
+func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
+	start := l.opts.Now()
+	cctx, cancel := context.WithTimeout(ctx, l.opts.TTL/2)
+	defer cancel()
+	l.mu.Lock()
+	token, rev := l.token, l.rev
+	l.mu.Unlock()
+	if token != 0 {
+		nrev, err := kv.Update(cctx, Key, value(l.opts.Holder, token), rev)
+		if err != nil {
+			l.lose(fmt.Sprintf("renewal failed: %v", err))
+			return
+		}
+		l.mu.Lock()
+		if l.token == token {
+			l.rev, l.validTo = nrev, start.Add(l.opts.TTL/2)
+		}
+		l.mu.Unlock()
+		l.observe(Info{Holder: l.opts.Holder, Token: token, Revision: nrev})
+		return
+	}
+	nrev, err := kv.Create(cctx, Key, value(l.opts.Holder, 0))
+	if err != nil {
+		e, gerr := kv.Get(cctx, Key)
+		switch {
+		case gerr == nil:
+			h, t := parseValue(e.Value())
+			if t == 0 {
+				t = e.Revision()
+			}
+			l.observe(Info{Holder: h, Token: t, Revision: e.Revision()})
+			if !l.opts.TakeOverOwn || h != l.opts.Holder {
+				return
+			}
+			// Our own earlier run's lease: take it over by compare-and-set.
+			if nrev, err = kv.Update(cctx, Key, value(l.opts.Holder, 0), e.Revision()); err != nil {
+				return
+			}
+		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+			l.observe(Info{})
+			return
+		default:
+			return
+		}
+	}
+	// Taken: the create's revision is the fencing token; write it into the entry at once
+	// so that others can read it (this first renewal also proves the CAS path works).
+	urev, err := kv.Update(cctx, Key, value(l.opts.Holder, nrev), nrev)
+	if err != nil {
+		l.opts.Log.Warn().Err(err).Msg("lease taken but its first renewal failed; campaigning again")
+		return
+	}
+	l.mu.Lock()
+	l.token, l.rev, l.validTo = nrev, urev, start.Add(l.opts.TTL/2)
+	close(l.gained)
+	l.gained = make(chan struct{})
+	l.mu.Unlock()
+	metricLeader.Set(1)
+	metricChanges.WithLabelValues("acquired").Inc()
+	l.observe(Info{Holder: l.opts.Holder, Token: nrev, Revision: urev})
+	l.opts.Log.Info().Str("holder", l.opts.Holder).Uint64("token", nrev).Dur("ttl", l.opts.TTL).Msg("lease acquired: this serve runs the side effects")
+}
+
+func (l *Lease) observe(i Info) {
+	l.mu.Lock()
+	l.observed = i
+	l.mu.Unlock()
+}
+
+// lose gives up leadership (a renewal failed, or Leading found it expired).
+func (l *Lease) lose(why string) {
+	l.mu.Lock()
+	if l.token == 0 {
+		l.mu.Unlock()
+		return
+	}
+	token := l.token
+	l.token, l.rev, l.validTo = 0, 0, time.Time{}
+	close(l.lost)
+	l.lost = make(chan struct{})
+	l.mu.Unlock()
+	metricLeader.Set(0)
+	metricChanges.WithLabelValues("lost").Inc()
+	l.opts.Log.Warn().Str("holder", l.opts.Holder).Uint64("token", token).Str("why", why).Msg("lease lost: side effects stop")
+}
+
+// release deletes the key if this serve still holds it, so another takes over at once.
+func (l *Lease) release(kv jetstream.KeyValue) {
+	l.mu.Lock()
+	token, rev := l.token, l.rev
+	l.token, l.rev, l.validTo = 0, 0, time.Time{}
+	if token != 0 {
+		close(l.lost)
+		l.lost = make(chan struct{})
+	}
+	l.mu.Unlock()
+	if token == 0 {
+		return
+	}
+	metricLeader.Set(0)
+	metricChanges.WithLabelValues("released").Inc()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := kv.Delete(ctx, Key, jetstream.LastRevision(rev)); err != nil {
+		l.opts.Log.Warn().Err(err).Msg("lease not released; it expires after its TTL")
+		return
+	}
+	l.opts.Log.Info().Uint64("token", token).Msg("lease released")
+}
+
+// Leading returns this serve's fencing token and true while it holds the lease and its
+// last renewal is recent enough to act on (see Options.TTL). Every side effect checks it
+// right before acting.
+func (l *Lease) Leading() (uint64, bool) {
+	l.mu.Lock()
+	token, valid := l.token, l.validTo
+	l.mu.Unlock()
+	if token == 0 {
+		return 0, false
+	}
+	if !l.opts.Now().Before(valid) {
+		l.lose("the last renewal is too old to act on")
+		return 0, false
+	}
+	return token, true
+}
+
+// Settle waits until this serve holds the lease or another holder is seen, at most
+// timeout: a single serve then starts with its side effects running.
+func (l *Lease) Settle(ctx context.Context, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if _, ok := l.Leading(); ok {
+			return
+		}
+		l.mu.Lock()
+		other := l.observed.Holder != "" && l.observed.Holder != l.opts.Holder
+		l.mu.Unlock()
+		if other {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Gained returns a channel closed the next time this serve takes the lease; Lost one
+// closed the next time it loses or releases it.
+func (l *Lease) Gained() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gained
+}
+
+// Lost: see Gained.
+func (l *Lease) Lost() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// Info returns who holds the lease as last seen, and whether it is this serve.
+func (l *Lease) Info() Info {
+	token, leading := l.Leading()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := l.observed
+	i.TTLMS = l.opts.TTL.Milliseconds()
+	if leading {
+		i.Holder, i.Token, i.This = l.opts.Holder, token, true
+	} else if i.Holder == l.opts.Holder {
+		i.This = false
+	}
+	return i
+}
+
+// While runs part whenever this serve holds the lease, with a context that ends when
+// the lease is lost (or ctx ends), and starts it again at the next acquisition. It
+// returns when ctx ends.
+func (l *Lease) While(ctx context.Context, name string, part func(ctx context.Context)) {
+	for {
+		gained := l.Gained()
+		if _, ok := l.Leading(); !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-gained:
+			}
+		}
+		lost := l.Lost()
+		if _, ok := l.Leading(); !ok {
+			continue
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); part(pctx) }()
+		l.opts.Log.Debug().Str("part", name).Msg("started under the lease")
+		// Leading also expires the lease by the clock: check it while waiting.
+		tick := time.NewTicker(l.opts.TTL / 8)
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				break wait
+			case <-lost:
+				break wait
+			case <-tick.C:
+				if _, ok := l.Leading(); !ok {
+					break wait
+				}
+			}
+		}
+		tick.Stop()
+		cancel()
+		<-done
+		l.opts.Log.Debug().Str("part", name).Msg("stopped: the lease is gone")
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
