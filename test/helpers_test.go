@@ -130,6 +130,7 @@ type agentOpts struct {
 	root   string   // --root
 	kernel string   // --kernel: real or sim
 	simDir string   // --sim-dir
+	nats   string   // --nats (default: the serve's)
 	extra  []string // more agent flags
 	env    []string // added to the test's environment
 }
@@ -141,7 +142,10 @@ func startAgent(t *testing.T, s *serve, o agentOpts) *exec.Cmd {
 	if o.node == "" {
 		o.node = "n1"
 	}
-	args := []string{"agent", "--node", o.node, "--nats", s.natsURL()}
+	if o.nats == "" {
+		o.nats = s.natsURL()
+	}
+	args := []string{"agent", "--node", o.node, "--nats", o.nats}
 	if o.root == "" { // the default root is /: keep the revision marks in the test's own directory
 		args = append(args, "--revision-dir", t.TempDir())
 	}
