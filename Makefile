@@ -16,7 +16,7 @@ run: build
 
 test:
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./commands/

@@ -56,7 +56,7 @@ func StartEmbedded(o EmbeddedOptions) (*natsserver.Server, error) {
 			return nil, fmt.Errorf("nats listen port %q: %w", portStr, err)
 		}
 		opts.Host, opts.Port = host, port
-		if port == 0 {
+		if port <= 0 {
 			opts.Port = natsserver.RANDOM_PORT
 		} else {
 			// nats-server logs a busy port and retries instead of failing: say so now,

@@ -34,13 +34,13 @@ type natsNode struct {
 	name string
 	args []string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *syncBuffer
 	url  string
 }
 
 func (n *natsNode) start() {
 	n.t.Helper()
-	n.log = &bytes.Buffer{}
+	n.log = &syncBuffer{}
 	n.cmd = exec.Command(testtools.Path(n.t, "nats-server"), n.args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	require.NoError(n.t, n.cmd.Start())

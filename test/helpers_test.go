@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ type serve struct {
 	natsAddr string
 	httpAddr string
 	cmd      *exec.Cmd
-	log      *bytes.Buffer
+	log      *syncBuffer
 	args     []string
 }
 
@@ -77,7 +78,7 @@ func startServe(t *testing.T, data string, extra ...string) *serve {
 
 func (s *serve) start() {
 	s.t.Helper()
-	s.log = &bytes.Buffer{}
+	s.log = &syncBuffer{}
 	s.cmd = exec.Command(cairnBin, s.args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
@@ -240,4 +241,28 @@ func httpJSON(t *testing.T, method, url, body string, headers ...string) (int, s
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// syncBuffer is a bytes.Buffer a process writes into while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
 }
