@@ -159,7 +159,7 @@ func startMMPGen(t *testing.T, gen, hostid, hostname string, args ...string) *ex
 	t.Helper()
 	w := exec.Command(gen, args...)
 	w.Env = append(os.Environ(), "ZFS_HOSTID="+hostid)
-	var werr strings.Builder
+	var werr syncBuffer
 	w.Stderr = &werr
 	stdout, err := w.StdoutPipe()
 	require.NoError(t, err)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +57,7 @@ func startWatch(t *testing.T, args ...string) *watchProc {
 	cmd := exec.Command(cairnBin, append([]string{"mmp", "watch", "--json", "--log-level", "warn"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var stderr strings.Builder
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	w := &watchProc{cmd: cmd, done: make(chan struct{})}
@@ -151,7 +150,7 @@ func TestMMPWatchLiveForeignImport(t *testing.T) {
 	b.Env = append(os.Environ(), "ZFS_HOSTID=0xbbbb0002")
 	bout, err := b.StdoutPipe()
 	require.NoError(t, err)
-	var berr strings.Builder
+	var berr syncBuffer
 	b.Stderr = &berr
 	require.NoError(t, b.Start())
 	t.Cleanup(func() { _ = b.Process.Kill(); _ = b.Wait() })
