@@ -10,17 +10,18 @@ import (
 // Stable error codes. They are part of the public contract: clients match on them,
 // so a code is never renamed or reused for another meaning.
 const (
-	CodeInvalidArgument    = "invalid_argument"    // the command is malformed; Field names the offending field
-	CodeNotFound           = "not_found"           // the command names something that does not exist
-	CodeAlreadyExists      = "already_exists"      // the command would create something that exists
-	CodeConflict           = "conflict"            // concurrent change won; retrying may succeed
-	CodePreconditionFailed = "precondition_failed" // the state does not allow the command
-	CodeDomainUnbalanced   = "domain_unbalanced"   // the failure-domain layout forbids the command
-	CodeUnknownCommand     = "unknown_command"     // no handler for the verb
-	CodePayloadTooLarge    = "payload_too_large"   // the request body is over the size limit
-	CodeUnauthorized       = "unauthorized"        // the caller may not send this command
-	CodeUnavailable        = "unavailable"         // a dependency (JetStream, the views) is not ready
-	CodeInternal           = "internal"            // a bug or an unexpected failure; the message is safe to show
+	CodeInvalidArgument     = "invalid_argument"     // the command is malformed; Field names the offending field
+	CodeNotFound            = "not_found"            // the command names something that does not exist
+	CodeAlreadyExists       = "already_exists"       // the command would create something that exists
+	CodeConflict            = "conflict"             // concurrent change won; retrying may succeed
+	CodePreconditionFailed  = "precondition_failed"  // the state does not allow the command
+	CodeDomainUnbalanced    = "domain_unbalanced"    // the failure-domain layout forbids the command
+	CodeUnknownCommand      = "unknown_command"      // no handler for the verb
+	CodePayloadTooLarge     = "payload_too_large"    // the request body is over the size limit
+	CodeUnauthorized        = "unauthorized"         // the caller may not send this command
+	CodeUnavailable         = "unavailable"          // a dependency (JetStream, the views) is not ready
+	CodeInternal            = "internal"             // a bug or an unexpected failure; the message is safe to show
+	CodeIdempotencyMismatch = "idempotency_mismatch" // the command id was used for another request (verb or body)
 )
 
 // Error is the one error type that crosses the command boundary. Code is one of the

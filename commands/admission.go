@@ -1,7 +1,10 @@
 package commands
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"hash/fnv"
@@ -33,6 +36,8 @@ var (
 	metricBusy = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_command_append_busy_total", Help: "Appends JetStream refused as busy (too many atomic batches in flight); retried."},
 		[]string{"verb"})
+	metricMismatches = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_command_idempotency_mismatches_total", Help: "Commands refused because their id had been used for another request."})
 )
 
 // Request is one command as it reaches admission.
@@ -43,6 +48,11 @@ type Request struct {
 	Actor         string
 	CorrelationID string
 	CausationID   string
+
+	// generated is true when admission made the command id up (nobody can retry it).
+	generated bool
+	// digest is RequestDigest of the verb and body, set by Decode.
+	digest string
 }
 
 // Options tune admission. Zero values take the defaults in parentheses.
@@ -52,11 +62,15 @@ type Options struct {
 	CatchUpWait   time.Duration // how long to wait for the views to move after a conflict (5 s)
 	ReplyWait     time.Duration // how long an accepted command waits for its events in the views (5 s)
 	AppendTimeout time.Duration // how long one append waits for JetStream's acknowledgement (5 s)
+	// Replies shares the replies of commands that appended nothing (refusals, no-ops)
+	// between the serves of one NATS cluster, so that a retry with the same command id
+	// gets the same answer from any of them (ReplyKV); nil: this process only.
+	Replies ReplyStore
 	// Deadline bounds a whole command, every wait included (the retry lock, the views
 	// catching up, the reply wait): past it the command is answered unavailable, and
 	// the client may retry with the same command id (10 s).
-	Deadline time.Duration
-	RecentReplies int           // refusals remembered for retried command ids (10000, for 15 min)
+	Deadline      time.Duration
+	RecentReplies int // refusals remembered for retried command ids (10000, for 15 min)
 	Now           func() time.Time
 	// Ports and Minors are the ranges DRBD TCP ports (per definition) and device minors
 	// (per node) are allocated from (7000-7999, 1000-49999).
@@ -201,7 +215,9 @@ func (a *Admission) Decode(req Request) (Request, Handler, error) {
 	}
 	if req.CommandID == "" {
 		req.CommandID = uuid.Must(uuid.NewV7()).String()
+		req.generated = true
 	}
+	req.digest = RequestDigest(req.Verb, req.Body)
 	if len(req.CommandID) > 100 || !validCommandID(req.CommandID) {
 		req.CommandID = ""
 		return req, Handler{}, cairn.InvalidField("command_id",
@@ -234,8 +250,17 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 	if err != nil {
 		return refused(req.CommandID, err)
 	}
-	if r, ok := a.recent.get(req.CommandID, a.opts.Now()); ok {
-		return r
+	if r, digest, ok := a.recent.get(req.CommandID, a.opts.Now()); ok {
+		return a.sameRequest(req, digest, r)
+	}
+	if a.opts.Replies != nil && !req.generated {
+		stored, ok, err := a.opts.Replies.Get(ctx, req.CommandID)
+		if err != nil {
+			return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "replies of earlier attempts unreadable: %v; retry", err))
+		}
+		if ok {
+			return a.sameRequest(req, stored.Digest, stored.Reply)
+		}
 	}
 	if up := a.proj.Stopped(); up != nil {
 		// The views cannot move past an event of a newer cairn: nothing can be decided
@@ -343,7 +368,7 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 	if rec, ok, err := view.Command(req.CommandID); err != nil {
 		return refused(req.CommandID, err), seen, boundary, retryNone
 	} else if ok {
-		return acceptedReply(rec, nil), seen, boundary, retryNone
+		return a.sameRequest(req, rec.Digest, acceptedReply(rec, nil)), seen, boundary, retryNone
 	}
 	d, err := h.Decide(view, a.names, req.Body)
 	boundary = d.Expect
@@ -364,12 +389,12 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 			r = refused(req.CommandID, err)
 		}
 		if r.OK || r.Error.Code != cairn.CodeInternal {
-			a.recent.put(req.CommandID, r, a.opts.Now())
+			a.remember(ctx, req, r)
 		}
 		return r, seen, boundary, retryNone
 	}
 	envs, err := events.Seal(events.Meta{CommandID: req.CommandID, CorrelationID: req.CorrelationID,
-		CausationID: req.CausationID, Actor: req.Actor, OccurredAt: a.opts.Now()}, d.Events)
+		CausationID: req.CausationID, Actor: req.Actor, OccurredAt: a.opts.Now(), RequestDigest: req.digest}, d.Events)
 	if err != nil {
 		return refused(req.CommandID, err), seen, boundary, retryNone
 	}
@@ -384,7 +409,7 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		return Reply{}, seen, boundary, retryBusy
 	case errors.As(err, &dup):
 		// Another delivery of the same command id got there first: answer with its result.
-		return a.replyFromViews(ctx, req.CommandID, dup.Seq), seen, boundary, retryNone
+		return a.replyFromViews(ctx, req, dup.Seq), seen, boundary, retryNone
 	case err != nil:
 		a.log.Error().Err(err).Str("verb", req.Verb).Str("command_id", req.CommandID).Msg("append failed")
 		return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
@@ -406,7 +431,8 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 }
 
 // replyFromViews answers a duplicate delivery from the command's record in the views.
-func (a *Admission) replyFromViews(ctx context.Context, commandID string, seq uint64) Reply {
+func (a *Admission) replyFromViews(ctx context.Context, req Request, seq uint64) Reply {
+	commandID := req.CommandID
 	wctx, cancel := context.WithTimeout(ctx, a.opts.ReplyWait)
 	defer cancel()
 	for {
@@ -431,7 +457,7 @@ func (a *Admission) replyFromViews(ctx context.Context, commandID string, seq ui
 			return refused(commandID, err)
 		}
 		if ok {
-			return acceptedReply(rec, nil)
+			return a.sameRequest(req, rec.Digest, acceptedReply(rec, nil))
 		}
 		if seq != 0 {
 			seq = 0 // the record is on a later sequence than the one reported
@@ -441,6 +467,52 @@ func (a *Admission) replyFromViews(ctx context.Context, commandID string, seq ui
 			return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "command %s was appended but the views lag; retry", commandID))
 		case <-time.After(time.Millisecond):
 		}
+	}
+}
+
+// RequestDigest identifies a request for idempotency: the first 128 bits of the SHA-256
+// of its verb and its body in a canonical form (keys sorted, no spaces, numbers as
+// written, the command_id field left out: the id may come in the body or the header),
+// in hex. A command id is bound to the digest of the request that first carried it.
+func RequestDigest(verb string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(verb))
+	h.Write([]byte{0})
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var obj map[string]any
+	if dec.Decode(&obj) == nil && obj != nil {
+		delete(obj, "command_id")
+		if canon, err := json.Marshal(obj); err == nil { // map keys come out sorted
+			body = canon
+		}
+	}
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// sameRequest answers a command id seen before: with that first reply when the request
+// is the same (same digest, or the earlier one predates digests), else with
+// idempotency_mismatch.
+func (a *Admission) sameRequest(req Request, digest string, first Reply) Reply {
+	if digest == "" || digest == req.digest {
+		return first
+	}
+	metricMismatches.Inc()
+	return refused(req.CommandID, cairn.Errorf(cairn.CodeIdempotencyMismatch,
+		"command id %q was already used for another request (%s with another body, or another verb); use a new command id for a new request", req.CommandID, req.Verb).
+		WithDetails(map[string]any{"command_id": req.CommandID}))
+}
+
+// remember keeps the reply of a command that appended nothing, here and (with
+// Options.Replies) for every serve, so a retry with its id gets the same answer.
+func (a *Admission) remember(ctx context.Context, req Request, r Reply) {
+	a.recent.put(req.CommandID, req.digest, r, a.opts.Now())
+	if a.opts.Replies == nil || req.generated {
+		return
+	}
+	if err := a.opts.Replies.Put(ctx, req.CommandID, StoredReply{Digest: req.digest, Reply: r}); err != nil {
+		a.log.Warn().Err(err).Str("command_id", req.CommandID).Msg("reply not shared with the other serves")
 	}
 }
 

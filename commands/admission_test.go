@@ -348,3 +348,64 @@ func TestCommandDeadlineBoundsEveryWait(t *testing.T) {
 	require.True(t, r.OK, "%+v", r.Error) // stored: the reply says the views lag
 	assert.Contains(t, r.Warnings, "events are stored but the views have not applied them yet")
 }
+
+// TestCommandIDsAreBoundToTheRequest (issue 11): a command id used again for another
+// request (another body or verb) is refused idempotency_mismatch, for an accepted and
+// for a refused command; the same request again gets the first answer.
+func TestCommandIDsAreBoundToTheRequest(t *testing.T) {
+	s := servertest.Start(t)
+	nc := servertest.Client(t, s)
+	require.True(t, servertest.Send(t, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+	id := []string{"Cairn-Command-Id", "add-n1"}
+	first := servertest.Send(t, nc, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, id...)
+	require.True(t, first.OK)
+	again := servertest.Send(t, nc, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, id...)
+	require.True(t, again.OK)
+	assert.Equal(t, first.Events, again.Events, "the same request: the first answer")
+	before := servertest.LastSeq(t, s)
+	other := servertest.Send(t, nc, "node.add", `{"name":"n2","host":"h2","address":"10.0.0.2"}`, id...)
+	require.False(t, other.OK)
+	assert.Equal(t, cairn.CodeIdempotencyMismatch, other.Error.Code)
+	verb := servertest.Send(t, nc, "node.remove", `{"name":"n1"}`, id...)
+	require.False(t, verb.OK)
+	assert.Equal(t, cairn.CodeIdempotencyMismatch, verb.Error.Code)
+	assert.Equal(t, before, servertest.LastSeq(t, s), "nothing appended")
+
+	rid := []string{"Cairn-Command-Id", "remove-ghost"}
+	ref := servertest.Send(t, nc, "node.remove", `{"name":"ghost"}`, rid...)
+	require.False(t, ref.OK)
+	assert.Equal(t, cairn.CodeNotFound, ref.Error.Code)
+	mis := servertest.Send(t, nc, "node.remove", `{"name":"n1"}`, rid...)
+	require.False(t, mis.OK)
+	assert.Equal(t, cairn.CodeIdempotencyMismatch, mis.Error.Code, "a refused id reused for another body")
+}
+
+// TestRefusalsAreSharedByEveryServe (issue 11): a command refused by one serve and
+// retried with the same id on another gets the same refusal, though the state changed
+// in between (before, the second serve accepted it).
+func TestRefusalsAreSharedByEveryServe(t *testing.T) {
+	s := servertest.Start(t)
+	ctx := context.Background()
+	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+	replies, err := commands.NewReplyKV(ctx, s.JS, "TEST_REPLIES", time.Minute, 1)
+	require.NoError(t, err)
+	serveA := commands.New(s.Store, s.DB, s.Projector, zerolog.Nop(), commands.Options{Replies: replies})
+	serveB := commands.New(s.Store, s.DB, s.Projector, zerolog.Nop(), commands.Options{Replies: replies})
+	remove := commands.Request{Verb: "node.remove", Body: []byte(`{"name":"n1"}`), CommandID: "remove-n1"}
+	r := serveA.Submit(ctx, remove)
+	require.False(t, r.OK)
+	require.Equal(t, cairn.CodeNotFound, r.Error.Code)
+	require.True(t, serveA.Submit(ctx, commands.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)}).OK)
+	r = serveB.Submit(ctx, remove) // the retry lands on another serve
+	require.False(t, r.OK, "the retry was accepted by another serve: %+v", r)
+	assert.Equal(t, cairn.CodeNotFound, r.Error.Code)
+}
+
+func TestRequestDigest(t *testing.T) {
+	d := commands.RequestDigest("node.add", []byte(`{"name":"n1","host":"h1"}`))
+	assert.Equal(t, d, commands.RequestDigest("node.add", []byte(`{ "host": "h1", "name": "n1" }`)), "key order and spaces")
+	assert.Equal(t, d, commands.RequestDigest("node.add", []byte(`{"command_id":"x","name":"n1","host":"h1"}`)), "the id in the body")
+	assert.NotEqual(t, d, commands.RequestDigest("node.add", []byte(`{"name":"n2","host":"h1"}`)))
+	assert.NotEqual(t, d, commands.RequestDigest("node.remove", []byte(`{"name":"n1","host":"h1"}`)))
+	assert.NotEqual(t, commands.RequestDigest("x", []byte(`{"n":1.0}`)), commands.RequestDigest("x", []byte(`{"n":1}`)), "numbers as written")
+}

@@ -40,38 +40,39 @@ type recentReplies struct {
 }
 
 type recentEntry struct {
-	id    string
-	at    time.Time
-	reply Reply
+	id     string
+	at     time.Time
+	digest string
+	reply  Reply
 }
 
 func newRecentReplies(max int, ttl time.Duration) *recentReplies {
 	return &recentReplies{max: max, ttl: ttl, order: list.New(), byID: map[string]*list.Element{}}
 }
 
-func (r *recentReplies) get(id string, now time.Time) (Reply, bool) {
+func (r *recentReplies) get(id string, now time.Time) (Reply, string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	el, ok := r.byID[id]
 	if !ok {
-		return Reply{}, false
+		return Reply{}, "", false
 	}
 	e := el.Value.(*recentEntry)
 	if now.Sub(e.at) > r.ttl {
 		r.order.Remove(el)
 		delete(r.byID, id)
-		return Reply{}, false
+		return Reply{}, "", false
 	}
-	return e.reply, true
+	return e.reply, e.digest, true
 }
 
-func (r *recentReplies) put(id string, reply Reply, now time.Time) {
+func (r *recentReplies) put(id, digest string, reply Reply, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.byID[id]; ok {
 		return // the first reply wins
 	}
-	r.byID[id] = r.order.PushBack(&recentEntry{id: id, at: now, reply: reply})
+	r.byID[id] = r.order.PushBack(&recentEntry{id: id, at: now, digest: digest, reply: reply})
 	for r.order.Len() > r.max {
 		old := r.order.Front()
 		r.order.Remove(old)

@@ -12,15 +12,19 @@ import (
 // what happened (Type at SchemaVersion, Payload), to what (Subject), when (OccurredAt),
 // and why (the command that caused it, who sent it, the correlation chain).
 type Envelope struct {
-	ID            string          `json:"id"`
-	Type          string          `json:"type"`
-	SchemaVersion int             `json:"schema_version"`
-	Subject       string          `json:"subject"`
-	OccurredAt    time.Time       `json:"occurred_at"`
-	CommandID     string          `json:"command_id"`
-	CorrelationID string          `json:"correlation_id"`
-	CausationID   string          `json:"causation_id"`
-	Actor         string          `json:"actor"`
+	ID            string    `json:"id"`
+	Type          string    `json:"type"`
+	SchemaVersion int       `json:"schema_version"`
+	Subject       string    `json:"subject"`
+	OccurredAt    time.Time `json:"occurred_at"`
+	CommandID     string    `json:"command_id"`
+	CorrelationID string    `json:"correlation_id"`
+	CausationID   string    `json:"causation_id"`
+	Actor         string    `json:"actor"`
+	// RequestDigest identifies the request the command id was given to (its verb and
+	// body, see commands.RequestDigest): a retry with the same id must be the same
+	// request. Empty in events of older binaries.
+	RequestDigest string          `json:"request_digest,omitempty"`
 	Payload       json.RawMessage `json:"payload"`
 }
 
@@ -42,6 +46,7 @@ type Meta struct {
 	CausationID   string
 	Actor         string
 	OccurredAt    time.Time
+	RequestDigest string
 }
 
 // Seal wraps drafts into envelopes at the current schema version of their types. It
@@ -71,6 +76,7 @@ func Seal(meta Meta, drafts []Draft) ([]Envelope, error) {
 			CorrelationID: meta.CorrelationID,
 			CausationID:   meta.CausationID,
 			Actor:         meta.Actor,
+			RequestDigest: meta.RequestDigest,
 			Payload:       raw,
 		})
 	}

@@ -414,7 +414,7 @@ func HTTPStatus(code string) int {
 		return http.StatusBadRequest
 	case cairn.CodeNotFound, cairn.CodeUnknownCommand:
 		return http.StatusNotFound
-	case cairn.CodeAlreadyExists, cairn.CodeConflict:
+	case cairn.CodeAlreadyExists, cairn.CodeConflict, cairn.CodeIdempotencyMismatch:
 		return http.StatusConflict
 	case cairn.CodePreconditionFailed, cairn.CodeDomainUnbalanced:
 		return http.StatusUnprocessableEntity

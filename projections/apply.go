@@ -198,7 +198,7 @@ func apply(t *tx, names events.Names, it Item) error {
 		t.putUint(aggregateKey(agg), ev.Seq)
 	}
 	// One key per event of a command: no read-modify-write on the hot path.
-	t.dirty[commandEventKey(ev.CommandID, ev.Seq)] = encodeEventRef(EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject})
+	t.dirty[commandEventKey(ev.CommandID, ev.Seq)] = encodeEventRef(EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject, Digest: ev.RequestDigest})
 
 	if handled, err := applyResource(t, ev); handled || err != nil {
 		return err
@@ -517,6 +517,10 @@ func encodeEventRef(e EventRef) []byte {
 	b = appendJSONString(b, e.Type)
 	b = append(b, `,"subject":`...)
 	b = appendJSONString(b, e.Subject)
+	if e.Digest != "" {
+		b = append(b, `,"digest":`...)
+		b = appendJSONString(b, e.Digest)
+	}
 	return append(b, '}')
 }
 

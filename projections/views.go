@@ -99,12 +99,16 @@ type EventRef struct {
 	Seq     uint64 `json:"seq"`
 	Type    string `json:"type"`
 	Subject string `json:"subject"`
+	// Digest is the request digest the event's envelope carries ("" before it existed).
+	Digest string `json:"digest,omitempty"`
 }
 
-// CommandRecord lists the events an accepted command appended, in order.
+// CommandRecord lists the events an accepted command appended, in order, and the
+// digest of the request that carried its id.
 type CommandRecord struct {
 	CommandID string     `json:"command_id"`
 	Events    []EventRef `json:"events"`
+	Digest    string     `json:"digest,omitempty"`
 }
 
 // Rejected records a stored message that is not a valid event (published around
@@ -357,6 +361,9 @@ func (v *View) Command(id string) (rec CommandRecord, ok bool, err error) {
 			return err
 		}
 		rec.Events = append(rec.Events, e)
+		if rec.Digest == "" {
+			rec.Digest = e.Digest
+		}
 		return nil
 	})
 	return rec, len(rec.Events) > 0, err

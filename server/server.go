@@ -201,6 +201,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 
+	if cfg.Admission.Replies == nil {
+		// Refusals shared by every serve of the stream: a retry gets the same answer
+		// from any of them.
+		rkv, err := commands.NewReplyKV(ctx, s.JS, strings.ToUpper(names.Prefix)+"_REPLIES", commands.DefaultReplyTTL, replicas)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Admission.Replies = rkv
+	}
 	s.Admission = commands.New(s.Store, db, s.Projector, cfg.Log.With().Str("part", "admission").Logger(), cfg.Admission)
 	if s.listener, err = s.Admission.Listen(runCtx, s.NC, 0); err != nil {
 		return nil, err
