@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -103,17 +102,7 @@ func startClusterServe(t *testing.T, name, urls string) *serve {
 	s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
 	s.args = []string{"serve", "--data", s.data, "--nats", urls, "--replicas", "3", "--http", s.httpAddr,
 		"--name", name, "--lease-ttl", "2s", "--heartbeat-timeout", "30s"}
-	s.start()
-	t.Cleanup(func() {
-		if s.cmd != nil && s.cmd.ProcessState == nil {
-			_ = s.cmd.Process.Kill()
-			_ = s.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("serve %s log (tail):\n%s", name, tailText(s.log.String(), 40))
-		}
-	})
-	return s
+	return s.run(name)
 }
 
 // leaderInfo is GET /v1/leader.
@@ -390,21 +379,7 @@ func TestClusterFaults(t *testing.T) {
 	assert.Equal(t, digests["cp-a"], decode[digest](t, out), "a replay of the stream")
 
 	// Every acknowledged command exactly once; nothing of a refused one.
-	out, code = run(t, "audit", "--nats", urls, "--json")
-	require.Equal(t, 0, code)
-	stored := map[string][]uint64{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var rec struct {
-			Seq       uint64 `json:"seq"`
-			CommandID string `json:"command_id"`
-			Invalid   string `json:"invalid"`
-		}
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec))
-		require.Empty(t, rec.Invalid)
-		stored[rec.CommandID] = append(stored[rec.CommandID], rec.Seq)
-	}
+	stored := storedCommands(t, "--nats", urls)
 	acked, refused, unknown := 0, 0, 0
 	mu.Lock()
 	for _, c := range all {

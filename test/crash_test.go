@@ -1,13 +1,11 @@
 package test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,21 +87,7 @@ func TestKill9DuringCommandsLosesNothingAcknowledged(t *testing.T) {
 	require.GreaterOrEqual(t, len(acked), 300)
 
 	s.start()
-	out, code := run(t, "audit", "--json", "--nats", s.natsURL())
-	require.Equal(t, 0, code)
-	stored := map[string][]uint64{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var rec struct {
-			Seq       uint64 `json:"seq"`
-			CommandID string `json:"command_id"`
-			Invalid   string `json:"invalid"`
-		}
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec))
-		require.Empty(t, rec.Invalid)
-		stored[rec.CommandID] = append(stored[rec.CommandID], rec.Seq)
-	}
+	stored := storedCommands(t, "--nats", s.natsURL())
 	for id, seqs := range acked {
 		assert.Equal(t, seqs, stored[id], "acknowledged command %s", id)
 	}
@@ -117,7 +101,7 @@ func TestKill9DuringCommandsLosesNothingAcknowledged(t *testing.T) {
 	live := decode[digest](t, body)
 	s.stop()
 
-	out, code = run(t, "views", "digest", "--data", data)
+	out, code := run(t, "views", "digest", "--data", data)
 	require.Equal(t, 0, code)
 	assert.Equal(t, live, decode[digest](t, out), "stored views after shutdown")
 	out, code = run(t, "views", "rebuild", "--data", data)

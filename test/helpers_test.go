@@ -3,9 +3,11 @@
 package test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"net"
 	"net/http"
@@ -63,17 +65,52 @@ func startServe(t *testing.T, data string, extra ...string) *serve {
 	t.Helper()
 	s := &serve{t: t, data: data, natsAddr: freeAddr(t), httpAddr: freeAddr(t)}
 	s.args = append([]string{"serve", "--data", data, "--nats-listen", s.natsAddr, "--http", s.httpAddr}, extra...)
+	return s.run("")
+}
+
+// run starts the serve and has it killed when the test ends, its log (or the tail of
+// it, with a label) printed when the test failed.
+func (s *serve) run(label string) *serve {
+	s.t.Helper()
 	s.start()
-	t.Cleanup(func() {
+	s.t.Cleanup(func() {
 		if s.cmd != nil && s.cmd.ProcessState == nil {
 			_ = s.cmd.Process.Kill()
 			_ = s.cmd.Wait()
 		}
-		if t.Failed() {
-			t.Logf("serve log:\n%s", s.log.String())
+		if !s.t.Failed() {
+			return
+		}
+		if label == "" {
+			s.t.Logf("serve log:\n%s", s.log.String())
+		} else {
+			s.t.Logf("serve %s log (tail):\n%s", label, tailText(s.log.String(), 40))
 		}
 	})
 	return s
+}
+
+// storedCommands reads the whole event history with `cairn audit --json` (args select
+// the deployment) and returns the sequences of every command id; no record may be
+// invalid.
+func storedCommands(t *testing.T, args ...string) map[string][]uint64 {
+	t.Helper()
+	out, code := run(t, append([]string{"audit", "--json"}, args...)...)
+	require.Equal(t, 0, code)
+	stored := map[string][]uint64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			Seq       uint64 `json:"seq"`
+			CommandID string `json:"command_id"`
+			Invalid   string `json:"invalid"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec))
+		require.Empty(t, rec.Invalid)
+		stored[rec.CommandID] = append(stored[rec.CommandID], rec.Seq)
+	}
+	return stored
 }
 
 func (s *serve) start() {
