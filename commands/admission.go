@@ -36,6 +36,8 @@ var (
 	metricBusy = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_command_append_busy_total", Help: "Appends JetStream refused as busy (too many atomic batches in flight); retried."},
 		[]string{"verb"})
+	metricPanics = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_command_panics_total", Help: "Commands whose handling panicked (recovered, answered internal, logged with the stack)."})
 	metricMismatches = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "cairn_command_idempotency_mismatches_total", Help: "Commands refused because their id had been used for another request."})
 )

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/server"
 	"github.com/cairn-io/cairn/server/servertest"
@@ -408,4 +409,23 @@ func TestRequestDigest(t *testing.T) {
 	assert.NotEqual(t, d, commands.RequestDigest("node.add", []byte(`{"name":"n2","host":"h1"}`)))
 	assert.NotEqual(t, d, commands.RequestDigest("node.remove", []byte(`{"name":"n1","host":"h1"}`)))
 	assert.NotEqual(t, commands.RequestDigest("x", []byte(`{"n":1.0}`)), commands.RequestDigest("x", []byte(`{"n":1}`)), "numbers as written")
+}
+
+// TestAPanickingCommandIsAnsweredAndTheProcessLives (issue 11): a handler that panics
+// gets its command answered internal (over NATS, as clients send it), is logged and
+// counted, and the next command is handled as usual.
+func TestAPanickingCommandIsAnsweredAndTheProcessLives(t *testing.T) {
+	s := servertest.Start(t)
+	nc := servertest.Client(t, s)
+	require.True(t, servertest.Send(t, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+	s.Admission.ReplaceDecideForTest("node.set-state", func(*projections.View, events.Names, []byte) (commands.Decision, error) {
+		var m map[string]int
+		m["boom"]++ // a nil map: panics
+		return commands.Decision{}, nil
+	})
+	r := servertest.Send(t, nc, "node.set-state", `{"name":"n1","state":"offline"}`)
+	require.False(t, r.OK)
+	assert.Equal(t, cairn.CodeInternal, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "a bug, logged")
+	require.True(t, servertest.Send(t, nc, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`).OK, "the next command")
 }

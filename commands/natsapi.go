@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
+
+	"github.com/cairn-io/cairn"
 
 	"github.com/cairn-io/cairn/internal/warmpool"
 	"github.com/nats-io/nats.go"
@@ -38,7 +41,7 @@ func (a *Admission) Listen(ctx context.Context, nc *nats.Conn, concurrency int) 
 	sub, err := nc.QueueSubscribe(a.names.CommandFilter(), QueueGroup, func(m *nats.Msg) {
 		pool.Go(func() {
 			req := RequestFromMsg(a.names.Verb(m.Subject), m)
-			reply := a.Submit(ctx, req)
+			reply := a.submitRecovering(ctx, req)
 			if m.Reply == "" {
 				return
 			}
@@ -56,6 +59,23 @@ func (a *Admission) Listen(ctx context.Context, nc *nats.Conn, concurrency int) 
 	l := &Listener{sub: sub, pool: pool}
 	go func() { <-ctx.Done(); l.Close() }()
 	return l, nil
+}
+
+// submitRecovering is Submit with a panic turned into an internal refusal, logged with
+// its stack: one bad command must not take the process (and every other command in
+// flight) down. What a panicking command appended before it panicked is in the stream
+// and reaches the views as any event does; its retry with the same id is answered from
+// there.
+func (a *Admission) submitRecovering(ctx context.Context, req Request) (reply Reply) {
+	defer func() {
+		if p := recover(); p != nil {
+			metricPanics.Inc()
+			a.log.Error().Str("verb", req.Verb).Str("command_id", req.CommandID).Str("panic", fmt.Sprint(p)).
+				Str("stack", string(debug.Stack())).Msg("command handling panicked")
+			reply = refused(req.CommandID, cairn.Errorf(cairn.CodeInternal, "%s failed inside admission (a bug, logged); retry with the same command id", req.Verb))
+		}
+	}()
+	return a.Submit(ctx, req)
 }
 
 // Close stops taking commands and waits for the ones being answered (which end soon

@@ -183,3 +183,20 @@ func TestUnreadableEventStopsTheProjector(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), ckpt, "everything before it is in the views, nothing after")
 }
+
+// TestApplyPanicStopsTheProjectorWithAnError (issue 11): a panic while folding an event
+// (a bug) becomes an error that stops the projector, not the death of the process; an
+// offered event that panics marks the projector broken.
+func TestApplyPanicStopsTheProjectorWithAnError(t *testing.T) {
+	raws := storedHistory(t, 1)
+	p, tx, _ := liveProjector(t)
+	bad := Item{Raw: events.Raw{Seq: 2, Subject: "cairn.ev.node.n1"},
+		Event: events.Event{Seq: 2, Envelope: events.Envelope{Subject: "cairn.ev.node.n1", Type: "node.added"}, Data: (*events.NodeAdded)(nil)}}
+	ev, err := events.DecodeStored(raws[0])
+	require.NoError(t, err)
+	p.txMu.Lock()
+	_, err = p.applyChunk(tx, &decodedChunk{tail: true, items: []Item{{Event: ev, Raw: raws[0]}, bad}}, 0)
+	p.txMu.Unlock()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "apply seq 2: panic")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,7 +270,7 @@ func (p *Projector) applyItem(t *tx, item Item) error {
 	if t.pending == 0 {
 		t.batchStart = time.Now()
 	}
-	if err := apply(t, p.names, item); err != nil {
+	if err := applyRecovering(t, p.names, item); err != nil {
 		return fmt.Errorf("projector: apply seq %d: %w", item.Raw.Seq, err)
 	}
 	if item.Err != nil {
@@ -278,6 +279,19 @@ func (p *Projector) applyItem(t *tx, item Item) error {
 	}
 	t.pending++
 	return nil
+}
+
+// applyRecovering is apply with a panic turned into an error (with the stack): the
+// transaction is then half-written, so the projector stops (Run returns it, Offer marks
+// the projector broken) instead of the process dying; nothing acknowledged is lost, the
+// events are in the stream.
+func applyRecovering(t *tx, names events.Names, item Item) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return apply(t, names, item)
 }
 
 // maxOffered bounds the offered events that wait for their predecessors.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 )
 
@@ -44,10 +47,10 @@ type Config struct {
 	HeartbeatTimeout time.Duration // node offline after this long without a heartbeat (15 s)
 	// Name identifies this serve in the side-effect lease (hostname-pid); give each serve
 	// of one NATS cluster its own. LeaseTTL is the lease's time to live (5 s).
-	Name     string
-	LeaseTTL time.Duration
-	Admission        commands.Options
-	Log              zerolog.Logger
+	Name      string
+	LeaseTTL  time.Duration
+	Admission commands.Options
+	Log       zerolog.Logger
 }
 
 // Server is a running control-plane process.
@@ -65,9 +68,9 @@ type Server struct {
 	Dispatcher *dispatch.Dispatcher
 	// Lease elects the one serve that runs the side effects (dispatcher, watchdog
 	// commands, pool reaction) on a NATS cluster.
-	Lease *lease.Lease
-	HTTPAddr   string // actual gateway address
-	NATSAddr   string // client URL of the embedded server
+	Lease    *lease.Lease
+	HTTPAddr string // actual gateway address
+	NATSAddr string // client URL of the embedded server
 
 	startTarget uint64
 	cancel      context.CancelFunc
@@ -77,6 +80,8 @@ type Server struct {
 	parts       sync.WaitGroup // dispatcher, status folding, watchdog
 	httpSrv     *http.Server
 	closeOnce   sync.Once
+	stopOnce    sync.Once
+	stopCh      chan struct{} // closed when Close begins (stopping)
 
 	// Auth issues and checks credentials when Config.Auth is set (nil otherwise);
 	// ControlCreds is the path of the control user's credentials file.
@@ -349,6 +354,8 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
+	s.stopping()
+	close(s.stopCh)
 	if s.httpSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.httpSrv.Shutdown(ctx)
@@ -376,13 +383,46 @@ func (s *Server) close() error {
 }
 
 // background runs one of serve's long-running parts; Close waits for it before it
-// closes the views store under it.
+// closes the views store under it. A part that panics is logged with the stack and run
+// again a second later (until serve stops): a bug in one part must not take the process
+// down with every command in flight, nor leave that part silently stopped.
 func (s *Server) background(run func()) {
 	s.parts.Add(1)
 	go func() {
 		defer s.parts.Done()
-		run()
+		for {
+			if !s.runRecovering(run) {
+				return
+			}
+			select {
+			case <-s.stopping():
+				return
+			case <-time.After(time.Second):
+			}
+		}
 	}()
+}
+
+var metricPartPanics = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_serve_part_panics_total",
+	Help: "Panics of serve's long-running parts (dispatcher, status folding, watchdog, lease), recovered and run again."})
+
+// runRecovering runs part and reports whether it panicked (logged, counted).
+func (s *Server) runRecovering(part func()) (panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = true
+			metricPartPanics.Inc()
+			s.cfg.Log.Error().Str("panic", fmt.Sprint(p)).Str("stack", string(debug.Stack())).Msg("a serve part panicked; running it again in 1s")
+		}
+	}()
+	part()
+	return false
+}
+
+// stopping is closed when Close begins.
+func (s *Server) stopping() <-chan struct{} {
+	s.stopOnce.Do(func() { s.stopCh = make(chan struct{}) })
+	return s.stopCh
 }
 
 func (s *Server) closeResources() error {

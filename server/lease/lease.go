@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -333,6 +334,16 @@ func (l *Lease) Info() Info {
 	return i
 }
 
+func (l *Lease) runRecovering(name string, ctx context.Context, part func(context.Context)) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.opts.Log.Error().Str("part", name).Str("panic", fmt.Sprint(p)).Str("stack", string(debug.Stack())).
+				Msg("a part run under the lease panicked; running it again in 1s")
+		}
+	}()
+	part(ctx)
+}
+
 // While runs part whenever this serve holds the lease, with a context that ends when
 // the lease is lost (or ctx ends), and starts it again at the next acquisition. It
 // returns when ctx ends.
@@ -352,7 +363,18 @@ func (l *Lease) While(ctx context.Context, name string, part func(ctx context.Co
 		}
 		pctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); part(pctx) }()
+		go func() {
+			defer close(done)
+			// A part that returns or panics while the lease is held runs again a
+			// second later: a bug must not leave a side effect silently stopped.
+			for pctx.Err() == nil {
+				l.runRecovering(name, pctx, part)
+				select {
+				case <-pctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}()
 		l.opts.Log.Debug().Str("part", name).Msg("started under the lease")
 		// Leading also expires the lease by the clock: check it while waiting.
 		tick := time.NewTicker(l.opts.TTL / 8)

@@ -53,9 +53,9 @@ type sampler struct {
 	mu      sync.Mutex
 	members map[string]*member
 	both    atomic.Int64
-	leader atomic.Value // string
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	leader  atomic.Value // string
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 func sample(members map[string]*member) *sampler {
