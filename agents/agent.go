@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cairn-io/cairn/events"
@@ -112,25 +113,37 @@ func (a *Agent) Desired() []string {
 	return out
 }
 
-// Run consumes desired state and sends heartbeats until ctx ends.
+// Run consumes desired state and sends heartbeats until ctx ends. It attaches first
+// (see attach) and pulls from the node's own consumer; when that consumer goes away (a
+// serve or the NATS cluster lost it, another attach replaced it) it attaches again,
+// which delivers the latest desired state of every subject again (level-triggered).
 func (a *Agent) Run(ctx context.Context) error {
 	log := a.opts.Log.With().Str("node", a.opts.Node).Logger()
-	cons, err := a.js.OrderedConsumer(ctx, a.opts.Names.NodesStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{a.opts.Names.NodeFilter(a.opts.Node)},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-	})
+	a.work.run(ctx)
+	lost := make(chan struct{}, 1)
+	consume := func() (jetstream.ConsumeContext, error) {
+		cons, err := a.attach(ctx, log)
+		if err != nil {
+			return nil, err
+		}
+		return cons.Consume(func(m jetstream.Msg) {
+			h := m.Headers()
+			a.receive(log, m.Subject(), h.Get(events.EpochHeader), h.Get(events.RevisionHeader), m.Data())
+		}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat) {
+				log.Warn().Err(err).Msg("desired-state consumer lost: attaching again")
+				select {
+				case lost <- struct{}{}:
+				default:
+				}
+			}
+		}))
+	}
+	cc, err := consume()
 	if err != nil {
 		return fmt.Errorf("agent %s: consume %s: %w", a.opts.Node, a.opts.Names.NodeFilter(a.opts.Node), err)
 	}
-	a.work.run(ctx)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		h := m.Headers()
-		a.receive(log, m.Subject(), h.Get(events.EpochHeader), h.Get(events.RevisionHeader), m.Data())
-	})
-	if err != nil {
-		return fmt.Errorf("agent %s: %w", a.opts.Node, err)
-	}
-	defer cc.Stop()
+	defer func() { cc.Stop() }()
 
 	log.Info().Dur("heartbeat_interval", a.opts.HeartbeatInterval).Msg("agent running")
 	tick := time.NewTicker(a.opts.HeartbeatInterval)
@@ -141,6 +154,70 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case <-lost:
+			cc.Stop()
+			if cc, err = consume(); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("agent %s: attach again: %w", a.opts.Node, err)
+			}
+		}
+	}
+}
+
+// attach asks the control plane for this node's desired-state consumer
+// (<prefix>.agent.<node>.attach, answered by any serve: events.AttachAgentConsumer),
+// retrying until it answers or ctx ends. With no serve listening at all (a serve older
+// than attach, or tests without one) it creates the consumer itself, which works where
+// its NATS user may (not with serve --auth).
+func (a *Agent) attach(ctx context.Context, log zerolog.Logger) (jetstream.Consumer, error) {
+	stream := a.opts.Names.NodesStream()
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, err := a.nc.RequestWithContext(rctx, a.opts.Names.AgentAttach(a.opts.Node), nil)
+		cancel()
+		var name string
+		switch {
+		case err == nil:
+			var r struct {
+				Consumer string `json:"consumer"`
+				Error    string `json:"error"`
+			}
+			if jerr := json.Unmarshal(msg.Data, &r); jerr != nil || r.Consumer == "" {
+				err = fmt.Errorf("attach refused: %s (%v)", r.Error, jerr)
+			}
+			name = r.Consumer
+		case errors.Is(err, nats.ErrNoResponders):
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			name, err = events.AttachAgentConsumer(cctx, a.js, a.opts.Names, a.opts.Node)
+			ccancel()
+		}
+		if err == nil {
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			cons, cerr := a.js.Consumer(cctx, stream, name)
+			ccancel()
+			if cerr == nil {
+				log.Info().Str("consumer", name).Msg("attached to the desired-state consumer")
+				return cons, nil
+			}
+			err = cerr
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if le := a.nc.LastError(); le != nil && strings.Contains(le.Error(), "Permissions Violation") {
+			return nil, fmt.Errorf("%w (the NATS user may not attach node %s: is this the node's own credentials file?)", le, a.opts.Node)
+		}
+		if strings.Contains(err.Error(), "Permissions Violation") || attempt >= 60 {
+			return nil, err
+		}
+		wait := min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)
+		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("cannot attach yet")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
 		}
 	}
 }

@@ -144,3 +144,14 @@ func (n Names) HeartbeatFilter() string { return n.Prefix + ".status.*.node.*" }
 // agent connects with it (nats.CustomInboxPrefix), so that with per-node NATS users
 // (cairn serve --auth) it may subscribe to its own replies and nobody else's.
 func (n Names) NodeInbox(node string) string { return "_INBOX." + n.Prefix + ".node." + node }
+
+// AgentAttach is the subject a node's agent sends its attach request to:
+// <prefix>.agent.<node>.attach. A serve answers it by (re)creating the node's consumer
+// (AttachAgentConsumer), so that agents need no permission to create consumers.
+func (n Names) AgentAttach(node string) string { return n.Prefix + ".agent." + node + ".attach" }
+
+// AgentAttachFilter covers every node's attach requests.
+func (n Names) AgentAttachFilter() string { return n.Prefix + ".agent.*.attach" }
+
+// AgentConsumer is the name of a node's desired-state consumer on <PREFIX>_NODES.
+func (n Names) AgentConsumer(node string) string { return "agent-" + node }

@@ -234,6 +234,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Log.Error().Err(err).Msg("lease stopped")
 		}
 	})
+	attachSub, err := attachAgents(runCtx, s.NC, s.JS, names, cfg.Log.With().Str("part", "attach").Logger())
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", names.AgentAttachFilter(), err)
+	}
+	s.background(func() { <-runCtx.Done(); _ = attachSub.Unsubscribe() })
 	s.Dispatcher = &dispatch.Dispatcher{DB: db, Projector: s.Projector, JS: s.JS, Names: names, Fence: s.Lease.Leading,
 		Log: cfg.Log.With().Str("part", "dispatcher").Logger()}
 	s.background(func() {

@@ -169,6 +169,9 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 	if token != 0 {
 		nrev, err := kv.Update(cctx, Key, value(l.opts.Holder, token), rev)
 		if err != nil {
+			if ctx.Err() != nil {
+				return // stopping: Run releases the lease (deletes it) right after
+			}
 			l.lose(fmt.Sprintf("renewal failed: %v", err))
 			return
 		}
@@ -262,7 +265,17 @@ func (l *Lease) release(kv jetstream.KeyValue) {
 	metricChanges.WithLabelValues("released").Inc()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := kv.Delete(ctx, Key, jetstream.LastRevision(rev)); err != nil {
+	err := kv.Delete(ctx, Key, jetstream.LastRevision(rev))
+	if err != nil {
+		// A renewal cut short by the stop may have landed after all: if the entry is
+		// still ours (our name and token), delete it at its current revision.
+		if e, gerr := kv.Get(ctx, Key); gerr == nil {
+			if h, t := parseValue(e.Value()); h == l.opts.Holder && t == token {
+				err = kv.Delete(ctx, Key, jetstream.LastRevision(e.Revision()))
+			}
+		}
+	}
+	if err != nil {
 		l.opts.Log.Warn().Err(err).Msg("lease not released; it expires after its TTL")
 		return
 	}

@@ -407,3 +407,37 @@ func TestControlCredsFollowARotatedMasterKey(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 }
+
+// TestNodeUserJetStreamAPIIsItsOwnConsumerOnly (issue 11): with n1's credentials one
+// can neither pull from nor delete n2's consumer (whose name is known: agent-n2), nor
+// attach for n2, nor create any consumer, a push consumer delivering to cairn.ev.* or
+// cairn.cmd.* least of all. Before, any CAIRN_NODES consumer name was allowed.
+func TestNodeUserJetStreamAPIIsItsOwnConsumerOnly(t *testing.T) {
+	s, control := authServer(t)
+	ctx := context.Background()
+	cjs, err := jetstream.New(control)
+	require.NoError(t, err)
+	_, err = events.AttachAgentConsumer(ctx, cjs, names, "n2") // n2's agent attached
+	require.NoError(t, err)
+	denied := func(name, subject string, body []byte, want string) {
+		t.Run(name, func(t *testing.T) {
+			nc, errs := nodeConn(t, s, "n1")
+			_, err := nc.Request(subject, body, time.Second)
+			require.Error(t, err)
+			wantViolation(t, errs, want)
+		})
+	}
+	stream := names.NodesStream()
+	denied("pull from n2's consumer", "$JS.API.CONSUMER.MSG.NEXT."+stream+".agent-n2", []byte(`{"batch":1}`), `Publish to "$JS.API.CONSUMER.MSG.NEXT.CAIRN_NODES.agent-n2"`)
+	denied("look up n2's consumer", "$JS.API.CONSUMER.INFO."+stream+".agent-n2", nil, `Publish to "$JS.API.CONSUMER.INFO.CAIRN_NODES.agent-n2"`)
+	denied("delete n2's consumer", "$JS.API.CONSUMER.DELETE."+stream+".agent-n2", nil, `Publish to "$JS.API.CONSUMER.DELETE.CAIRN_NODES.agent-n2"`)
+	denied("delete its own consumer", "$JS.API.CONSUMER.DELETE."+stream+".agent-n1", nil, `Publish to "$JS.API.CONSUMER.DELETE.CAIRN_NODES.agent-n1"`)
+	denied("attach for n2", names.AgentAttach("n2"), nil, `Publish to "cairn.agent.n2.attach"`)
+	push := []byte(`{"stream_name":"CAIRN_NODES","config":{"name":"agent-n1","filter_subject":"cairn.node.n1.>","deliver_subject":"cairn.ev.node.x","ack_policy":"none"}}`)
+	denied("a push consumer into the events", "$JS.API.CONSUMER.CREATE."+stream+".agent-n1.cairn.node.n1.>", push, `Publish to "$JS.API.CONSUMER.CREATE.CAIRN_NODES.agent-n1.cairn.node.n1.>"`)
+	denied("a consumer of another name", "$JS.API.CONSUMER.CREATE."+stream+".x.cairn.node.n1.>", []byte(`{}`), `Publish to "$JS.API.CONSUMER.CREATE.CAIRN_NODES.x.cairn.node.n1.>"`)
+
+	// n2's consumer is still there, untouched.
+	_, err = cjs.Consumer(ctx, stream, "agent-n2")
+	require.NoError(t, err)
+}

@@ -28,16 +28,12 @@
 //   - subscribe to <prefix>.node.<node>.> and to its inbox _INBOX.<prefix>.node.<node>.>
 //     (the agent connects with nats.CustomInboxPrefix(Names.NodeInbox(node)));
 //   - publish to <prefix>.status.<node>.>;
-//   - create a consumer on <prefix>_NODES only with the filter subject of its own node
-//     ($JS.API.CONSUMER.CREATE.<STREAM>.*.<prefix>.node.<node>.>; the server refuses a
-//     consumer whose filter differs from the one in the subject), and pull from, look
-//     up and delete consumers of that stream ($JS.API.CONSUMER.{MSG.NEXT,INFO,DELETE}.
-//     <STREAM>.*): exactly what the agent's ordered consumer sends;
-//   - nothing else: no commands, no events, no other stream, no direct gets, no other node.
-//
-// The consumer-name subjects cannot be narrowed to one node's consumers (NATS
-// wildcards match whole tokens). An agent's ordered consumer has a random 22-character
-// name that no subject a node may use reveals, so another node cannot pull from it.
+//   - send its attach request (<prefix>.agent.<node>.attach: a serve (re)creates the
+//     node's consumer, agent-<node>, with the node's filter) and pull from and look up
+//     that one consumer ($JS.API.CONSUMER.{MSG.NEXT,INFO}.<STREAM>.agent-<node>);
+//   - nothing else: no commands, no events, no other stream, no direct gets, no other
+//     node, and no consumer it could create, configure or delete (so no push consumer
+//     delivering anywhere, no pulling from or deleting another node's consumer).
 //
 // Credentials cannot be revoked one by one: a node's credentials stay valid after
 // node.remove. To invalidate every credential, replace master.key (stop serve, delete
@@ -326,14 +322,13 @@ func (c Creds) Options() ([]nats.Option, error) {
 
 // NodePermissions are the permissions of node's user (see the package comment).
 func NodePermissions(names events.Names, node string) *natsserver.Permissions {
-	stream := names.NodesStream()
+	stream, consumer := names.NodesStream(), names.AgentConsumer(node)
 	return &natsserver.Permissions{
 		Publish: &natsserver.SubjectPermission{Allow: []string{
 			names.StatusFilter(node),
-			"$JS.API.CONSUMER.CREATE." + stream + ".*." + names.NodeFilter(node),
-			"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
-			"$JS.API.CONSUMER.INFO." + stream + ".*",
-			"$JS.API.CONSUMER.DELETE." + stream + ".*",
+			names.AgentAttach(node),
+			"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
+			"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
 		}},
 		Subscribe: &natsserver.SubjectPermission{Allow: []string{
 			names.NodeFilter(node),
