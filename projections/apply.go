@@ -31,6 +31,11 @@ type tx struct {
 	// is cached as found=false), for the status events that read them on every change.
 	specs map[string]cachedSpec
 	hosts map[string]HostEntry
+	// retention is how long accepted command ids are kept (0: for good); every
+	// pruneEvery-th event prunes the older ones (see pruneCommands).
+	retention  time.Duration
+	pruneEvery uint64
+	cmdAt      []string // command index keys written since the last commit
 }
 
 type cachedSpec struct {
@@ -157,12 +162,13 @@ func (t *tx) commit() error {
 		clear(t.hosts)
 	}
 	for k, v := range t.dirty {
-		if strings.HasPrefix(k, "v/cmd/") || strings.HasPrefix(k, outboxPrefix) {
+		if strings.HasPrefix(k, "v/cmd/") || strings.HasPrefix(k, commandAtPrefix) || strings.HasPrefix(k, outboxPrefix) {
 			continue // written once, never read back by apply
 		}
 		t.cache[k] = v
 	}
 	clear(t.dirty)
+	t.cmdAt = t.cmdAt[:0]
 	return nil
 }
 
@@ -199,6 +205,16 @@ func apply(t *tx, names events.Names, it Item) error {
 	}
 	// One key per event of a command: no read-modify-write on the hot path.
 	t.dirty[commandEventKey(ev.CommandID, ev.Seq)] = encodeEventRef(EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject, Digest: ev.RequestDigest})
+	if t.retention > 0 {
+		k := commandAtKey(ev.OccurredAt, ev.CommandID, ev.Seq)
+		t.dirty[k] = []byte("1")
+		t.cmdAt = append(t.cmdAt, k)
+		if t.pruneEvery > 0 && ev.Seq%t.pruneEvery == 0 {
+			if err := pruneCommands(t, ev.OccurredAt.Add(-t.retention)); err != nil {
+				return err
+			}
+		}
+	}
 
 	if handled, err := applyResource(t, ev); handled || err != nil {
 		return err

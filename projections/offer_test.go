@@ -200,3 +200,58 @@ func TestApplyPanicStopsTheProjectorWithAnError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "apply seq 2: panic")
 }
+
+// TestCommandRetentionIsDeterministic (issue 11): accepted command ids older than the
+// retention leave the views, at fixed sequences with the time of the event there, so
+// the views are the same whatever the batching; ids within the retention stay.
+func TestCommandRetentionIsDeterministic(t *testing.T) {
+	const n = 40
+	raws := make([]events.Raw, n)
+	for i := range n {
+		d := events.Draft{Subject: fmt.Sprintf("cairn.ev.node.n%d", i), Payload: &events.NodeAdded{Name: fmt.Sprintf("n%d", i), Host: fmt.Sprintf("h%d", i), Address: "10.0.0.1", Role: "storage"}}
+		if i == 0 {
+			d = events.Draft{Subject: "cairn.ev.cluster.c1", Payload: &events.ClusterCreated{Name: "c1", DataChunks: 1, ParityChunks: 1}}
+		}
+		envs, err := events.Seal(events.Meta{CommandID: fmt.Sprintf("c%d", i), CorrelationID: "x", CausationID: "x", Actor: "test",
+			OccurredAt: time.Unix(1_700_000_000, 0).Add(time.Duration(i) * 6 * time.Hour)}, []events.Draft{d}) // 10 days in all
+		require.NoError(t, err)
+		body, err := events.Encode(envs[0])
+		require.NoError(t, err)
+		raws[i] = events.Raw{Seq: uint64(i + 1), Subject: envs[0].Subject, Data: body}
+	}
+	build := func(chunks ...int) *Projector {
+		p, tx, deliver := liveProjector(t)
+		p.SetCommandRetention(48*time.Hour, 4)
+		tx.retention, tx.pruneEvery = p.retention, p.pruneEvery
+		from := 0
+		for _, c := range chunks {
+			deliver(raws[from : from+c]...)
+			from += c
+		}
+		require.Equal(t, n, from)
+		return p
+	}
+	oneGo, oneByOne, mixed := build(n), build(repeat(1, n)...), build(3, 17, 1, 19)
+	want := digestOf(t, oneGo.db)
+	assert.Equal(t, want, digestOf(t, oneByOne.db), "one event per batch")
+	assert.Equal(t, want, digestOf(t, mixed.db), "mixed batches")
+
+	v, err := oneGo.db.Read()
+	require.NoError(t, err)
+	defer v.Close()
+	// The last prune ran at seq 40 (event time 39 × 6 h): ids older than 48 h before it
+	// (events before 31 × 6 h) are gone.
+	for i := range n {
+		_, ok, err := v.Command(fmt.Sprintf("c%d", i))
+		require.NoError(t, err)
+		assert.Equal(t, i >= 31, ok, "command c%d (at %d h)", i, i*6)
+	}
+}
+
+func repeat(v, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}

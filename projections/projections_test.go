@@ -39,7 +39,7 @@ func rebuildDigest(t *testing.T, s *server.Server, stopAt uint64) (projections.D
 	db, err := projections.OpenInMem()
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	d, err := server.ProjectInto(context.Background(), db, s.JS, s.Store.Names(), stopAt, zerolog.Nop())
+	d, err := server.ProjectInto(context.Background(), db, s.JS, s.Store.Names(), stopAt, 0, zerolog.Nop())
 	require.NoError(t, err)
 	return d, db
 }

@@ -56,6 +56,20 @@ type Projector struct {
 	broken  error
 	// stopped is set when Run stopped at an event this binary cannot read.
 	stopped atomic.Pointer[UpgradeNeededError]
+
+	retention  time.Duration // see SetCommandRetention
+	pruneEvery uint64
+}
+
+// SetCommandRetention sets how long accepted command ids stay in the views (0: for
+// good) and how often, in events, the older ones are pruned (0: DefaultPruneEvery).
+// Every serve of one stream and every offline rebuild must use the same values, or
+// their views (and digests) differ. Call it before Run.
+func (p *Projector) SetCommandRetention(d time.Duration, every uint64) {
+	if every == 0 {
+		every = DefaultPruneEvery
+	}
+	p.retention, p.pruneEvery = d, every
 }
 
 // UpgradeNeededError stops the projector at an event of a type or schema version this
@@ -82,7 +96,8 @@ func NewProjector(db *DB, js jetstream.JetStream, names events.Names, log zerolo
 		return nil, err
 	}
 	p := &Projector{db: db, js: js, names: names, log: log, notify: make(chan struct{}),
-		queuedNotify: make(chan struct{}), offered: map[uint64]Item{}}
+		queuedNotify: make(chan struct{}), offered: map[uint64]Item{},
+		retention: DefaultCommandRetention, pruneEvery: DefaultPruneEvery}
 	p.applied.Store(ckpt)
 	metricCheckpoint.Set(float64(ckpt))
 	return p, nil
@@ -154,6 +169,7 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 	defer progress.stop()
 
 	t := newTx(p.db)
+	t.retention, t.pruneEvery = p.retention, p.pruneEvery
 	if stopAt == 0 {
 		p.txMu.Lock()
 		p.live = t

@@ -116,7 +116,7 @@ func TestOnANATSClusterAcrossLeaderFailover(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	js, _ := jetstream.New(s.NC)
-	rebuilt, err := server.ProjectInto(ctx, db, js, s.Store.Names(), 0, zerolog.Nop())
+	rebuilt, err := server.ProjectInto(ctx, db, js, s.Store.Names(), 0, 0, zerolog.Nop())
 	require.NoError(t, err)
 	assert.Equal(t, live, rebuilt)
 }

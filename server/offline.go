@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"time"
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -17,11 +18,14 @@ import (
 // the views store (its lock keeps serve out meanwhile) and the embedded JetStream store
 // started without listeners.
 type Offline struct {
-	DataDir string
-	DB      *projections.DB
-	JS      jetstream.JetStream
-	Store   *events.Store
-	close   func()
+	// CommandRetention is the projector's command retention for Rebuild (0: the default,
+	// projections.DefaultCommandRetention; negative: for good). It must be serve's.
+	CommandRetention time.Duration
+	DataDir          string
+	DB               *projections.DB
+	JS               jetstream.JetStream
+	Store            *events.Store
+	close            func()
 }
 
 // OpenData opens a data directory offline. It fails if serve holds it.
@@ -44,6 +48,18 @@ func OpenData(dataDir, prefix string) (*Offline, error) {
 		close: func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }}, nil
 }
 
+// CommandRetention turns a configured retention into the projector's: 0 is the
+// default, a negative value keeps command ids for good (0 for the projector).
+func CommandRetention(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return projections.DefaultCommandRetention
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
 // Close releases the data directory.
 func (o *Offline) Close() error {
 	o.close()
@@ -55,7 +71,10 @@ func (o *Offline) Close() error {
 
 // ProjectInto applies the events stream up to stopAt (0 = the last stored event) into db,
 // with progress in the log, and returns the digest of the result.
-func ProjectInto(ctx context.Context, db *projections.DB, js jetstream.JetStream, names events.Names, stopAt uint64, log zerolog.Logger) (projections.Digest, error) {
+//
+// retention is the command retention (see Offline.CommandRetention); it must be the one
+// serve runs with for the digest to match serve's views.
+func ProjectInto(ctx context.Context, db *projections.DB, js jetstream.JetStream, names events.Names, stopAt uint64, retention time.Duration, log zerolog.Logger) (projections.Digest, error) {
 	last, err := events.NewStore(js, names).LastSeq(ctx)
 	if err != nil {
 		return projections.Digest{}, err
@@ -70,6 +89,7 @@ func ProjectInto(ctx context.Context, db *projections.DB, js jetstream.JetStream
 	if err != nil {
 		return projections.Digest{}, err
 	}
+	p.SetCommandRetention(CommandRetention(retention), 0)
 	if stopAt > 0 {
 		if err := p.Run(ctx, stopAt); err != nil {
 			return projections.Digest{}, err
@@ -89,7 +109,7 @@ func (o *Offline) Rebuild(ctx context.Context, log zerolog.Logger) (projections.
 	if err != nil {
 		return projections.Digest{}, err
 	}
-	d, err := ProjectInto(ctx, fresh, o.JS, o.Store.Names(), 0, log)
+	d, err := ProjectInto(ctx, fresh, o.JS, o.Store.Names(), 0, o.CommandRetention, log)
 	if cerr := fresh.Close(); err == nil {
 		err = cerr
 	}

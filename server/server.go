@@ -47,10 +47,13 @@ type Config struct {
 	HeartbeatTimeout time.Duration // node offline after this long without a heartbeat (15 s)
 	// Name identifies this serve in the side-effect lease (hostname-pid); give each serve
 	// of one NATS cluster its own. LeaseTTL is the lease's time to live (5 s).
-	Name      string
-	LeaseTTL  time.Duration
-	Admission commands.Options
-	Log       zerolog.Logger
+	Name     string
+	LeaseTTL time.Duration
+	// CommandRetention is how long accepted command ids stay in the views (0: 7 days;
+	// negative: for good). Every serve of one stream must use the same.
+	CommandRetention time.Duration
+	Admission        commands.Options
+	Log              zerolog.Logger
 }
 
 // Server is a running control-plane process.
@@ -191,6 +194,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if s.Projector, err = projections.NewProjector(db, s.JS, names, cfg.Log.With().Str("part", "projector").Logger()); err != nil {
 		return nil, err
 	}
+	s.Projector.SetCommandRetention(CommandRetention(cfg.CommandRetention), 0)
 	if s.startTarget, err = s.Store.LastSeq(ctx); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/projections"
 	"time"
 
 	"github.com/cairn-io/cairn/server"
@@ -13,6 +14,7 @@ import (
 func serveCmd() *cobra.Command {
 	var cfg server.Config
 	var ports, minors string
+	var retention time.Duration
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: embedded NATS (or --nats), admission, projector, watchdog, HTTP gateway",
@@ -20,6 +22,7 @@ func serveCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Prefix = prefix
 			cfg.Log = newLogger()
+			cfg.CommandRetention = retentionFlag(retention)
 			var err error
 			if cfg.Admission.Ports, err = parseRange("--drbd-ports", ports, 1, 65535); err != nil {
 				return err
@@ -49,6 +52,7 @@ func serveCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	f.DurationVar(&retention, "command-retention", projections.DefaultCommandRetention, "how long accepted command ids stay in the views (a retry with the id is answered from its record); 0: for good; the same on every serve of a stream")
 	f.StringVar(&cfg.Name, "name", "", "this serve's name in the side-effect lease; unique per NATS cluster (default: the host name; with --nats, host name and pid)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "time to live of the side-effect lease: how long after a leading serve dies another takes over the dispatcher, watchdog and policies")
 	f.DurationVar(&cfg.Admission.Deadline, "command-deadline", commands.DefaultDeadline, "how long admission may take over one command, every wait included; past it the command is answered unavailable (retry with the same command id)")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -21,7 +22,9 @@ func printJSON(v any) {
 func viewsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "views", Short: "Rebuild, digest or time-travel the views (offline, on --data)"}
 	var dataDir string
+	var retention time.Duration
 	c.PersistentFlags().StringVar(&dataDir, "data", "data", "data directory of a stopped `cairn serve`")
+	c.PersistentFlags().DurationVar(&retention, "command-retention", projections.DefaultCommandRetention, "serve's --command-retention (the views' digest depends on it); 0: for good")
 
 	rebuild := &cobra.Command{
 		Use:   "rebuild",
@@ -33,6 +36,7 @@ func viewsCmd() *cobra.Command {
 				return err
 			}
 			defer off.Close()
+			off.CommandRetention = retentionFlag(retention)
 			d, err := off.Rebuild(cmd.Context(), newLogger())
 			if err != nil {
 				return err
@@ -98,7 +102,7 @@ func viewsCmd() *cobra.Command {
 				return err
 			}
 			defer tmp.Close()
-			d, err := server.ProjectInto(cmd.Context(), tmp, js, events.NewNames(prefix), seq, newLogger())
+			d, err := server.ProjectInto(cmd.Context(), tmp, js, events.NewNames(prefix), seq, retentionFlag(retention), newLogger())
 			if err != nil {
 				return err
 			}
@@ -119,4 +123,13 @@ func viewsCmd() *cobra.Command {
 	at.Flags().StringVar(&natsURL, "nats", "", "read a running deployment's stream instead of --data")
 	c.AddCommand(rebuild, digest, at)
 	return c
+}
+
+// retentionFlag turns a --command-retention value into server's convention: 0 on the
+// command line keeps ids for good (negative for server).
+func retentionFlag(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -37,7 +37,7 @@ func BenchmarkRebuildVsOrderedReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 		began := time.Now()
-		if _, err := server.ProjectInto(ctx, db, js, names, uint64(n), zerolog.Nop()); err != nil {
+		if _, err := server.ProjectInto(ctx, db, js, names, uint64(n), 0, zerolog.Nop()); err != nil {
 			b.Fatal(err)
 		}
 		rebuild := time.Since(began)
