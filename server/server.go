@@ -155,7 +155,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	} else {
-		opts := []nats.Option{nats.Name("cairn-serve"), nats.MaxReconnects(-1)}
+		// A NATS cluster that is not up yet is waited for (and said so by the stream
+		// setup below), not a reason to exit.
+		opts := []nats.Option{nats.Name("cairn-serve"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
 		if cfg.NATSCreds != "" {
 			opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,6 +67,15 @@ func startNATSCluster(t *testing.T) []*natsNode {
 			"--cluster_name", "cairn", "--cluster", routes[i], "--routes", strings.Join(routes, ",")}
 		n.start()
 		nodes = append(nodes, n)
+	}
+	for _, n := range nodes { // every server accepts clients before anything connects
+		require.Eventually(t, func() bool {
+			c, err := net.DialTimeout("tcp", strings.TrimPrefix(n.url, "nats://"), 100*time.Millisecond)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		}, 30*time.Second, 20*time.Millisecond, "%s does not accept clients", n.name)
 	}
 	t.Cleanup(func() {
 		for _, n := range nodes {
@@ -472,4 +482,27 @@ func TestClusterFaults(t *testing.T) {
 	sort.Slice(serveKills, func(i, j int) bool { return serveKills[i] < serveKills[j] })
 	t.Logf("%d leader samples, never two; stream leader killed -> first accepted command: %v; leading serve killed -> side effects resumed: %v (lease TTL 2s)",
 		samples.Load(), leaderKills, serveKills)
+}
+
+// TestServeWaitsForItsNATS: `cairn serve --nats` started before its NATS server is up
+// waits for it (it exited at once with "no servers available").
+func TestServeWaitsForItsNATS(t *testing.T) {
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
+	s.args = []string{"serve", "--data", s.data, "--nats", "nats://" + addr, "--http", s.httpAddr}
+	n := &natsNode{t: t, name: "late", args: []string{"-n", "late", "-a", host, "-p", port, "-js", "-sd", t.TempDir()}}
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		time.Sleep(time.Second)
+		n.start()
+	}()
+	t.Cleanup(func() {
+		<-started
+		if n.cmd.ProcessState == nil {
+			n.kill9()
+		}
+	})
+	s.run("late-nats") // fails the test unless ready within 60 s
 }
