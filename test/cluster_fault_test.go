@@ -489,20 +489,32 @@ func TestClusterFaults(t *testing.T) {
 func TestServeWaitsForItsNATS(t *testing.T) {
 	addr := freeAddr(t)
 	host, port, _ := strings.Cut(addr, ":")
-	s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
-	s.args = []string{"serve", "--data", s.data, "--nats", "nats://" + addr, "--http", s.httpAddr}
-	n := &natsNode{t: t, name: "late", args: []string{"-n", "late", "-a", host, "-p", port, "-js", "-sd", t.TempDir()}}
-	started := make(chan struct{})
-	go func() {
-		defer close(started)
-		time.Sleep(time.Second)
-		n.start()
-	}()
+	httpAddr := freeAddr(t)
+	log := &syncBuffer{}
+	sv := exec.Command(cairnBin, "serve", "--data", t.TempDir(), "--nats", "nats://"+addr, "--http", httpAddr)
+	sv.Stdout, sv.Stderr = log, log
+	require.NoError(t, sv.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- sv.Wait() }()
 	t.Cleanup(func() {
-		<-started
-		if n.cmd.ProcessState == nil {
-			n.kill9()
-		}
+		_ = sv.Process.Kill()
+		<-exited
 	})
-	s.run("late-nats") // fails the test unless ready within 60 s
+	select { // serve runs for a second before its NATS server is there
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("serve exited without its NATS server (%v):\n%s", err, log.String())
+	case <-time.After(time.Second):
+	}
+	n := &natsNode{t: t, name: "late", args: []string{"-n", "late", "-a", host, "-p", port, "-js", "-sd", t.TempDir()}}
+	n.start()
+	t.Cleanup(n.kill9)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 60*time.Second, 50*time.Millisecond, "serve not ready after its NATS server came up:\n%s", log.String())
 }
