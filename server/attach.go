@@ -25,7 +25,7 @@ type AttachReply struct {
 // from its own consumer (natsauth.NodePermissions).
 func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names events.Names, log zerolog.Logger) (*nats.Subscription, error) {
 	prefix := names.Prefix + ".agent."
-	return nc.QueueSubscribe(names.AgentAttachFilter(), "cairn-attach", func(m *nats.Msg) {
+	return nc.QueueSubscribe(names.AgentAttachFilter(), "cairn-attach", recovering(log, "attach", func(m *nats.Msg) {
 		node, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, prefix), ".")
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -40,5 +40,5 @@ func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, na
 		}
 		body, _ := json.Marshal(r)
 		_ = m.Respond(body)
-	})
+	}))
 }

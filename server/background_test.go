@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 )
@@ -30,4 +31,19 @@ func TestBackgroundRunsAPanickingPartAgain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the part did not end after stopping")
 	}
+}
+
+// TestRecoveringDropsAPanickingMessage: a NATS message handler that panics (heartbeats,
+// attach requests) drops that message and the process goes on.
+func TestRecoveringDropsAPanickingMessage(t *testing.T) {
+	calls := 0
+	h := recovering(zerolog.Nop(), "test", func(m *nats.Msg) {
+		calls++
+		if string(m.Data) == "bad" {
+			panic("a bug")
+		}
+	})
+	require.NotPanics(t, func() { h(&nats.Msg{Subject: "s", Data: []byte("bad")}) })
+	h(&nats.Msg{Subject: "s", Data: []byte("good")})
+	require.Equal(t, 2, calls)
 }

@@ -417,6 +417,21 @@ func (s *Server) background(run func()) {
 var metricPartPanics = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_serve_part_panics_total",
 	Help: "Panics of serve's long-running parts (dispatcher, status folding, watchdog, lease), recovered and run again."})
 
+// recovering wraps a NATS message handler so that a panic in it is logged with the
+// stack and counted, and the message dropped, instead of taking the process down.
+func recovering(log zerolog.Logger, what string, h nats.MsgHandler) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		defer func() {
+			if p := recover(); p != nil {
+				metricPartPanics.Inc()
+				log.Error().Str("handler", what).Str("subject", m.Subject).Str("panic", fmt.Sprint(p)).
+					Str("stack", string(debug.Stack())).Msg("a message handler panicked; message dropped")
+			}
+		}()
+		h(m)
+	}
+}
+
 // runRecovering runs part and reports whether it panicked (logged, counted).
 func (s *Server) runRecovering(part func()) (panicked bool) {
 	defer func() {

@@ -103,7 +103,7 @@ func (w *Watchdog) Run(ctx context.Context, nc *nats.Conn) error {
 	w.started = w.now()
 	w.mu.Unlock()
 	prefix := w.names.Prefix + ".status."
-	sub, err := nc.Subscribe(w.names.HeartbeatFilter(), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(w.names.HeartbeatFilter(), recovering(w.log, "heartbeat", func(m *nats.Msg) {
 		rest := strings.TrimPrefix(m.Subject, prefix)
 		node, _, _ := strings.Cut(rest, ".")
 		var hb agents.Heartbeat
@@ -121,7 +121,7 @@ func (w *Watchdog) Run(ctx context.Context, nc *nats.Conn) error {
 			default:
 			}
 		}
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("watchdog: subscribe %s: %w", w.names.HeartbeatFilter(), err)
 	}
