@@ -132,10 +132,6 @@ type LabelConfig struct {
 	// TreeGUIDSum is the sum (mod 2^64) of every guid in vdev_tree: the top-level vdev
 	// and all vdevs beneath it, as ub_guid_sum adds them up.
 	TreeGUIDSum uint64 `json:"tree_guid_sum,omitempty"`
-	// LeafState says why this config's own leaf (guid) is not written by OpenZFS:
-	// "offline", "faulted", "removed", "not_present" or "" (it is, as far as the tree
-	// says); "missing" when the leaf is not in the tree at all.
-	LeafState string `json:"leaf_state,omitempty"`
 	// Holes counts the hole_array entries (top-level ids that are holes).
 	Holes int `json:"holes,omitempty"`
 }
@@ -162,11 +158,7 @@ func ConfigFromNVList(nv *NVList) LabelConfig {
 	if tree, ok := nv.NVList("vdev_tree"); ok {
 		c.Ashift, _ = tree.Uint64("ashift")
 		c.TopID, _ = tree.Uint64("id")
-		c.TreeGUIDSum = treeGUIDSum(tree)
-		c.LeafState = "missing"
-		if st, ok := leafState(tree, c.GUID); ok {
-			c.LeafState = st
-		}
+		walkTree(tree, func(guid uint64) { c.TreeGUIDSum += guid })
 	}
 	return c
 }
@@ -179,49 +171,19 @@ func TreeGUIDs(config *NVList) []uint64 {
 		return nil
 	}
 	var out []uint64
-	var walk func(v *NVList)
-	walk = func(v *NVList) {
-		if g, ok := v.Uint64("guid"); ok {
-			out = append(out, g)
-		}
-		kids, _ := v.NVLists("children")
-		for _, k := range kids {
-			walk(k)
-		}
-	}
-	walk(tree)
+	walkTree(tree, func(guid uint64) { out = append(out, guid) })
 	return out
 }
 
-// treeGUIDSum adds up the guid of v and of every vdev beneath it (vdev_guid_sum).
-func treeGUIDSum(v *NVList) uint64 {
-	sum, _ := v.Uint64("guid")
-	kids, _ := v.NVLists("children")
-	for _, k := range kids {
-		sum += treeGUIDSum(k)
-	}
-	return sum
-}
-
-// leafState finds the vdev with guid in the tree under v and says whether OpenZFS
-// writes it: "" when it does, else the first of offline, faulted, removed, not_present
-// that is set. ok is false when the guid is not in the tree.
-func leafState(v *NVList, guid uint64) (string, bool) {
-	if g, _ := v.Uint64("guid"); g == guid {
-		for _, flag := range []string{"offline", "faulted", "removed", "not_present"} {
-			if x, ok := v.Uint64(flag); ok && x != 0 {
-				return flag, true
-			}
-		}
-		return "", true
+// walkTree calls fn with the guid of v and of every vdev beneath it.
+func walkTree(v *NVList, fn func(guid uint64)) {
+	if g, ok := v.Uint64("guid"); ok {
+		fn(g)
 	}
 	kids, _ := v.NVLists("children")
 	for _, k := range kids {
-		if st, ok := leafState(k, guid); ok {
-			return st, true
-		}
+		walkTree(k, fn)
 	}
-	return "", false
 }
 
 // Label is one of the four labels of a leaf as read.
@@ -256,14 +218,19 @@ type Leaf struct {
 	hasConfig bool
 }
 
-// labelBufs recycles the 256 KiB label buffers: the check re-reads every label of every
-// leaf once a second. Nothing decoded keeps a reference into a buffer.
-// Each buffer starts on a 4 KiB boundary, as O_DIRECT needs.
-var labelBufs = sync.Pool{New: func() any {
+// alignedBuf returns n bytes starting on a 4 KiB boundary, as O_DIRECT reads need.
+func alignedBuf(n int) []byte {
 	const align = 4096
-	raw := make([]byte, LabelSize+align)
+	raw := make([]byte, n+align)
 	skip := (align - int(uintptr(unsafe.Pointer(&raw[0]))%align)) % align
-	b := raw[skip : skip+LabelSize : skip+LabelSize]
+	return raw[skip : skip+n : skip+n]
+}
+
+// labelBufs recycles the 256 KiB label buffers: the check re-reads every label of every
+// leaf once a second. Nothing decoded keeps a reference into a buffer. Each buffer
+// starts on a 4 KiB boundary, as O_DIRECT needs.
+var labelBufs = sync.Pool{New: func() any {
+	b := alignedBuf(LabelSize)
 	return &b
 }}
 

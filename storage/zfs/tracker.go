@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"unsafe"
 )
 
 // configTail is how much of a label's config area a Tracker reads every time: its last
@@ -40,8 +39,6 @@ type trackedLabel struct {
 	info   LabelConfig
 	ring   []byte      // the ring bytes last read (nil: never read)
 	slots  []SlotValue // last known value per slot index
-	err    error       // why the last read of this label failed, nil when it did not
-	errCfg error       // why the last config read failed
 }
 
 // SlotValue is the last known content of one uberblock slot.
@@ -61,11 +58,6 @@ type SlotChange struct {
 type Refresh struct {
 	// Changed lists the slots whose known uberblock changed (the new value is valid).
 	Changed []SlotChange
-	// ConfigChanged[l] is true when label l's config was re-read and differs.
-	ConfigChanged [Labels]bool
-	// Errs[l] is why label l (or its config) could not be read this time, nil when it
-	// could. The label keeps its last known values.
-	Errs [Labels]error
 }
 
 // NewTracker returns a Tracker of d; nothing is read until Refresh. Errors:
@@ -77,13 +69,6 @@ func NewTracker(d Device) (*Tracker, error) {
 	}
 	return &Tracker{dev: d, psize: psize, shift: SlotShift(defaultAshift),
 		edge: alignedBuf(configTail + ringSize), area: alignedBuf(vdevPhysSize)}, nil
-}
-
-func alignedBuf(n int) []byte {
-	const align = 4096
-	raw := make([]byte, n+align)
-	skip := (align - int(uintptr(unsafe.Pointer(&raw[0]))%align)) % align
-	return raw[skip : skip+n : skip+n]
 }
 
 // Name is the device's name.
@@ -115,18 +100,20 @@ func (t *Tracker) Slot(l, i int) SlotValue {
 // known is kept).
 func (t *Tracker) Refresh() (Refresh, error) {
 	var r Refresh
+	var firstErr error
 	read := 0
 	for l := 0; l < Labels; l++ {
 		base := LabelOffset(t.psize, l)
 		if err := t.readAt(t.edge, base+vdevPhysOffset+vdevPhysSize-configTail); err != nil {
-			r.Errs[l] = fmt.Errorf("label %d at %d: %w", l, base, err)
-			t.labels[l].err = r.Errs[l]
+			if firstErr == nil {
+				firstErr = fmt.Errorf("label %d at %d: %w", l, base, err)
+			}
 			continue
 		}
 		read++
-		if err := t.refreshConfig(l, &r); err != nil {
-			r.Errs[l] = err
-		}
+		// A config that does not read or verify now (being rewritten, a bad sector)
+		// keeps its last known value; its tail is read again at the next Refresh.
+		t.refreshConfig(l)
 		if !t.fixed {
 			if lb := &t.labels[l]; lb.config != nil && lb.info.Ashift != 0 {
 				t.shift, t.fixed = SlotShift(lb.info.Ashift), true
@@ -142,7 +129,7 @@ func (t *Tracker) Refresh() (Refresh, error) {
 		t.refreshRing(l, &r)
 	}
 	if read == 0 {
-		return r, fmt.Errorf("%s: no label could be read: %w", t.dev.Name, r.Errs[0])
+		return r, fmt.Errorf("%s: no label could be read: %w", t.dev.Name, firstErr)
 	}
 	return r, nil
 }
@@ -160,38 +147,32 @@ func (t *Tracker) readAt(buf []byte, off int64) error {
 }
 
 // refreshConfig decodes label l's config again when the tail just read (t.edge) differs
-// from the last one that decoded.
-func (t *Tracker) refreshConfig(l int, r *Refresh) error {
+// from the last one that decoded; it keeps the last known config when the area cannot
+// be read, verified or decoded.
+func (t *Tracker) refreshConfig(l int) {
 	lb := &t.labels[l]
 	base := LabelOffset(t.psize, l)
-	tail := t.edge[:configTail]
-	if lb.tail != nil && bytes.Equal(lb.tail, tail) {
-		return nil
+	if lb.tail != nil && bytes.Equal(lb.tail, t.edge[:configTail]) {
+		return
 	}
-	if err := t.readAt(t.area, base+vdevPhysOffset); err != nil {
-		return fmt.Errorf("label %d config at %d: %w", l, base, err)
+	if t.readAt(t.area, base+vdevPhysOffset) != nil {
+		return
 	}
 	if _, err := verifyEmbedded(t.area, uint64(base+vdevPhysOffset)); err != nil {
-		lb.errCfg = fmt.Errorf("label %d config: %w", l, err)
-		return lb.errCfg
+		return
 	}
 	nv, err := UnpackNVList(t.area[:len(t.area)-eckSize])
 	if err != nil {
-		lb.errCfg = fmt.Errorf("label %d config: %w", l, err)
-		return lb.errCfg
+		return
 	}
-	info := ConfigFromNVList(nv)
-	r.ConfigChanged[l] = lb.config == nil || info != lb.info
 	lb.tail = append(lb.tail[:0], t.area[len(t.area)-configTail:]...)
-	lb.config, lb.info, lb.errCfg = nv, info, nil
-	return nil
+	lb.config, lb.info = nv, ConfigFromNVList(nv)
 }
 
 // refreshRing compares label l's ring just read (t.edge after the tail) slot by slot
 // with the last one and decodes the slots that changed.
 func (t *Tracker) refreshRing(l int, r *Refresh) {
 	lb := &t.labels[l]
-	lb.err = nil
 	ring := t.edge[configTail:]
 	ringAt := LabelOffset(t.psize, l) + ringOffset
 	size := 1 << t.shift

@@ -55,7 +55,7 @@ func TestTrackerMatchesReadLeaf(t *testing.T) {
 			}
 			for l := range zfs.Labels {
 				c, _, ok := tr.Config(l)
-				if !ok || c != lf.Labels[l].Info || !r.ConfigChanged[l] {
+				if !ok || c != lf.Labels[l].Info {
 					t.Fatalf("label %d config: %+v %v, ReadLeaf %+v", l, c, ok, lf.Labels[l].Info)
 				}
 			}
