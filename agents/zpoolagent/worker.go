@@ -360,10 +360,7 @@ func (w *worker) bestNow() (*mmp.Seen, error) {
 func (w *worker) startWatch(v mmp.Verdict) {
 	w.watchEvery = w.r.opts.WatchEvery
 	if w.watchEvery <= 0 {
-		w.watchEvery = mmp.DefaultInterval
-		if v.Uberblock != nil && v.Uberblock.IntervalMS != nil {
-			w.watchEvery = min(max(time.Duration(*v.Uberblock.IntervalMS)*time.Millisecond, mmp.MinInterval), mmp.DefaultInterval)
-		}
+		w.watchEvery = mmp.PollPeriod(v.Uberblock)
 	}
 	w.failures, w.blind, w.suspended, w.nextHealth = 0, false, "", time.Time{}
 	w.watcher = nil

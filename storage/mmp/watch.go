@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/cairn-io/cairn/storage/zfs"
@@ -173,21 +172,11 @@ func (w *Watcher) identify() error {
 
 func (w *Watcher) isSync(leaf, slot int) bool { return slot < w.trackers[leaf].SlotsPerLabel()-1 }
 
-// refresh reads every leaf (up to 8 at a time).
+// refresh reads every leaf (zfs.EachLeaf: up to 8 at a time).
 func (w *Watcher) refresh() ([]zfs.Refresh, []error) {
 	refs := make([]zfs.Refresh, len(w.trackers))
 	errs := make([]error, len(w.trackers))
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for i, t := range w.trackers {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			refs[i], errs[i] = t.Refresh()
-		}()
-	}
-	wg.Wait()
+	zfs.EachLeaf(len(w.trackers), func(i int) { refs[i], errs[i] = w.trackers[i].Refresh() })
 	return refs, errs
 }
 
@@ -206,7 +195,9 @@ func (w *Watcher) Poll() (Observation, error) {
 	for i, err := range errs {
 		if err != nil {
 			obs.Unreadable = append(obs.Unreadable, w.trackers[i].Name())
-			firstErr = cmpErr(firstErr, err)
+			if firstErr == nil {
+				firstErr = err
+			}
 		}
 	}
 	for _, t := range w.trackers {
@@ -218,9 +209,9 @@ func (w *Watcher) Poll() (Observation, error) {
 	}
 	w.polls++
 	prevSync := w.syncTXG
-	foreign := func(code, msg string, ev, prev *Seen) {
+	foreign := func(code, msg string, ev, prev *Seen, writer *Host) {
 		if !obs.Foreign {
-			obs.Foreign, obs.Code, obs.Message, obs.Evidence, obs.Previous = true, code, msg, ev, prev
+			obs.Foreign, obs.Code, obs.Message, obs.Evidence, obs.Previous, obs.Writer = true, code, msg, ev, prev, writer
 		}
 	}
 	for i, r := range refs {
@@ -231,18 +222,18 @@ func (w *Watcher) Poll() (Observation, error) {
 			u := c.New
 			ev := SeenFrom(name, zfs.Slot{Label: c.Label, Index: c.Index, Uberblock: u})
 			if !w.opts.SelfWriting {
-				foreign(ObsActivity, fmt.Sprintf("%s label %d slot %d was written (txg %d) while this host is not writing the pool", name, c.Label, c.Index, u.TXG), ev, nil)
+				foreign(ObsActivity, fmt.Sprintf("%s label %d slot %d was written (txg %d) while this host is not writing the pool", name, c.Label, c.Index, u.TXG), ev, nil, nil)
 				continue
 			}
 			sync := w.isSync(i, c.Index)
 			if sync && w.written[k] && c.Old.Valid && u.TXG < c.Old.TXG {
 				foreign(ObsSyncRewound, fmt.Sprintf("%s label %d sync slot %d went back from txg %d to txg %d: a second writer with an older view of the pool",
-					name, c.Label, c.Index, c.Old.TXG, u.TXG), ev, SeenFrom(name, zfs.Slot{Label: c.Label, Index: c.Index, Uberblock: c.Old.Uberblock}))
+					name, c.Label, c.Index, c.Old.TXG, u.TXG), ev, SeenFrom(name, zfs.Slot{Label: c.Label, Index: c.Index, Uberblock: c.Old.Uberblock}), nil)
 			}
 			id := ident{u.RootBP, u.GUIDSum}
 			if seen, ok := w.txgs[u.TXG]; ok && seen != id {
 				foreign(ObsTXGFork, fmt.Sprintf("%s label %d slot %d holds txg %d with another root block pointer or guid sum than the txg %d seen before (birth %d vs %d, guid sum %d vs %d): two hosts committed txg %d",
-					name, c.Label, c.Index, u.TXG, u.TXG, u.RootBP.Birth, seen.rootBP.Birth, u.GUIDSum, seen.guidSum, u.TXG), ev, nil)
+					name, c.Label, c.Index, u.TXG, u.TXG, u.RootBP.Birth, seen.rootBP.Birth, u.GUIDSum, seen.guidSum, u.TXG), ev, nil, nil)
 			} else if !ok {
 				w.txgs[u.TXG] = id
 			}
@@ -252,7 +243,7 @@ func (w *Watcher) Poll() (Observation, error) {
 			}
 		}
 	}
-	w.judgeLabels(prevSync, foreign, &obs)
+	w.judgeLabels(prevSync, foreign)
 	w.prune()
 	if nf, ok := w.newest(); ok {
 		obs.Newest = nf
@@ -275,7 +266,7 @@ func (w *Watcher) Poll() (Observation, error) {
 // judgeLabels applies the label rules: rewritten labels naming another hostid or
 // carrying a txg behind what was synced, and the pool's newest config naming another
 // hostid.
-func (w *Watcher) judgeLabels(prevSync uint64, foreign func(code, msg string, ev, prev *Seen), obs *Observation) {
+func (w *Watcher) judgeLabels(prevSync uint64, foreign func(code, msg string, ev, prev *Seen, writer *Host)) {
 	var newest zfs.LabelConfig
 	var newestAt [2]int
 	haveNewest := false
@@ -299,26 +290,28 @@ func (w *Watcher) judgeLabels(prevSync uint64, foreign func(code, msg string, ev
 			name := t.Name()
 			switch {
 			case !w.opts.SelfWriting:
-				foreign(ObsActivity, fmt.Sprintf("label %d of %s was rewritten (config txg %d, hostid %s) while this host is not writing the pool", l, name, c.TXG, HostID(c.HostID)), nil, nil)
+				foreign(ObsActivity, fmt.Sprintf("label %d of %s was rewritten (config txg %d, hostid %s) while this host is not writing the pool", l, name, c.TXG, HostID(c.HostID)), nil, nil, writerOf(c))
 			case c.HasHostID && c.HostID != uint64(w.hostid):
 				foreign(ObsForeignHostID, fmt.Sprintf("label %d of %s was rewritten naming hostid %s (%s), not this host's %s: another host has imported the pool",
-					l, name, HostID(c.HostID), c.Hostname, HostID(w.hostid)), nil, nil)
-				if obs.Code == ObsForeignHostID && obs.Writer == nil {
-					obs.Writer = &Host{HostID: HostID(c.HostID), Hostname: c.Hostname}
-				}
+					l, name, HostID(c.HostID), c.Hostname, HostID(w.hostid)), nil, nil, writerOf(c))
 			case c.TXG < prevSync:
 				foreign(ObsConfigBehind, fmt.Sprintf("label %d of %s was rewritten with config txg %d, behind txg %d already synced: a second writer with an older view of the pool",
-					l, name, c.TXG, prevSync), nil, nil)
+					l, name, c.TXG, prevSync), nil, nil, nil)
 			}
 		}
 	}
 	if w.opts.SelfWriting && haveNewest && newest.HasHostID && newest.HostID != uint64(w.hostid) {
 		foreign(ObsForeignHostID, fmt.Sprintf("the pool's newest config (txg %d, label %d of %s) names hostid %s (%s), not this host's %s: another host has imported the pool",
-			newest.TXG, newestAt[1], w.trackers[newestAt[0]].Name(), HostID(newest.HostID), newest.Hostname, HostID(w.hostid)), nil, nil)
-		if obs.Code == ObsForeignHostID && obs.Writer == nil {
-			obs.Writer = &Host{HostID: HostID(newest.HostID), Hostname: newest.Hostname}
-		}
+			newest.TXG, newestAt[1], w.trackers[newestAt[0]].Name(), HostID(newest.HostID), newest.Hostname, HostID(w.hostid)), nil, nil, writerOf(newest))
 	}
+}
+
+// writerOf names the host a label config names, nil when it names none.
+func writerOf(c zfs.LabelConfig) *Host {
+	if !c.HasHostID {
+		return nil
+	}
+	return &Host{HostID: HostID(c.HostID), Hostname: c.Hostname}
 }
 
 // prune bounds the txg memory: only txgs that can still be on disk (within two rings of
@@ -335,13 +328,20 @@ func (w *Watcher) prune() {
 	}
 }
 
-// PollEvery is the poll period that suits the pool: the MMP interval its newest
-// uberblock records, between MinInterval and DefaultInterval (DefaultInterval when none).
+// PollEvery is the poll period that suits the pool: PollPeriod of its newest uberblock.
 func (w *Watcher) PollEvery() time.Duration {
-	if s, ok := w.newest(); ok && s.IntervalMS != nil {
-		return min(max(time.Duration(*s.IntervalMS)*time.Millisecond, MinInterval), DefaultInterval)
+	s, _ := w.newest()
+	return PollPeriod(s)
+}
+
+// PollPeriod is the watcher's poll period for a pool whose best uberblock is s: the MMP
+// interval it records, between MinInterval and DefaultInterval (DefaultInterval when s
+// is nil or records none).
+func PollPeriod(s *Seen) time.Duration {
+	if s == nil || s.IntervalMS == nil {
+		return DefaultInterval
 	}
-	return DefaultInterval
+	return min(max(time.Duration(*s.IntervalMS)*time.Millisecond, MinInterval), DefaultInterval)
 }
 
 // newest returns the best uberblock known over all leaves.
@@ -363,13 +363,6 @@ func (w *Watcher) newest() (*Seen, bool) {
 		return nil, false
 	}
 	return SeenFrom(at, best), true
-}
-
-func cmpErr(first, err error) error {
-	if first == nil {
-		return err
-	}
-	return first
 }
 
 // Watch polls the leaves every `every` (at least MinInterval) until a poll sees a foreign

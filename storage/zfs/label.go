@@ -403,8 +403,7 @@ func Best(leaves []*Leaf) (f Found, ok bool) {
 	return f, ok
 }
 
-// ReadLeaves reads every device with read (nil: ReadLeaf), up to 8 at a time: with
-// O_DIRECT each leaf costs four device round trips, and leaves are usually separate disks.
+// ReadLeaves reads every device with read (nil: ReadLeaf), up to 8 at a time (EachLeaf).
 // leaves[i] belongs to devs[i]. On failure it returns the error of the lowest-numbered
 // device that failed (and no leaves).
 func ReadLeaves(devs []Device, read func(Device) (*Leaf, error)) ([]*Leaf, error) {
@@ -413,21 +412,28 @@ func ReadLeaves(devs []Device, read func(Device) (*Leaf, error)) ([]*Leaf, error
 	}
 	leaves := make([]*Leaf, len(devs))
 	errs := make([]error, len(devs))
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for i, d := range devs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			leaves[i], errs[i] = read(d)
-		}()
-	}
-	wg.Wait()
+	EachLeaf(len(devs), func(i int) { leaves[i], errs[i] = read(devs[i]) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
 	}
 	return leaves, nil
+}
+
+// EachLeaf calls fn(0) .. fn(n-1), up to 8 at a time, and returns when all returned: with
+// O_DIRECT each leaf costs several device round trips, and leaves are usually separate
+// disks.
+func EachLeaf(n int, fn func(i int)) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }
