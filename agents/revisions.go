@@ -2,7 +2,6 @@ package agents
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,16 +141,13 @@ func (r *revisions) reset(epoch string) error {
 	return nil
 }
 
-// errNoRevision is returned for a header that is present but not a number.
-var errNoRevision = errors.New("not a revision")
-
 func parseRevision(v string) (uint64, error) {
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q", errNoRevision, v)
+		return 0, fmt.Errorf("not a revision: %q", v)
 	}
 	return n, nil
 }

@@ -66,7 +66,11 @@ func (z Zpool) Import(ctx context.Context, pool string, devices []string, force 
 // datasets): the caller reports it and retries. It is never forced: a pool kept imported
 // here keeps writing MMP, so no other host's check passes.
 func (z Zpool) Export(ctx context.Context, pool string) error {
-	_, err := z.Exec.Run(ctx, []string{z.bin(), "export", pool}, execx.Options{Timeout: orDefault(z.ExportTimeout, 2*time.Minute)})
+	return z.export(ctx, []string{z.bin(), "export", pool})
+}
+
+func (z Zpool) export(ctx context.Context, argv []string) error {
+	_, err := z.Exec.Run(ctx, argv, execx.Options{Timeout: orDefault(z.ExportTimeout, 2*time.Minute)})
 	return err
 }
 
@@ -81,8 +85,7 @@ func FenceArgv(bin, pool string) []string { return []string{bin, "export", "-F",
 
 // Fence runs FenceArgv.
 func (z Zpool) Fence(ctx context.Context, pool string) error {
-	_, err := z.Exec.Run(ctx, FenceArgv(z.bin(), pool), execx.Options{Timeout: orDefault(z.ExportTimeout, 2*time.Minute)})
-	return err
+	return z.export(ctx, FenceArgv(z.bin(), pool))
 }
 
 // IsNoSuchPool reports whether a zpool error says the pool is not imported

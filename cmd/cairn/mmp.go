@@ -44,19 +44,12 @@ leaves of different pools, interrupted).`,
 				hostid = mmp.SystemHostID()
 			}
 			log := newLogger()
-			var devs []zfs.Device
 			var v mmp.Verdict
-			for _, p := range args {
-				d, f, err := zfs.OpenDevice(p)
-				if err != nil {
-					v = mmp.Verdict{Code: mmp.CodeUnreadableVdev, LocalHostID: mmp.HostID(hostid),
-						Message: fmt.Sprintf("cannot open leaf vdev %s: %v", p, err)}
-					break
-				}
-				defer f.Close()
-				devs = append(devs, d)
-			}
-			if v.Code == "" {
+			devs, closeDevs, err := zfs.OpenDevices(args)
+			defer closeDevs()
+			if err != nil {
+				v = mmp.Verdict{Code: mmp.CodeUnreadableVdev, LocalHostID: mmp.HostID(hostid), Message: err.Error()}
+			} else {
 				checker := mmp.Checker{
 					Tunables: mmp.Tunables{Interval: interval, ImportIntervals: importIntervals},
 					Log:      log.With().Str("component", "mmp").Logger(),

@@ -60,14 +60,10 @@ first foreign activity, 2 on usage errors or leaves that cannot be read at the s
 				return cairn.InvalidField("poll", "--poll must not be negative, got %s", pollEvery)
 			}
 			log := newLogger()
-			var devs []zfs.Device
-			for _, p := range args {
-				d, f, err := zfs.OpenDevice(p)
-				if err != nil {
-					return exitWith(2, "cannot open leaf vdev %s: %v", p, err)
-				}
-				defer f.Close()
-				devs = append(devs, d)
+			devs, closeDevs, err := zfs.OpenDevices(args)
+			defer closeDevs()
+			if err != nil {
+				return exitWith(2, "%v", err)
 			}
 			w, err := mmp.NewWatcher(devs, hostid, mmp.WatchOptions{SelfWriting: true, Log: log.With().Str("component", "watch").Logger()})
 			if err != nil {

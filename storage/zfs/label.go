@@ -94,6 +94,26 @@ func OpenDevice(path string) (Device, *os.File, error) {
 	return Device{Name: path, R: f, Size: size, Direct: direct && oDirect != 0}, f, nil
 }
 
+// OpenDevices opens every path with OpenDevice; close releases them all. On an error
+// (naming the path) nothing stays open.
+func OpenDevices(paths []string) (devs []Device, close func(), err error) {
+	var files []*os.File
+	close = func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, p := range paths {
+		d, f, err := OpenDevice(p)
+		if err != nil {
+			close()
+			return nil, func() {}, fmt.Errorf("cannot open leaf vdev %s: %w", p, err)
+		}
+		devs, files = append(devs, d), append(files, f)
+	}
+	return devs, close, nil
+}
+
 // LabelOffset is the physical offset of label l (0-3) on a leaf of psize bytes (psize
 // already rounded down to a multiple of LabelSize), as vdev_label_offset computes it.
 func LabelOffset(psize int64, l int) int64 {
