@@ -43,6 +43,12 @@ func (n Names) NodesStream() string { return strings.ToUpper(n.Prefix) + "_NODES
 // StatusStream holds observed state reported by agents, a few per subject (CAIRN_STATUS).
 func (n Names) StatusStream() string { return strings.ToUpper(n.Prefix) + "_STATUS" }
 
+// LeaseBucket is the key-value bucket of the side-effect lease (server/lease).
+func (n Names) LeaseBucket() string { return strings.ToUpper(n.Prefix) + "_LEASE" }
+
+// RepliesBucket is the key-value bucket of replies shared by every serve (commands.ReplyKV).
+func (n Names) RepliesBucket() string { return strings.ToUpper(n.Prefix) + "_REPLIES" }
+
 // Event is the subject of an aggregate's events: <prefix>.ev.<aggregate>.<id>.
 func (n Names) Event(aggregate, id string) string {
 	return n.Prefix + ".ev." + aggregate + "." + id

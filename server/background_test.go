@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,17 +14,17 @@ import (
 // TestBackgroundRunsAPanickingPartAgain (issue 11): a serve part that panics is logged
 // and run again instead of killing the process or staying stopped; Close ends it.
 func TestBackgroundRunsAPanickingPartAgain(t *testing.T) {
-	s := &Server{cfg: Config{Log: zerolog.Nop()}}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: Config{Log: zerolog.Nop()}, runCtx: ctx}
 	var runs atomic.Int32
 	s.background(func() {
 		if runs.Add(1) < 3 {
 			panic("a bug")
 		}
-		<-s.stopping()
+		<-ctx.Done()
 	})
 	require.Eventually(t, func() bool { return runs.Load() == 3 }, 5*time.Second, 10*time.Millisecond)
-	s.stopping()
-	close(s.stopCh)
+	cancel()
 	done := make(chan struct{})
 	go func() { s.parts.Wait(); close(done) }()
 	select {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -83,8 +82,7 @@ type Server struct {
 	parts       sync.WaitGroup // dispatcher, status folding, watchdog
 	httpSrv     *http.Server
 	closeOnce   sync.Once
-	stopOnce    sync.Once
-	stopCh      chan struct{} // closed when Close begins (stopping)
+	runCtx      context.Context // the parts' context: canceled when Close begins
 
 	// Auth issues and checks credentials when Config.Auth is set (nil otherwise);
 	// ControlCreds is the path of the control user's credentials file.
@@ -201,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.runCtx, s.cancel = runCtx, cancel
 	go func() {
 		err := s.Projector.Run(runCtx, 0)
 		close(s.projDone)
@@ -215,7 +213,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Admission.Replies == nil {
 		// Refusals shared by every serve of the stream: a retry gets the same answer
 		// from any of them.
-		rkv, err := commands.NewReplyKV(ctx, s.JS, strings.ToUpper(names.Prefix)+"_REPLIES", commands.DefaultReplyTTL, replicas)
+		rkv, err := commands.NewReplyKV(ctx, s.JS, names.RepliesBucket(), commands.DefaultReplyTTL, replicas)
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +230,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Name = host // embedded: one serve per store; its next run takes over its lease
 		}
 	}
-	s.Lease = lease.New(s.JS, lease.Options{Bucket: strings.ToUpper(names.Prefix) + "_LEASE", Holder: cfg.Name,
+	s.Lease = lease.New(s.JS, lease.Options{Bucket: names.LeaseBucket(), Holder: cfg.Name,
 		TTL: cfg.LeaseTTL, Replicas: replicas, TakeOverOwn: cfg.NATSURL == "",
 		Log: cfg.Log.With().Str("part", "lease").Logger()})
 	s.background(func() {
@@ -274,7 +272,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Log.Error().Err(err).Msg("watchdog stopped")
 		}
 	})
-	s.Lease.Settle(ctx, 2*s.leaseTTL())
+	s.Lease.Settle(ctx, 2*s.Lease.TTL())
 
 	// The admission subscription is registered once the server has answered a PING
 	// after it: only then does Start promise that commands find admission.
@@ -304,13 +302,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ready.Msg("cairn serve ready")
 	return s, nil
-}
-
-func (s *Server) leaseTTL() time.Duration {
-	if s.cfg.LeaseTTL > 0 {
-		return s.cfg.LeaseTTL
-	}
-	return lease.DefaultTTL
 }
 
 func (s *Server) waitCaughtUp(ctx context.Context) error {
@@ -365,8 +356,6 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
-	s.stopping()
-	close(s.stopCh)
 	if s.httpSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.httpSrv.Shutdown(ctx)
@@ -406,7 +395,7 @@ func (s *Server) background(run func()) {
 				return
 			}
 			select {
-			case <-s.stopping():
+			case <-s.runCtx.Done():
 				return
 			case <-time.After(time.Second):
 			}
@@ -443,12 +432,6 @@ func (s *Server) runRecovering(part func()) (panicked bool) {
 	}()
 	part()
 	return false
-}
-
-// stopping is closed when Close begins.
-func (s *Server) stopping() <-chan struct{} {
-	s.stopOnce.Do(func() { s.stopCh = make(chan struct{}) })
-	return s.stopCh
 }
 
 func (s *Server) closeResources() error {

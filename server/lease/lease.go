@@ -299,6 +299,9 @@ func (l *Lease) Leading() (uint64, bool) {
 	return token, true
 }
 
+// TTL is the lease's time to live.
+func (l *Lease) TTL() time.Duration { return l.opts.TTL }
+
 // Settle waits until this serve holds the lease or another holder is seen, at most
 // timeout: a single serve then starts with its side effects running.
 func (l *Lease) Settle(ctx context.Context, timeout time.Duration) {
