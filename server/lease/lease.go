@@ -344,8 +344,6 @@ func (l *Lease) Info() Info {
 	i.TTLMS = l.opts.TTL.Milliseconds()
 	if leading {
 		i.Holder, i.Token, i.This = l.opts.Holder, token, true
-	} else if i.Holder == l.opts.Holder {
-		i.This = false
 	}
 	return i
 }
