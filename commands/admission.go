@@ -53,7 +53,7 @@ type Request struct {
 
 	// generated is true when admission made the command id up (nobody can retry it).
 	generated bool
-	// digest is RequestDigest of the verb and body, set by Decode.
+	// digest is RequestDigest of the verb and body, set by Decode for a client's id.
 	digest string
 }
 
@@ -219,7 +219,11 @@ func (a *Admission) Decode(req Request) (Request, Handler, error) {
 		req.CommandID = uuid.Must(uuid.NewV7()).String()
 		req.generated = true
 	}
-	req.digest = RequestDigest(req.Verb, req.Body)
+	if !req.generated {
+		// Only an id the client chose can come back with another request; a made-up
+		// one needs no digest (and the hot path no canonical re-encoding).
+		req.digest = RequestDigest(req.Verb, req.Body)
+	}
 	if len(req.CommandID) > 100 || !validCommandID(req.CommandID) {
 		req.CommandID = ""
 		return req, Handler{}, cairn.InvalidField("command_id",
