@@ -33,6 +33,30 @@ type Error struct {
 	Message string         `json:"message"`
 	Field   string         `json:"field,omitempty"`
 	Details map[string]any `json:"details,omitempty"`
+	// Object names the kind of thing a not_found or already_exists is about (one of the
+	// Obj constants; empty when the code is not about one object). The LINSTOR API maps
+	// it to its FAIL_NOT_FOUND_* and FAIL_EXISTS_* codes.
+	Object string `json:"object,omitempty"`
+}
+
+// Kinds of object an Error can be about.
+const (
+	ObjNode               = "node"
+	ObjStoragePool        = "storage_pool"
+	ObjResourceGroup      = "resource_group"
+	ObjResourceDefinition = "resource_definition"
+	ObjVolumeDefinition   = "volume_definition"
+	ObjResource           = "resource" // a replica: a definition on a node
+	ObjPool               = "pool"
+	ObjLvol               = "lvol"
+	ObjSnapshot           = "snapshot"
+)
+
+// About returns e naming the kind of object it is about (it mutates and returns e for
+// chaining).
+func (e *Error) About(object string) *Error {
+	e.Object = object
+	return e
 }
 
 // Error implements error.

@@ -32,7 +32,7 @@ func DecideLvolCreate(existing *projections.Lvol, node *projections.Node, c Lvol
 		return nil, cairn.Errorf(cairn.CodeAlreadyExists, "logical volume %s already exists on node %s", existing.Name, existing.Node)
 	}
 	if node == nil {
-		return nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node)
+		return nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node).About(cairn.ObjNode)
 	}
 	if node.Spec.Role != events.RoleStorage {
 		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "node %s is a dedicated %s node; logical volumes go on storage nodes", c.Node, node.Spec.Role)

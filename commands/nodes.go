@@ -66,7 +66,7 @@ func DecideNodeAdd(cluster *projections.Cluster, existing *projections.NodeSpec,
 	if existing != nil {
 		return nil, nil, cairn.Errorf(cairn.CodeAlreadyExists, "node %s already exists (host %s, address %s)",
 			existing.Name, existing.Host, existing.Address).
-			WithDetails(map[string]any{"node": existing.Name, "host": existing.Host, "address": existing.Address})
+			WithDetails(map[string]any{"node": existing.Name, "host": existing.Host, "address": existing.Address}).About(cairn.ObjNode)
 	}
 	var warnings []string
 	if cluster.FailureDomains && c.FailureDomain == "" {
@@ -85,7 +85,7 @@ func DecideNodeAdd(cluster *projections.Cluster, existing *projections.NodeSpec,
 // DecideNodeRemove removes a node. Refuses with not_found for a node not in the cluster.
 func DecideNodeRemove(existing *projections.Node, c NodeRemove) (*events.NodeRemoved, error) {
 	if existing == nil {
-		return nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name)
+		return nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name).About(cairn.ObjNode)
 	}
 	return &events.NodeRemoved{Name: c.Name}, nil
 }
@@ -95,7 +95,7 @@ func DecideNodeRemove(existing *projections.Node, c NodeRemove) (*events.NodeRem
 // cluster; a change to what the node already has is a no-op with a warning.
 func DecideNodeSetState(existing *projections.Node, c NodeSetState) (*events.NodeStateChanged, []string, error) {
 	if existing == nil {
-		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name)
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name).About(cairn.ObjNode)
 	}
 	state, devices := existing.Status.State, existing.Status.DevicesFailed
 	if c.State != "" {

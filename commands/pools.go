@@ -41,7 +41,7 @@ func DecidePoolImport(pool *projections.Pool, target, owner *projections.Node, c
 	case pool == nil:
 		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "pool %s does not exist", c.Pool)
 	case target == nil:
-		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node)
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node).About(cairn.ObjNode)
 	case !slices.Contains(pool.Nodes, c.Node):
 		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "node %s cannot reach pool %s's devices (nodes: %v)", c.Node, c.Pool, pool.Nodes)
 	case pool.Contested:
@@ -141,7 +141,7 @@ func poolHandlers(opts Options) []Handler {
 			for _, n := range c.Nodes {
 				if nd, err := node(v, n); err != nil || nd == nil {
 					if err == nil {
-						err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", n)
+						err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", n).About(cairn.ObjNode)
 					}
 					return d, err
 				}

@@ -142,7 +142,7 @@ func (p *resourcePlan) load(name string) error {
 		return err
 	}
 	if !ok {
-		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", name)
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", name).About(cairn.ObjResourceDefinition)
 	}
 	p.rd = rd
 	return p.loadGroup(rd.ResourceGroup)
@@ -157,7 +157,7 @@ func (p *resourcePlan) loadGroup(name string) error {
 		return err
 	}
 	if !ok {
-		return cairn.Errorf(cairn.CodeNotFound, "resource group %s does not exist", name)
+		return cairn.Errorf(cairn.CodeNotFound, "resource group %s does not exist", name).About(cairn.ObjResourceGroup)
 	}
 	p.group = &g
 	return nil
@@ -346,7 +346,7 @@ func (p *resourcePlan) tiebreaker() error {
 func (p *resourcePlan) removeReplica(node, reason string) error {
 	r, ok := p.rd.Replica(node)
 	if !ok {
-		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, node)
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, node).About(cairn.ObjResource)
 	}
 	p.emit(&events.ReplicaRemoved{Resource: p.rd.Name, Node: node, NodeID: r.NodeID, Minors: r.Minors, Reason: reason})
 	if !r.Diskless {
@@ -374,16 +374,44 @@ func (p *resourcePlan) autoplace(target int, force bool, opts drbd.Options) erro
 		p.warn("resource %s already has %d diskful replica(s) (place count %d); nothing placed", p.rd.Name, diskful, target)
 		return nil
 	}
-	choices, err := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, p.members(), p.cands)
+	// The tiebreaker's node may take a new disk (LINSTOR's tiebreaker takeover): for
+	// placement it holds no replica, and choosing it gives its replica the disk.
+	var placed []replicas.Member
+	for _, m := range p.members() {
+		if !m.Tiebreaker {
+			placed = append(placed, m)
+		}
+	}
+	choices, err := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, placed, p.cands)
 	if err != nil {
 		return err
 	}
 	for _, c := range choices {
+		if r, ok := p.rd.Replica(c.Node); ok && r.Tiebreaker {
+			p.giveDisk(r, c.Pool)
+			continue
+		}
 		if err := p.addReplica(c.Node, &c.Pool, false, "autoplace", force, opts); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// giveDisk turns diskless replica r into a diskful one on pool. A diskless replica
+// holds nothing: it gets fresh metadata and a full sync, never a seed that could skip
+// data its peers hold.
+func (p *resourcePlan) giveDisk(r *projections.Replica, sp replicas.StoragePool) {
+	p.emit(&events.ReplicaDiskToggled{Resource: p.rd.Name, Node: r.Node, Diskless: false,
+		StoragePool: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FullSync: true})
+	r.Diskless, r.Tiebreaker, r.StoragePool, r.Provider, r.Pool = false, false, sp.Name, sp.Provider, sp.Pool
+	if c, ok := p.candidate(r.Node); ok {
+		for i := range c.Pools {
+			if c.Pools[i].Name == sp.Name {
+				c.Pools[i].FreeKiB -= min(c.Pools[i].FreeKiB, p.rd.SizeKiB())
+			}
+		}
+	}
 }
 
 func (p *resourcePlan) takePort() (int, error) {
@@ -403,7 +431,7 @@ func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options) e
 	if _, exists, err := p.v.ResourceDefinition(name); err != nil {
 		return err
 	} else if exists {
-		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already exists", name)
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already exists", name).About(cairn.ObjResourceDefinition)
 	}
 	if err := p.loadGroup(group); err != nil {
 		return err
@@ -425,7 +453,7 @@ func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
 	}
 	for _, v := range p.rd.Volumes {
 		if v.Volume == volume {
-			return cairn.Errorf(cairn.CodeAlreadyExists, "resource %s already has volume %d (%d KiB)", p.rd.Name, volume, v.SizeKiB)
+			return cairn.Errorf(cairn.CodeAlreadyExists, "resource %s already has volume %d (%d KiB)", p.rd.Name, volume, v.SizeKiB).About(cairn.ObjVolumeDefinition)
 		}
 	}
 	gi, err := drbd.NewDay0GI(p.rand)
@@ -461,14 +489,14 @@ func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
 	}
 	cand, ok := p.candidate(c.Node)
 	if !ok {
-		return cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node)
+		return cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node).About(cairn.ObjNode)
 	}
 	if r, exists := p.rd.Replica(c.Node); exists {
 		kind := "diskful"
 		if r.Diskless {
 			kind = "diskless"
 		}
-		return cairn.Errorf(cairn.CodeAlreadyExists, "resource %s already has a %s replica on node %s (node id %d)", p.rd.Name, kind, c.Node, r.NodeID)
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource %s already has a %s replica on node %s (node id %d)", p.rd.Name, kind, c.Node, r.NodeID).About(cairn.ObjResource)
 	}
 	if !cand.Online {
 		p.warn("node %s is offline: its agent carries the replica out when it is back", c.Node)
@@ -496,7 +524,7 @@ func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
 func (p *resourcePlan) replicaRemove(c ReplicaRef) error {
 	r, ok := p.rd.Replica(c.Node)
 	if !ok {
-		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node)
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node).About(cairn.ObjResource)
 	}
 	diskful := p.diskful()
 	diskless := len(p.rd.Replicas) - diskful
@@ -532,7 +560,7 @@ func (p *resourcePlan) replicaRemove(c ReplicaRef) error {
 func (p *resourcePlan) toggleDisk(c ReplicaToggleDisk) error {
 	r, ok := p.rd.Replica(c.Node)
 	if !ok {
-		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node)
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node).About(cairn.ObjResource)
 	}
 	if r.Diskless == c.Diskless {
 		p.warn("replica of %s on %s is already %s; nothing changed", p.rd.Name, c.Node, diskWord(c.Diskless))
@@ -554,11 +582,7 @@ func (p *resourcePlan) toggleDisk(c ReplicaToggleDisk) error {
 	if err != nil {
 		return err
 	}
-	// A diskless replica promoted to a disk holds nothing: it gets fresh metadata and a
-	// full sync, never a seed that could skip data its peers hold.
-	p.emit(&events.ReplicaDiskToggled{Resource: p.rd.Name, Node: c.Node, Diskless: false,
-		StoragePool: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FullSync: true})
-	r.Diskless, r.Tiebreaker, r.StoragePool, r.Provider, r.Pool = false, false, sp.Name, sp.Provider, sp.Pool
+	p.giveDisk(r, sp)
 	return p.tiebreaker()
 }
 
@@ -573,7 +597,7 @@ func (p *resourcePlan) activate(c ResourceActivate, active bool) error {
 	if c.Node != "" {
 		r, ok := p.rd.Replica(c.Node)
 		if !ok {
-			return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node)
+			return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node).About(cairn.ObjResource)
 		}
 		if r.Inactive == !active && !c.ReallocatePort {
 			p.warn("resource %s is already %s on %s; nothing changed", p.rd.Name, activeWord(active), c.Node)
@@ -656,13 +680,13 @@ func resourceHandlers(opts Options) []Handler {
 			}
 			if _, ok, err := v.Node(c.Node); err != nil || !ok {
 				if err == nil {
-					err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node)
+					err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node).About(cairn.ObjNode)
 				}
 				return d, err
 			}
 			if sp, ok, err := v.StoragePool(c.Node, c.Name); err != nil || ok {
 				if err == nil {
-					err = cairn.Errorf(cairn.CodeAlreadyExists, "node %s already has storage pool %s (%s on %s)", c.Node, c.Name, sp.Provider, sp.Pool)
+					err = cairn.Errorf(cairn.CodeAlreadyExists, "node %s already has storage pool %s (%s on %s)", c.Node, c.Name, sp.Provider, sp.Pool).About(cairn.ObjStoragePool)
 				}
 				return d, err
 			}
@@ -681,7 +705,7 @@ func resourceHandlers(opts Options) []Handler {
 			}
 			if _, ok, err := v.ResourceGroup(c.Name); err != nil || ok {
 				if err == nil {
-					err = cairn.Errorf(cairn.CodeAlreadyExists, "resource group %s already exists", c.Name)
+					err = cairn.Errorf(cairn.CodeAlreadyExists, "resource group %s already exists", c.Name).About(cairn.ObjResourceGroup)
 				}
 				return d, err
 			}
@@ -748,7 +772,7 @@ func resourceHandlers(opts Options) []Handler {
 				return d, err
 			}
 			if !ok {
-				return d, cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Name)
+				return d, cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Name).About(cairn.ObjResourceDefinition)
 			}
 			ev, warnings, err := DecideResourceModify(rd.DRBDOptions, c)
 			return d.with(subject, ev, warnings), err

@@ -388,3 +388,37 @@ func TestDeleteDefinition(t *testing.T) {
 	must(t, s, "rd.create", `{"name":"r1"}`)
 	assert.Empty(t, definition(t, s, "r1").Volumes, "a definition made again under the name starts empty")
 }
+
+// With three storage nodes, two disks and the tiebreaker on the third, autoplace of a
+// third disk gives the tiebreaker's replica a disk (LINSTOR's tiebreaker takeover):
+// before, every node was passed over as "already holds a replica".
+func TestAutoplaceTakesOverTheTiebreaker(t *testing.T) {
+	s := servertest.Start(t)
+	must(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= 3; i++ {
+		must(t, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d"}`, i, i, i))
+		must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":10485760}`, i))
+	}
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	rd := definition(t, s, "r1")
+	var tb string
+	for _, r := range rd.Replicas {
+		if r.Tiebreaker {
+			tb = r.Node
+		}
+	}
+	require.NotEmpty(t, tb, layout(rd))
+
+	r := must(t, s, "replica.add", `{"resource":"r1","place_count":3}`)
+	rd = definition(t, s, "r1")
+	assert.Equal(t, "n1:disk n2:disk n3:disk", layout(rd))
+	require.Len(t, r.Events, 1, "one event: the tiebreaker's replica gets a disk")
+	assert.Equal(t, "replica.disk-toggled", r.Events[0].Type)
+	took, _ := rd.Replica(tb)
+	assert.True(t, took.FullSync, "a diskless replica getting a disk holds nothing: full sync")
+	assert.Equal(t, "thin", took.StoragePool)
+
+	// A fourth disk has nowhere to go: the refusal still says why.
+	refused(t, s, "replica.add", `{"resource":"r1","place_count":4}`, cairn.CodePreconditionFailed, "already holds a replica")
+}

@@ -1,5 +1,6 @@
 // Package gateway is the operators' HTTP API: reads of every view, commands as POST,
-// the audit log, metrics and health. Commands travel over NATS to admission like any
+// the audit log, metrics and health under /cairn/v1/, and LINSTOR's REST API v1 under
+// /v1/ (package linstor). Commands travel over NATS to admission like any
 // other client's, so the gateway holds no rules of its own.
 package gateway
 
@@ -15,6 +16,7 @@ import (
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/domains"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/gateway/linstor"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -53,25 +55,26 @@ func (g *Gateway) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	})
 	mux.Handle("GET /metrics", promhttp.Handler())
-	mux.HandleFunc("GET /v1/cluster", g.getCluster)
+	mux.HandleFunc("GET /cairn/v1/cluster", g.getCluster)
 	if g.Leader != nil {
-		mux.HandleFunc("GET /v1/leader", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Leader()) })
+		mux.HandleFunc("GET /cairn/v1/leader", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Leader()) })
 	}
-	mux.HandleFunc("GET /v1/nodes", g.listNodes)
-	mux.HandleFunc("GET /v1/nodes/{name}", g.getNode)
-	mux.HandleFunc("GET /v1/domains", g.listDomains)
-	mux.HandleFunc("GET /v1/placement", g.placementPlan)
-	mux.HandleFunc("GET /v1/health", g.clusterHealth)
-	mux.HandleFunc("GET /v1/volume-stores", g.recordedPlacement)
-	mux.HandleFunc("GET /v1/storage-pools", g.listStoragePools)
-	mux.HandleFunc("GET /v1/resource-groups", g.listResourceGroups)
-	mux.HandleFunc("GET /v1/resources", g.listResources)
-	mux.HandleFunc("GET /v1/resources/{name}", g.getResource)
-	mux.HandleFunc("GET /v1/pools", g.listPools)
-	mux.HandleFunc("GET /v1/pools/{name}", g.getPool)
-	mux.HandleFunc("GET /v1/events", g.listEvents)
-	mux.HandleFunc("GET /v1/views/digest", g.digest)
-	mux.HandleFunc("POST /v1/commands/{verb}", g.postCommand)
+	mux.HandleFunc("GET /cairn/v1/nodes", g.listNodes)
+	mux.HandleFunc("GET /cairn/v1/nodes/{name}", g.getNode)
+	mux.HandleFunc("GET /cairn/v1/domains", g.listDomains)
+	mux.HandleFunc("GET /cairn/v1/placement", g.placementPlan)
+	mux.HandleFunc("GET /cairn/v1/health", g.clusterHealth)
+	mux.HandleFunc("GET /cairn/v1/volume-stores", g.recordedPlacement)
+	mux.HandleFunc("GET /cairn/v1/storage-pools", g.listStoragePools)
+	mux.HandleFunc("GET /cairn/v1/resource-groups", g.listResourceGroups)
+	mux.HandleFunc("GET /cairn/v1/resources", g.listResources)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}", g.getResource)
+	mux.HandleFunc("GET /cairn/v1/pools", g.listPools)
+	mux.HandleFunc("GET /cairn/v1/pools/{name}", g.getPool)
+	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)
+	mux.HandleFunc("GET /cairn/v1/views/digest", g.digest)
+	mux.HandleFunc("POST /cairn/v1/commands/{verb}", g.postCommand)
+	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version}).Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, cairn.Errorf(cairn.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -366,38 +369,19 @@ func (g *Gateway) postCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, cairn.Errorf(cairn.CodePayloadTooLarge, "request body over %d bytes", limit))
 		return
 	}
-	// Checked here, before the publish: a body over the NATS server's max payload (1 MiB
-	// by default, less on some clusters) would fail the publish and read as unavailable.
-	if maxp := g.NC.MaxPayload(); maxp > 0 && int64(len(body)) > maxp-4096 {
-		writeError(w, cairn.Errorf(cairn.CodePayloadTooLarge, "request body of %d bytes is over what the NATS server carries (%d bytes, less headers)", len(body), maxp))
-		return
-	}
-	m := nats.NewMsg(g.Store.Names().Command(verb))
-	m.Data = body
+	hdr := nats.Header{}
 	for _, h := range []string{commands.HeaderCommandID, commands.HeaderCorrelationID, commands.HeaderCausationID} {
 		if v := r.Header.Get(h); v != "" {
-			m.Header.Set(h, v)
+			hdr.Set(h, v)
 		}
 	}
 	actor := r.Header.Get(commands.HeaderActor)
 	if actor == "" {
 		actor = "http:" + r.RemoteAddr
 	}
-	m.Header.Set(commands.HeaderActor, actor)
-	timeout := g.CommandTimeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
-	resp, err := g.NC.RequestMsgWithContext(ctx, m)
+	reply, err := g.Send(r.Context(), verb, body, actor, hdr)
 	if err != nil {
-		writeError(w, cairn.Errorf(cairn.CodeUnavailable, "admission did not answer %s: %v", verb, err))
-		return
-	}
-	var reply commands.Reply
-	if err := json.Unmarshal(resp.Data, &reply); err != nil {
-		writeError(w, cairn.Errorf(cairn.CodeInternal, "unreadable reply from admission"))
+		writeError(w, err)
 		return
 	}
 	status := http.StatusOK
@@ -405,6 +389,39 @@ func (g *Gateway) postCommand(w http.ResponseWriter, r *http.Request) {
 		status = HTTPStatus(reply.Error.Code)
 	}
 	writeJSON(w, status, reply)
+}
+
+// Send sends one command to admission over NATS, as actor, with extra headers (command,
+// correlation and causation ids; nil for none), and returns admission's reply. Errors are
+// *cairn.Error: payload_too_large for a body the NATS server cannot carry, unavailable
+// when admission does not answer within CommandTimeout, internal for an unreadable reply.
+func (g *Gateway) Send(ctx context.Context, verb string, body []byte, actor string, hdr nats.Header) (commands.Reply, error) {
+	// Checked here, before the publish: a body over the NATS server's max payload (1 MiB
+	// by default, less on some clusters) would fail the publish and read as unavailable.
+	if maxp := g.NC.MaxPayload(); maxp > 0 && int64(len(body)) > maxp-4096 {
+		return commands.Reply{}, cairn.Errorf(cairn.CodePayloadTooLarge, "request body of %d bytes is over what the NATS server carries (%d bytes, less headers)", len(body), maxp)
+	}
+	m := nats.NewMsg(g.Store.Names().Command(verb))
+	m.Data = body
+	for k, v := range hdr {
+		m.Header[k] = v
+	}
+	m.Header.Set(commands.HeaderActor, actor)
+	timeout := g.CommandTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := g.NC.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return commands.Reply{}, cairn.Errorf(cairn.CodeUnavailable, "admission did not answer %s: %v", verb, err)
+	}
+	var reply commands.Reply
+	if err := json.Unmarshal(resp.Data, &reply); err != nil {
+		return commands.Reply{}, cairn.Errorf(cairn.CodeInternal, "unreadable reply from admission")
+	}
+	return reply, nil
 }
 
 // HTTPStatus maps an error code to its HTTP status; this is the only place that does.

@@ -58,7 +58,7 @@ func TestStatusReportsFoldIntoTheResourceView(t *testing.T) {
 		} `json:"replicas"`
 	}
 	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + s.HTTPAddr + "/v1/resources/r1")
+		resp, err := http.Get("http://" + s.HTTPAddr + "/cairn/v1/resources/r1")
 		if err != nil {
 			return false
 		}

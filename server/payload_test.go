@@ -27,7 +27,7 @@ func TestGatewayRefusesABodyOverTheNATSMaxPayload(t *testing.T) {
 	t.Cleanup(ns.Shutdown)
 	s := servertest.StartConfig(t, server.Config{DataDir: t.TempDir(), NATSURL: ns.ClientURL(), HTTPListen: "127.0.0.1:0", Log: zerolog.Nop()})
 	body := `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1,"pad":"` + strings.Repeat("x", 300_000) + `"}`
-	resp, err := http.Post("http://"+s.HTTPAddr+"/v1/commands/cluster.create", "application/json", strings.NewReader(body))
+	resp, err := http.Post("http://"+s.HTTPAddr+"/cairn/v1/commands/cluster.create", "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)

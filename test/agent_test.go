@@ -22,7 +22,7 @@ func TestAgentHeartbeatsDriveNodeState(t *testing.T) {
 		return startAgent(t, s, agentOpts{extra: []string{"--heartbeat-interval", "200ms"}})
 	}
 	state := func() string {
-		status, body := httpJSON(t, "GET", s.url("/v1/nodes/n1"), "")
+		status, body := httpJSON(t, "GET", s.url("/cairn/v1/nodes/n1"), "")
 		require.Equal(t, 200, status)
 		return decode[struct {
 			Status struct {

@@ -59,7 +59,7 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	require.Equal(t, "cairn.status.n1.node.n1", m.Subject)
 	require.Contains(t, string(m.Data), `"node":"n1"`)
 	time.Sleep(1500 * time.Millisecond) // longer than the timeout: heartbeats keep n1 online
-	status, body := httpJSON(t, "GET", s.url("/v1/nodes/n1"), "")
+	status, body := httpJSON(t, "GET", s.url("/cairn/v1/nodes/n1"), "")
 	require.Equal(t, 200, status)
 	require.Equal(t, "online", decode[struct {
 		Status struct {

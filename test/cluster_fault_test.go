@@ -115,7 +115,7 @@ func startClusterServe(t *testing.T, name, urls string) *serve {
 	return s.run(name)
 }
 
-// leaderInfo is GET /v1/leader.
+// leaderInfo is GET /cairn/v1/leader.
 type leaderInfo struct {
 	Holder string `json:"holder"`
 	Token  uint64 `json:"token"`
@@ -124,7 +124,7 @@ type leaderInfo struct {
 
 func getLeader(s *serve) (leaderInfo, bool) {
 	c := http.Client{Timeout: 500 * time.Millisecond}
-	resp, err := c.Get(s.url("/v1/leader"))
+	resp, err := c.Get(s.url("/cairn/v1/leader"))
 	if err != nil {
 		return leaderInfo{}, false
 	}
@@ -375,7 +375,7 @@ func TestClusterFaults(t *testing.T) {
 	digests := map[string]digest{}
 	for name, s := range serves {
 		require.Eventually(t, func() bool {
-			status, body := httpJSON(t, "GET", s.url("/v1/views/digest"), "")
+			status, body := httpJSON(t, "GET", s.url("/cairn/v1/views/digest"), "")
 			if status != 200 {
 				return false
 			}
@@ -409,7 +409,7 @@ func TestClusterFaults(t *testing.T) {
 	assert.Zero(t, unknown, "commands without a final answer after 60 s of retries")
 
 	// DRBD allocations stay unique.
-	status, body := httpJSON(t, "GET", serves["cp-a"].url("/v1/resources"), "")
+	status, body := httpJSON(t, "GET", serves["cp-a"].url("/cairn/v1/resources"), "")
 	require.Equal(t, 200, status)
 	var rds []struct {
 		Name     string `json:"name"`

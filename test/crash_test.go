@@ -96,7 +96,7 @@ func TestKill9DuringCommandsLosesNothingAcknowledged(t *testing.T) {
 	}
 	t.Logf("acknowledged %d commands, stored %d, before kill -9", len(acked), len(stored)-1)
 
-	status, body := httpJSON(t, "GET", s.url("/v1/views/digest"), "")
+	status, body := httpJSON(t, "GET", s.url("/cairn/v1/views/digest"), "")
 	require.Equal(t, 200, status)
 	live := decode[digest](t, body)
 	s.stop()

@@ -27,7 +27,7 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	r, code := cmd("cluster.activate", `{}`)
 	require.Equal(t, 0, code, "%+v", r.Error)
 
-	status, body := httpJSON(t, "GET", s.url("/v1/domains"), "")
+	status, body := httpJSON(t, "GET", s.url("/cairn/v1/domains"), "")
 	require.Equal(t, 200, status)
 	dv := decode[struct {
 		Activated bool   `json:"activated"`
@@ -45,7 +45,7 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	assert.Equal(t, []string{"h2", "h5"}, dv.Domains[0].Hosts)
 	assert.Equal(t, 2, dv.Domains[0].ID, "AZ1 first appeared with the second node")
 
-	status, body = httpJSON(t, "GET", s.url("/v1/placement"), "")
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/placement"), "")
 	require.Equal(t, 200, status)
 	plan := decode[struct {
 		VolumeStores []struct {
@@ -66,7 +66,7 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	assert.Equal(t, "1 whole domain", plan.Tolerance.Verdict)
 	assert.Equal(t, 4, plan.JournalCopies)
 
-	status, body = httpJSON(t, "GET", s.url("/v1/volume-stores"), "")
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/volume-stores"), "")
 	require.Equal(t, 200, status)
 	rec := decode[struct {
 		VolumeStores []struct{ Primary, Secondary string } `json:"volume_stores"`
@@ -91,7 +91,7 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	require.Equal(t, 0, code)
 
 	health := func() (string, []string) {
-		status, body := httpJSON(t, "GET", s.url("/v1/health"), "")
+		status, body := httpJSON(t, "GET", s.url("/cairn/v1/health"), "")
 		require.Equal(t, 200, status)
 		h := decode[struct {
 			Health struct {
@@ -130,7 +130,7 @@ func TestFailureDomainClusterEndToEnd(t *testing.T) {
 	r, code = cmd("node.add", `{"name":"n8","host":"h8","address":"10.0.1.8","failure_domain":"AZ1"}`)
 	assert.Equal(t, 1, code)
 	assert.Equal(t, "domain_unbalanced", r.Error.Code)
-	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n8","host":"h8","address":"10.0.1.8","failure_domain":"AZ1"}`)
+	status, _ = httpJSON(t, "POST", s.url("/cairn/v1/commands/node.add"), `{"name":"n8","host":"h8","address":"10.0.1.8","failure_domain":"AZ1"}`)
 	assert.Equal(t, 422, status)
 }
 

@@ -35,21 +35,21 @@ func TestOperatorFlowThroughCLIAndHTTP(t *testing.T) {
 	assert.Equal(t, "already_exists", r.Error.Code)
 
 	// commands over HTTP, with the actor from the header
-	status, body := httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n4","host":"h4","address":"10.0.0.4","failure_domain":"RACK2"}`,
+	status, body := httpJSON(t, "POST", s.url("/cairn/v1/commands/node.add"), `{"name":"n4","host":"h4","address":"10.0.0.4","failure_domain":"RACK2"}`,
 		"Cairn-Actor", "bob", "Cairn-Command-Id", "add-n4")
 	require.Equal(t, 200, status, body)
-	status, body = httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n5","host":"h5","address":"nowhere"}`)
+	status, body = httpJSON(t, "POST", s.url("/cairn/v1/commands/node.add"), `{"name":"n5","host":"h5","address":"nowhere"}`)
 	assert.Equal(t, 400, status)
 	assert.Contains(t, body, `"field": "address"`)
-	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.add"), `{"name":"n1","host":"h1","address":"10.0.0.1","failure_domain":"RACK1"}`)
+	status, _ = httpJSON(t, "POST", s.url("/cairn/v1/commands/node.add"), `{"name":"n1","host":"h1","address":"10.0.0.1","failure_domain":"RACK1"}`)
 	assert.Equal(t, 409, status)
-	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.fly"), `{}`)
+	status, _ = httpJSON(t, "POST", s.url("/cairn/v1/commands/node.fly"), `{}`)
 	assert.Equal(t, 404, status)
-	status, _ = httpJSON(t, "POST", s.url("/v1/commands/node.remove"), `{"name":"ghost"}`)
+	status, _ = httpJSON(t, "POST", s.url("/cairn/v1/commands/node.remove"), `{"name":"ghost"}`)
 	assert.Equal(t, 404, status)
 
 	// reads
-	status, body = httpJSON(t, "GET", s.url("/v1/nodes"), "")
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/nodes"), "")
 	require.Equal(t, 200, status)
 	nodes := decode[struct {
 		Nodes []struct {
@@ -68,11 +68,11 @@ func TestOperatorFlowThroughCLIAndHTTP(t *testing.T) {
 	assert.Equal(t, "h2", nodes.Nodes[1].Spec.Host)
 	assert.Equal(t, "RACK2", nodes.Nodes[1].Spec.FailureDomain)
 	assert.Equal(t, "online", nodes.Nodes[1].Status.State)
-	status, _ = httpJSON(t, "GET", s.url("/v1/nodes/n3"), "")
+	status, _ = httpJSON(t, "GET", s.url("/cairn/v1/nodes/n3"), "")
 	assert.Equal(t, 200, status)
-	status, _ = httpJSON(t, "GET", s.url("/v1/nodes/zz"), "")
+	status, _ = httpJSON(t, "GET", s.url("/cairn/v1/nodes/zz"), "")
 	assert.Equal(t, 404, status)
-	status, body = httpJSON(t, "GET", s.url("/v1/cluster"), "")
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/cluster"), "")
 	assert.Equal(t, 200, status)
 	assert.Contains(t, body, `"data_chunks": 2`)
 	status, body = httpJSON(t, "GET", s.url("/metrics"), "")
@@ -111,10 +111,10 @@ func TestOperatorFlowThroughCLIAndHTTP(t *testing.T) {
 	out, code = run(t, append([]string{"audit", "--from-seq", "x"}, nats...)...)
 	assert.Equal(t, 2, code)
 
-	status, body = httpJSON(t, "GET", s.url("/v1/events?type=node.added&command_id=add-n3"), "")
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/events?type=node.added&command_id=add-n3"), "")
 	require.Equal(t, 200, status)
 	assert.Equal(t, 1, strings.Count(body, `"seq"`), body)
-	status, _ = httpJSON(t, "GET", s.url("/v1/events?from_seq=abc"), "")
+	status, _ = httpJSON(t, "GET", s.url("/cairn/v1/events?from_seq=abc"), "")
 	assert.Equal(t, 400, status)
 }
 

@@ -49,7 +49,7 @@ func TestDRBDResourcesEndToEnd(t *testing.T) {
 		Replicas []replica `json:"replicas"`
 	}
 	get := func() definition {
-		status, body := httpJSON(t, "GET", s.url("/v1/resources/r1"), "")
+		status, body := httpJSON(t, "GET", s.url("/cairn/v1/resources/r1"), "")
 		require.Equal(t, 200, status, body)
 		return decode[definition](t, body)
 	}
@@ -136,23 +136,23 @@ func TestDRBDResourcesEndToEnd(t *testing.T) {
 	assert.Contains(t, out, "precondition_failed")
 	assert.Contains(t, out, "still has 3 replica(s)")
 	cmd("rd.create", `{"name":"scratch"}`)
-	status, body := httpJSON(t, "GET", s.url("/v1/resources/scratch"), "")
+	status, body := httpJSON(t, "GET", s.url("/cairn/v1/resources/scratch"), "")
 	require.Equal(t, 200, status, body)
 	scratchPort := decode[definition](t, body).Port
-	status, body = httpJSON(t, "POST", s.url("/v1/commands/rd.delete"), `{"name":"scratch"}`)
+	status, body = httpJSON(t, "POST", s.url("/cairn/v1/commands/rd.delete"), `{"name":"scratch"}`)
 	require.Equal(t, 200, status, body)
 	assert.Contains(t, body, `"rd.deleted"`)
-	status, _ = httpJSON(t, "GET", s.url("/v1/resources/scratch"), "")
+	status, _ = httpJSON(t, "GET", s.url("/cairn/v1/resources/scratch"), "")
 	assert.Equal(t, 404, status)
 	out, code = run(t, append([]string{"audit", "--json", "--type", "rd.deleted"}, nats...)...)
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, fmt.Sprintf(`"port":%d`, scratchPort))
 
 	// refusals over HTTP name what was wrong and change nothing
-	status, body = httpJSON(t, "POST", s.url("/v1/commands/replica.add"), `{"resource":"r1","node":"n1","diskless":"yes"}`)
+	status, body = httpJSON(t, "POST", s.url("/cairn/v1/commands/replica.add"), `{"resource":"r1","node":"n1","diskless":"yes"}`)
 	assert.Equal(t, 400, status)
 	assert.Contains(t, body, "diskless")
-	status, body = httpJSON(t, "POST", s.url("/v1/commands/rg.spawn"), `{"resource_group":"rg2","name":"r2","size_kib":1099511627776000}`)
+	status, body = httpJSON(t, "POST", s.url("/cairn/v1/commands/rg.spawn"), `{"resource_group":"rg2","name":"r2","size_kib":1099511627776000}`)
 	assert.Equal(t, 400, status)
 	assert.Contains(t, body, "size_kib")
 }

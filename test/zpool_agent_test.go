@@ -39,7 +39,7 @@ type poolView struct {
 // on a real OpenZFS image (single-fast: left active by host-c, 100 ms MMP interval, so
 // the activity check lasts 2-2.5 s of real time): pool.import through `cairn cmd`
 // grants n1, the agent checks, imports with -f and reports imported, which GET
-// /v1/pools/tank shows; pool.import to n2 is refused while n1 is online; pool.export
+// /cairn/v1/pools/tank shows; pool.import to n2 is refused while n1 is online; pool.export
 // makes the agent export.
 func TestZpoolAgentImportsOnGrant(t *testing.T) {
 	dir := t.TempDir()
@@ -66,7 +66,7 @@ func TestZpoolAgentImportsOnGrant(t *testing.T) {
 	zlog := startZpoolAgent(t, s, dir, fake, "0x44444444", "--zpool-watch-interval", "100ms")
 
 	pool := func() poolView {
-		status, body := httpJSON(t, "GET", s.url("/v1/pools/tank"), "")
+		status, body := httpJSON(t, "GET", s.url("/cairn/v1/pools/tank"), "")
 		require.Equal(t, 200, status, body)
 		return decode[poolView](t, body)
 	}
@@ -144,7 +144,7 @@ func TestZpoolAgentLiveWriter(t *testing.T) {
 	}
 	zlog := startZpoolAgent(t, s, dir, fake, "0xbbbb0002", "--zpool-retry", "1s")
 	observed := func() zpool.Status {
-		status, body := httpJSON(t, "GET", s.url("/v1/pools/tank"), "")
+		status, body := httpJSON(t, "GET", s.url("/cairn/v1/pools/tank"), "")
 		require.Equal(t, 200, status, body)
 		return decode[poolView](t, body).Observed["n1"]
 	}

@@ -186,7 +186,7 @@ func (h *harness) stopAgent() {
 	h.stop = nil
 }
 
-// observed is n1's status of tank in the views (as GET /v1/pools/tank shows it).
+// observed is n1's status of tank in the views (as GET /cairn/v1/pools/tank shows it).
 func (h *harness) observed() (zpool.Status, bool) {
 	v, err := h.s.DB.Read()
 	require.NoError(h.t, err)

@@ -53,10 +53,10 @@ the parity budget covers. Derived from the chunk-per-domain rule, not a stored t
 	c.AddCommand(tol)
 	var httpURL string
 	for _, v := range []struct{ use, path, short string }{
-		{"status", "/v1/domains", "Domain balance: every domain with its id, hosts and nodes, and the verdict"},
-		{"stores", "/v1/volume-stores", "Recorded placement: volume stores with failover paths, journal sets"},
-		{"plan", "/v1/placement", "Placement the rules give the current topology (rotation, stores, journals, stripe, tolerance)"},
-		{"health", "/v1/health", "Cluster status (ok, degraded, suspended), reasons and restart plan"},
+		{"status", "/cairn/v1/domains", "Domain balance: every domain with its id, hosts and nodes, and the verdict"},
+		{"stores", "/cairn/v1/volume-stores", "Recorded placement: volume stores with failover paths, journal sets"},
+		{"plan", "/cairn/v1/placement", "Placement the rules give the current topology (rotation, stores, journals, stripe, tolerance)"},
+		{"health", "/cairn/v1/health", "Cluster status (ok, degraded, suspended), reasons and restart plan"},
 	} {
 		path := v.path
 		sub := &cobra.Command{

@@ -47,7 +47,7 @@ func viewsCmd() *cobra.Command {
 	}
 	digest := &cobra.Command{
 		Use:   "digest",
-		Short: "Print the digest of the views as they are stored (serve must be stopped; running: GET /v1/views/digest)",
+		Short: "Print the digest of the views as they are stored (serve must be stopped; running: GET /cairn/v1/views/digest)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := os.Stat(filepath.Join(dataDir, "views")); err != nil {

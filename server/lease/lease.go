@@ -43,7 +43,7 @@ const DefaultTTL = 5 * time.Second
 type Options struct {
 	// Bucket is the key-value bucket (created when missing, with MaxAge TTL).
 	Bucket string
-	// Holder names this serve in the lease (and in logs, metrics and GET /v1/leader).
+	// Holder names this serve in the lease (and in logs, metrics and GET /cairn/v1/leader).
 	Holder string
 	// TTL is the lease's time to live after each renewal (DefaultTTL). Renewals come
 	// every TTL/4; the holder acts only until TTL/2 after the start of its last
@@ -77,7 +77,7 @@ type Lease struct {
 	observed Info // the last lease entry read (any holder)
 }
 
-// Info is what GET /v1/leader shows.
+// Info is what GET /cairn/v1/leader shows.
 type Info struct {
 	Holder string `json:"holder,omitempty"` // "" when nobody holds the lease
 	Token  uint64 `json:"token,omitempty"`  // the holder's fencing token

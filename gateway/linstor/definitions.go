@@ -1,0 +1,298 @@
+package linstor
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// ResourceDefinition is LINSTOR's resource definition.
+type ResourceDefinition struct {
+	Name              string             `json:"name"`
+	Props             map[string]string  `json:"props,omitempty"`
+	Flags             []string           `json:"flags,omitempty"`
+	LayerData         []LayerData        `json:"layer_data,omitempty"`
+	ResourceGroupName string             `json:"resource_group_name,omitempty"`
+	VolumeDefinitions []VolumeDefinition `json:"volume_definitions,omitempty"`
+}
+
+// LayerData is one layer of a definition; DRBD's carries the port.
+type LayerData struct {
+	Type string         `json:"type"`
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// VolumeDefinition is LINSTOR's volume definition.
+type VolumeDefinition struct {
+	VolumeNumber *int              `json:"volume_number,omitempty"`
+	SizeKiB      uint64            `json:"size_kib"`
+	Props        map[string]string `json:"props,omitempty"`
+	Flags        []string          `json:"flags,omitempty"`
+	LayerData    []LayerData       `json:"layer_data,omitempty"`
+}
+
+func definitionOf(rd projections.ResourceDefinition, withVolumes bool) ResourceDefinition {
+	group := rd.ResourceGroup
+	if group == "" {
+		group = "DfltRscGrp"
+	}
+	out := ResourceDefinition{Name: rd.Name, Props: propsOf(rd.DRBDOptions), ResourceGroupName: group,
+		LayerData: []LayerData{{Type: "DRBD", Data: map[string]any{"port": rd.Port, "peer_slots": 7, "al_stripes": 1, "al_stripe_size_kib": 32}}, {Type: "STORAGE"}}}
+	if withVolumes {
+		for _, vd := range rd.Volumes {
+			out.VolumeDefinitions = append(out.VolumeDefinitions, volumeDefinitionOf(vd))
+		}
+	}
+	return out
+}
+
+func volumeDefinitionOf(vd projections.VolumeDefinition) VolumeDefinition {
+	nr := vd.Volume
+	return VolumeDefinition{VolumeNumber: &nr, SizeKiB: vd.SizeKiB,
+		LayerData: []LayerData{{Type: "DRBD"}, {Type: "STORAGE"}}}
+}
+
+// truthy reads LINSTOR's boolean query parameters (the Python client sends True/False).
+func truthy(s string) bool {
+	b, _ := strconv.ParseBool(s)
+	return b
+}
+
+func (a *API) listDefinitions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	names := queryList(q, "resource_definitions")
+	withVolumes := truthy(q.Get("with_volume_definitions"))
+	a.withView(w, objRscDfn, func(v *projections.View) (any, error) {
+		rds, err := v.ResourceDefinitions()
+		out := make([]ResourceDefinition, 0, len(rds))
+		for _, rd := range rds {
+			if matches(names, rd.Name) {
+				out = append(out, definitionOf(rd, withVolumes))
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return page(q, out), err
+	})
+}
+
+// definition reads one definition or answers not_found about it.
+func definition(v *projections.View, name string) (projections.ResourceDefinition, error) {
+	rd, ok, err := v.ResourceDefinition(name)
+	if err != nil || !ok {
+		return rd, orNotFound(err, cairn.ObjResourceDefinition, "resource definition %s does not exist", name)
+	}
+	return rd, nil
+}
+
+func (a *API) getDefinition(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	a.withView(w, objRscDfn, func(v *projections.View) (any, error) {
+		rd, err := definition(v, name)
+		return definitionOf(rd, true), err
+	})
+}
+
+// createDefinition maps LINSTOR's definition create to rd.create (group, DrbdOptions/*
+// props). drbd_port is refused: Cairn allocates ports.
+func (a *API) createDefinition(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		DrbdPort           int                `json:"drbd_port"`
+		ResourceDefinition ResourceDefinition `json:"resource_definition"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	if in.DrbdPort != 0 {
+		writeFailure(w, opCreate, objRscDfn, cairn.InvalidField("drbd_port", "Cairn allocates DRBD ports; leave drbd_port out"))
+		return
+	}
+	rd := in.ResourceDefinition
+	cmd := map[string]any{"name": rd.Name}
+	if rd.ResourceGroupName != "" && rd.ResourceGroupName != "DfltRscGrp" {
+		cmd["resource_group"] = rd.ResourceGroupName
+	}
+	opts, err := optionsOf(rd.Props)
+	if err != nil {
+		writeFailure(w, opCreate, objRscDfn, err)
+		return
+	}
+	if len(opts) > 0 {
+		cmd["drbd_options"] = opts
+	}
+	reply, err := a.command(r, "rd.create", cmd)
+	if err != nil {
+		writeFailure(w, opCreate, objRscDfn, err)
+		return
+	}
+	writeResults(w, results(created(opCreate, objRscDfn, "New resource definition '%s' created.", rd.Name, map[string]string{"RscDfn": rd.Name}), reply, opCreate, objRscDfn))
+}
+
+// modifyDefinition maps override_props/delete_props of DrbdOptions/* to rd.modify.
+func (a *API) modifyDefinition(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	var in struct {
+		OverrideProps map[string]string `json:"override_props"`
+		DeleteProps   []string          `json:"delete_props"`
+		ResourceGroup string            `json:"resource_group"`
+		DrbdPort      int               `json:"drbd_port"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	if in.ResourceGroup != "" || in.DrbdPort != 0 {
+		writeFailure(w, opModify, objRscDfn, cairn.InvalidField("resource_group", "Cairn does not move a definition to another group or port here (port: resource.activate with reallocate_port)"))
+		return
+	}
+	cmd, err := modifyCommand(name, in.OverrideProps, in.DeleteProps)
+	if err != nil {
+		writeFailure(w, opModify, objRscDfn, err)
+		return
+	}
+	reply, err := a.command(r, "rd.modify", cmd)
+	if err != nil {
+		writeFailure(w, opModify, objRscDfn, err)
+		return
+	}
+	writeResults(w, results(created(opModify, objRscDfn, "Resource definition '%s' modified.", name, map[string]string{"RscDfn": name}), reply, opModify, objRscDfn))
+}
+
+// modifyCommand builds rd.modify from LINSTOR's property changes.
+func modifyCommand(name string, override map[string]string, remove []string) (map[string]any, error) {
+	opts, err := optionsOf(override)
+	if err != nil {
+		return nil, err
+	}
+	unset, err := unsetOf(remove)
+	if err != nil {
+		return nil, err
+	}
+	cmd := map[string]any{"name": name}
+	if len(opts) > 0 {
+		cmd["drbd_options"] = opts
+	}
+	if len(unset) > 0 {
+		cmd["unset"] = unset
+	}
+	return cmd, nil
+}
+
+// deleteDefinition removes a definition as LINSTOR does, its resources first: diskless
+// replicas, then the disks (the tiebreaker goes by rule), one replica.remove each, then
+// rd.delete. A refusal stops there and says what was removed.
+func (a *API) deleteDefinition(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	var out []ApiCallRc
+	for range 64 {
+		v, err := a.DB.Read()
+		if err != nil {
+			writeFailure(w, opDelete, objRscDfn, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+			return
+		}
+		rd, err := definition(v, name)
+		v.Close()
+		if err != nil {
+			writeResults(w, append(out, fromError(opDelete, objRscDfn, err)))
+			return
+		}
+		if len(rd.Replicas) == 0 {
+			break
+		}
+		next := nextToRemove(rd.Replicas)
+		if _, err := a.command(r, "replica.remove", map[string]any{"resource": name, "node": next}); err != nil {
+			writeResults(w, append(out, fromError(opDelete, objRsc, err)))
+			return
+		}
+		out = append(out, created(opDelete, objRsc, "Resource '%s' on node "+next+" deleted.", name, map[string]string{"RscDfn": name, "Node": next}))
+	}
+	reply, err := a.command(r, "rd.delete", map[string]any{"name": name})
+	if err != nil {
+		writeResults(w, append(out, fromError(opDelete, objRscDfn, err)))
+		return
+	}
+	writeResults(w, append(out, results(created(opDelete, objRscDfn, "Resource definition '%s' deleted.", name, map[string]string{"RscDfn": name}), reply, opDelete, objRscDfn)...))
+}
+
+// nextToRemove picks the replica a definition delete removes next: a diskless one that
+// is no tiebreaker, else a disk, else the tiebreaker.
+func nextToRemove(reps []projections.Replica) string {
+	for _, rep := range reps {
+		if rep.Diskless && !rep.Tiebreaker {
+			return rep.Node
+		}
+	}
+	for _, rep := range reps {
+		if !rep.Diskless {
+			return rep.Node
+		}
+	}
+	return reps[0].Node
+}
+
+func (a *API) listVolumeDefinitions(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	a.withView(w, objVlmDfn, func(v *projections.View) (any, error) {
+		rd, err := definition(v, name)
+		out := make([]VolumeDefinition, 0, len(rd.Volumes))
+		for _, vd := range rd.Volumes {
+			out = append(out, volumeDefinitionOf(vd))
+		}
+		return out, err
+	})
+}
+
+func (a *API) getVolumeDefinition(w http.ResponseWriter, r *http.Request) {
+	name, nr := r.PathValue("rd"), r.PathValue("nr")
+	a.withView(w, objVlmDfn, func(v *projections.View) (any, error) {
+		rd, err := definition(v, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, vd := range rd.Volumes {
+			if strconv.Itoa(vd.Volume) == nr {
+				return volumeDefinitionOf(vd), nil
+			}
+		}
+		return nil, notFound(cairn.ObjVolumeDefinition, "resource definition %s has no volume %s", name, nr)
+	})
+}
+
+// createVolumeDefinition maps LINSTOR's volume definition create to vd.create; without a
+// volume number it takes the next one after the definition's highest.
+func (a *API) createVolumeDefinition(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	var in struct {
+		VolumeDefinition VolumeDefinition `json:"volume_definition"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	nr := 0
+	if in.VolumeDefinition.VolumeNumber != nil {
+		nr = *in.VolumeDefinition.VolumeNumber
+	} else {
+		v, err := a.DB.Read()
+		if err != nil {
+			writeFailure(w, opCreate, objVlmDfn, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+			return
+		}
+		rd, err := definition(v, name)
+		v.Close()
+		if err != nil {
+			writeFailure(w, opCreate, objVlmDfn, err)
+			return
+		}
+		for _, vd := range rd.Volumes {
+			nr = max(nr, vd.Volume+1)
+		}
+	}
+	reply, err := a.command(r, "vd.create", map[string]any{"resource": name, "volume": nr, "size_kib": in.VolumeDefinition.SizeKiB})
+	if err != nil {
+		writeFailure(w, opCreate, objVlmDfn, err)
+		return
+	}
+	writeResults(w, results(created(opCreate, objVlmDfn, "New volume definition with number '"+strconv.Itoa(nr)+"' of resource definition '%s' created.", name,
+		map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)}), reply, opCreate, objVlmDfn))
+}

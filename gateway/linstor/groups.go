@@ -1,0 +1,255 @@
+package linstor
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// AutoSelectFilter is LINSTOR's placement filter (the fields Cairn reads; others are
+// accepted and ignored where the docs say so).
+type AutoSelectFilter struct {
+	PlaceCount           flexInt  `json:"place_count,omitzero"`
+	AdditionalPlaceCount flexInt  `json:"additional_place_count,omitzero"`
+	StoragePool          string   `json:"storage_pool,omitempty"`
+	StoragePoolList      []string `json:"storage_pool_list,omitempty"`
+	ReplicasOnSame       []string `json:"replicas_on_same,omitempty"`
+	ReplicasOnDifferent  []string `json:"replicas_on_different,omitempty"`
+	ProviderList         []string `json:"provider_list,omitempty"`
+	LayerStack           []string `json:"layer_stack,omitempty"`
+	DisklessOnRemaining  bool     `json:"diskless_on_remaining,omitempty"`
+	NodeNameList         []string `json:"node_name_list,omitempty"`
+}
+
+// ResourceGroup is LINSTOR's resource group.
+type ResourceGroup struct {
+	Name         string            `json:"name"`
+	Description  string            `json:"description,omitempty"`
+	Props        map[string]string `json:"props,omitempty"`
+	SelectFilter AutoSelectFilter  `json:"select_filter,omitzero"`
+}
+
+// IsZero lets omitzero drop an empty filter.
+func (f AutoSelectFilter) IsZero() bool {
+	return !f.PlaceCount.Set && !f.AdditionalPlaceCount.Set && f.StoragePool == "" && len(f.StoragePoolList) == 0 &&
+		len(f.ReplicasOnSame) == 0 && len(f.ReplicasOnDifferent) == 0 && len(f.ProviderList) == 0 &&
+		len(f.LayerStack) == 0 && !f.DisklessOnRemaining && len(f.NodeNameList) == 0
+}
+
+func groupOf(g projections.ResourceGroup) ResourceGroup {
+	f := AutoSelectFilter{PlaceCount: flexInt{g.PlaceCount, true}, StoragePool: g.StoragePool,
+		ReplicasOnSame: auxKeys(g.ReplicasOnSame), ReplicasOnDifferent: auxKeys(g.ReplicasOnDifferent)}
+	if g.StoragePool != "" {
+		f.StoragePoolList = []string{g.StoragePool}
+	}
+	if g.Provider != "" {
+		f.ProviderList = []string{providerKinds[g.Provider]}
+	}
+	return ResourceGroup{Name: g.Name, Props: propsOf(g.DRBDOptions), SelectFilter: f}
+}
+
+// Node properties Cairn knows under their own names; every other key of
+// replicas_on_same/different is an operator property, Aux/<key> in LINSTOR.
+var builtinNodeProps = map[string]bool{"node": true, "host": true, "failure_domain": true, "physical_label": true}
+
+func auxKeys(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if !builtinNodeProps[k] {
+			k = propAuxPrefix + k
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// cairnKeys maps LINSTOR's replicas_on_same/different keys to Cairn's node properties:
+// Aux/<key> is the operator's property <key>; the CLI's bare keys mean the same.
+func cairnKeys(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		k, _, _ = strings.Cut(k, "=")
+		out = append(out, strings.TrimPrefix(k, propAuxPrefix))
+	}
+	return out
+}
+
+func (a *API) listResourceGroups(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	names := queryList(q, "resource_groups")
+	a.withView(w, objRscGrp, func(v *projections.View) (any, error) {
+		groups, err := v.ResourceGroups()
+		out := make([]ResourceGroup, 0, len(groups))
+		for _, g := range groups {
+			if matches(names, g.Name) {
+				out = append(out, groupOf(g))
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return page(q, out), err
+	})
+}
+
+func (a *API) getResourceGroup(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rg")
+	a.withView(w, objRscGrp, func(v *projections.View) (any, error) {
+		g, ok, err := v.ResourceGroup(name)
+		if err != nil || !ok {
+			return nil, orNotFound(err, cairn.ObjResourceGroup, "resource group %s does not exist", name)
+		}
+		return groupOf(g), nil
+	})
+}
+
+// listVolumeGroups answers a group's volume groups: Cairn's groups have none (spawn
+// names the volume sizes), so an existing group answers an empty list.
+func (a *API) listVolumeGroups(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rg")
+	a.withView(w, objRscGrp, func(v *projections.View) (any, error) {
+		if _, ok, err := v.ResourceGroup(name); err != nil || !ok {
+			return nil, orNotFound(err, cairn.ObjResourceGroup, "resource group %s does not exist", name)
+		}
+		return []any{}, nil
+	})
+}
+
+// createResourceGroup maps LINSTOR's resource group create to rg.create: place_count
+// (default 2, as LINSTOR), the first storage pool of storage_pool or storage_pool_list,
+// the first provider of provider_list, replicas_on_same/different, DrbdOptions/* props.
+func (a *API) createResourceGroup(w http.ResponseWriter, r *http.Request) {
+	var in ResourceGroup
+	if !readBody(w, r, &in) {
+		return
+	}
+	f := in.SelectFilter
+	cmd := map[string]any{"name": in.Name, "place_count": 2}
+	if f.PlaceCount.Set {
+		cmd["place_count"] = f.PlaceCount.Value
+	}
+	pool := f.StoragePool
+	if pool == "" && len(f.StoragePoolList) > 0 {
+		pool = f.StoragePoolList[0]
+	}
+	if pool != "" {
+		cmd["storage_pool"] = pool
+	}
+	if len(f.ProviderList) > 0 {
+		p, ok := providerOf(f.ProviderList[0])
+		if !ok {
+			writeFailure(w, opCreate, objRscGrp, cairn.InvalidField("provider", "provider kind %q: Cairn serves LVM, LVM_THIN, ZFS, ZFS_THIN, FILE and FILE_THIN", f.ProviderList[0]))
+			return
+		}
+		cmd["provider"] = p
+	}
+	if err := checkLayers(f.LayerStack); err != nil {
+		writeFailure(w, opCreate, objRscGrp, err)
+		return
+	}
+	if len(f.ReplicasOnSame) > 0 {
+		cmd["replicas_on_same"] = cairnKeys(f.ReplicasOnSame)
+	}
+	if len(f.ReplicasOnDifferent) > 0 {
+		cmd["replicas_on_different"] = cairnKeys(f.ReplicasOnDifferent)
+	}
+	opts, err := optionsOf(in.Props)
+	if err != nil {
+		writeFailure(w, opCreate, objRscGrp, err)
+		return
+	}
+	if len(opts) > 0 {
+		cmd["drbd_options"] = opts
+	}
+	reply, err := a.command(r, "rg.create", cmd)
+	if err != nil {
+		writeFailure(w, opCreate, objRscGrp, err)
+		return
+	}
+	writeResults(w, results(created(opCreate, objRscGrp, "New resource group '%s' created.", in.Name,
+		map[string]string{"RscGrp": in.Name}), reply, opCreate, objRscGrp))
+}
+
+// checkLayers accepts the layer stacks Cairn builds: DRBD on storage (or storage alone
+// named with it), in any case.
+func checkLayers(stack []string) error {
+	for i, l := range stack {
+		switch strings.ToUpper(l) {
+		case "DRBD", "STORAGE":
+		default:
+			return cairn.InvalidField("layer_stack", "layer %q (layer_stack[%d]): Cairn builds DRBD on STORAGE only", l, i)
+		}
+	}
+	return nil
+}
+
+// spawnRequest is LINSTOR's ResourceGroupSpawn.
+type spawnRequest struct {
+	ResourceDefinitionName string            `json:"resource_definition_name"`
+	VolumeSizes            []uint64          `json:"volume_sizes"`
+	SelectFilter           AutoSelectFilter  `json:"select_filter"`
+	Partial                bool              `json:"partial"`
+	DefinitionsOnly        bool              `json:"definitions_only"`
+	Props                  map[string]string `json:"resource_definition_props"`
+}
+
+// spawn maps LINSTOR's spawn to rg.spawn (definition, volumes and autoplace in one
+// command, all or nothing); definitions_only or no volume sizes create the definition
+// (and its volumes) without placing. A select_filter place count other than the
+// group's places that many after the spawn.
+func (a *API) spawn(w http.ResponseWriter, r *http.Request) {
+	group := r.PathValue("rg")
+	var in spawnRequest
+	if !readBody(w, r, &in) {
+		return
+	}
+	name := in.ResourceDefinitionName
+	opts, err := optionsOf(in.Props)
+	if err != nil {
+		writeFailure(w, opCreate, objRscDfn, err)
+		return
+	}
+	var out []ApiCallRc
+	if in.DefinitionsOnly || len(in.VolumeSizes) == 0 {
+		cmd := map[string]any{"name": name, "resource_group": group}
+		if len(opts) > 0 {
+			cmd["drbd_options"] = opts
+		}
+		reply, err := a.command(r, "rd.create", cmd)
+		if err != nil {
+			writeFailure(w, opCreate, objRscDfn, err)
+			return
+		}
+		out = results(created(opCreate, objRscDfn, "New resource definition '%s' created.", name, map[string]string{"RscDfn": name}), reply, opCreate, objRscDfn)
+		for i, size := range in.VolumeSizes {
+			reply, err := a.command(r, "vd.create", map[string]any{"resource": name, "volume": i, "size_kib": size})
+			if err != nil {
+				writeResults(w, append(out, fromError(opCreate, objVlmDfn, err)))
+				return
+			}
+			out = append(out, results(created(opCreate, objVlmDfn, "New volume definition of '%s' created.", name, map[string]string{"RscDfn": name}), reply, opCreate, objVlmDfn)...)
+		}
+		writeResults(w, out)
+		return
+	}
+	cmd := map[string]any{"resource_group": group, "name": name, "size_kib": in.VolumeSizes}
+	if len(opts) > 0 {
+		cmd["drbd_options"] = opts
+	}
+	reply, err := a.command(r, "rg.spawn", cmd)
+	if err != nil {
+		writeFailure(w, opCreate, objRscDfn, err)
+		return
+	}
+	out = results(created(opCreate, objRscDfn, "Resource definition '%s' spawned and placed.", name, map[string]string{"RscDfn": name, "RscGrp": group}), reply, opCreate, objRscDfn)
+	if f := in.SelectFilter; f.PlaceCount.Set {
+		reply, err := a.command(r, "replica.add", map[string]any{"resource": name, "place_count": f.PlaceCount.Value})
+		if err != nil {
+			writeResults(w, append(out, fromError(opCreate, objRsc, err)))
+			return
+		}
+		out = append(out, results(created(opCreate, objRsc, "Resource '%s' placed.", name, map[string]string{"RscDfn": name}), reply, opCreate, objRsc)...)
+	}
+	writeResults(w, out)
+}

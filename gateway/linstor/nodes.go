@@ -1,0 +1,211 @@
+package linstor
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// Node is LINSTOR's node.
+type Node struct {
+	Name             string            `json:"name"`
+	Type             string            `json:"type"`
+	Flags            []string          `json:"flags,omitempty"`
+	Props            map[string]string `json:"props,omitempty"`
+	NetInterfaces    []NetInterface    `json:"net_interfaces,omitempty"`
+	ConnectionStatus string            `json:"connection_status,omitempty"`
+	StorageProviders []string          `json:"storage_providers,omitempty"`
+	ResourceLayers   []string          `json:"resource_layers,omitempty"`
+}
+
+// NetInterface is LINSTOR's network interface of a node.
+type NetInterface struct {
+	Name                    string `json:"name"`
+	Address                 string `json:"address"`
+	SatellitePort           int    `json:"satellite_port,omitempty"`
+	SatelliteEncryptionType string `json:"satellite_encryption_type,omitempty"`
+	IsActive                bool   `json:"is_active,omitempty"`
+}
+
+// Node properties with a meaning in Cairn. Aux/<key> are the operator's node
+// properties (what replicas_on_same/different refer to).
+const (
+	propAuxPrefix     = "Aux/"
+	propFailureDomain = "Cairn/FailureDomain"
+	propPhysicalLabel = "Cairn/PhysicalLabel"
+	propHost          = "Cairn/Host"
+	propRole          = "Cairn/Role"
+)
+
+// nodeOf renders a Cairn node as LINSTOR's: online nodes are ONLINE, others OFFLINE;
+// Cairn's spec travels in Cairn/* properties, the operator's properties as Aux/*.
+func nodeOf(n projections.Node) Node {
+	props := map[string]string{propHost: n.Spec.Host, propRole: n.Spec.Role, "CurStltConnName": "default"}
+	if n.Spec.FailureDomain != "" {
+		props[propFailureDomain] = n.Spec.FailureDomain
+	}
+	if n.Spec.PhysicalLabel != "" {
+		props[propPhysicalLabel] = n.Spec.PhysicalLabel
+	}
+	for k, v := range n.Spec.Properties {
+		props[propAuxPrefix+k] = v
+	}
+	status := "OFFLINE"
+	if n.Status.State == "online" {
+		status = "ONLINE"
+	}
+	return Node{Name: n.Spec.Name, Type: "Satellite", Props: props, ConnectionStatus: status,
+		NetInterfaces: []NetInterface{{Name: "default", Address: n.Spec.Address, SatellitePort: 3366,
+			SatelliteEncryptionType: "PLAIN", IsActive: true}},
+		StorageProviders: []string{"DISKLESS", "LVM", "LVM_THIN", "ZFS", "ZFS_THIN", "FILE", "FILE_THIN"},
+		ResourceLayers:   []string{"DRBD", "STORAGE"}}
+}
+
+// propFilter parses ?props=K=V filters (a node passes when it has every one).
+func propFilter(values []string) map[string]string {
+	out := map[string]string{}
+	for _, v := range values {
+		k, val, _ := strings.Cut(v, "=")
+		out[k] = val
+	}
+	return out
+}
+
+func (a *API) listNodes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	names, props := queryList(q, "nodes"), propFilter(q["props"])
+	a.withView(w, objNode, func(v *projections.View) (any, error) {
+		nodes, err := v.Nodes()
+		out := make([]Node, 0, len(nodes))
+	next:
+		for _, n := range nodes {
+			if !matches(names, n.Spec.Name) {
+				continue
+			}
+			ln := nodeOf(n)
+			for k, val := range props {
+				if got, ok := ln.Props[k]; !ok || val != "" && got != val {
+					continue next
+				}
+			}
+			out = append(out, ln)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return page(q, out), err
+	})
+}
+
+func (a *API) getNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	a.withView(w, objNode, func(v *projections.View) (any, error) {
+		n, ok, err := v.Node(name)
+		if err == nil && !ok {
+			err = notFound(cairn.ObjNode, "node %s is not in the cluster", name)
+		}
+		return nodeOf(n), err
+	})
+}
+
+// createNode maps LINSTOR's node create to node.add: the first network interface's
+// address, the host from Cairn/Host (default: the name), the failure domain and
+// physical label from Cairn/FailureDomain and Cairn/PhysicalLabel, Aux/<key> to the
+// node's properties. Satellite and Combined nodes are storage nodes.
+func (a *API) createNode(w http.ResponseWriter, r *http.Request) {
+	var in Node
+	if !readBody(w, r, &in) {
+		return
+	}
+	cmd := map[string]any{"name": in.Name, "host": in.Name}
+	if len(in.NetInterfaces) > 0 {
+		cmd["address"] = in.NetInterfaces[0].Address
+	}
+	switch strings.ToLower(in.Type) {
+	case "", "satellite", "combined":
+	default:
+		writeFailure(w, opCreate, objNode, cairn.InvalidField("role", "node type %q: Cairn runs satellite (storage) nodes only", in.Type))
+		return
+	}
+	aux := map[string]string{}
+	for k, v := range in.Props {
+		switch {
+		case k == propHost:
+			cmd["host"] = v
+		case k == propFailureDomain:
+			cmd["failure_domain"] = v
+		case k == propPhysicalLabel:
+			cmd["physical_label"] = v
+		case strings.HasPrefix(k, propAuxPrefix):
+			aux[strings.TrimPrefix(k, propAuxPrefix)] = v
+		default:
+			writeFailure(w, opCreate, objNode, cairn.InvalidField("properties", "node property %s has no meaning in Cairn (use Aux/<key>, %s, %s or %s)", k, propHost, propFailureDomain, propPhysicalLabel))
+			return
+		}
+	}
+	if len(aux) > 0 {
+		cmd["properties"] = aux
+	}
+	reply, err := a.command(r, "node.add", cmd)
+	if err != nil {
+		writeFailure(w, opCreate, objNode, err)
+		return
+	}
+	writeResults(w, results(created(opCreate, objNode, "New node '%s' registered.", in.Name, map[string]string{"Node": in.Name}), reply, opCreate, objNode))
+}
+
+// created is the success entry of a call (CREATED, DELETED or MODIFIED by op).
+func created(op, obj uint64, format, name string, refs map[string]string) ApiCallRc {
+	code := codeCreated
+	switch op {
+	case opDelete:
+		code = codeDeleted
+	case opModify:
+		code = codeModified
+	}
+	e := rc(0, op, obj, code, strings.Replace(format, "%s", name, 1))
+	e.ObjRefs = refs
+	return e
+}
+
+func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	reply, err := a.command(r, "node.remove", map[string]any{"name": name})
+	if err != nil {
+		writeFailure(w, opDelete, objNode, err)
+		return
+	}
+	writeResults(w, results(created(opDelete, objNode, "Node '%s' deleted.", name, map[string]string{"Node": name}), reply, opDelete, objNode))
+}
+
+// lostNode removes a node that is gone for good: each of its replicas (replica.remove,
+// one command each, so a refusal stops with what was removed reported), then the node.
+func (a *API) lostNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	v, err := a.DB.Read()
+	if err != nil {
+		writeFailure(w, opDelete, objNode, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		return
+	}
+	rds, err := v.NodeResources(name)
+	v.Close()
+	if err != nil {
+		writeFailure(w, opDelete, objNode, err)
+		return
+	}
+	var out []ApiCallRc
+	for _, rd := range rds {
+		if _, err := a.command(r, "replica.remove", map[string]any{"resource": rd, "node": name}); err != nil {
+			writeResults(w, append(out, fromError(opDelete, objRsc, err)))
+			return
+		}
+		out = append(out, created(opDelete, objRsc, "Resource '%s' on the lost node deleted.", rd, map[string]string{"RscDfn": rd, "Node": name}))
+	}
+	reply, err := a.command(r, "node.remove", map[string]any{"name": name})
+	if err != nil {
+		writeResults(w, append(out, fromError(opDelete, objNode, err)))
+		return
+	}
+	writeResults(w, append(out, results(created(opDelete, objNode, "Node '%s' deleted.", name, map[string]string{"Node": name}), reply, opDelete, objNode)...))
+}

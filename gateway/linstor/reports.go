@@ -1,0 +1,91 @@
+package linstor
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/cairn-io/cairn/projections"
+)
+
+// ErrorReport is LINSTOR's error report. Cairn's reports are the agents' failures
+// (a replica whose desired state failed to apply, latest per replica) and the stored
+// messages the projector refused as events.
+type ErrorReport struct {
+	NodeName  string `json:"node_name"`
+	ErrorTime int64  `json:"error_time"`
+	Filename  string `json:"filename"`
+	Text      string `json:"text,omitempty"`
+	Module    string `json:"module,omitempty"`
+}
+
+// errorReports collects every report, newest first.
+func errorReports(v *projections.View) ([]ErrorReport, error) {
+	var out []ErrorReport
+	rds, err := v.ResourceDefinitions()
+	if err != nil {
+		return nil, err
+	}
+	for _, rd := range rds {
+		observed, err := v.ResourceStatus(rd.Name)
+		if err != nil {
+			return nil, err
+		}
+		for node, st := range observed {
+			if st.Error == "" {
+				continue
+			}
+			out = append(out, ErrorReport{NodeName: node, ErrorTime: st.At.UnixMilli(), Module: "SATELLITE",
+				Filename: fmt.Sprintf("drbd-%s-%s-r%d", rd.Name, node, st.Revision),
+				Text:     fmt.Sprintf("resource %s on node %s (%s): %s", rd.Name, node, st.Phase, st.Error)})
+		}
+	}
+	rejected, err := v.Rejected()
+	if err != nil {
+		return nil, err
+	}
+	for _, rj := range rejected {
+		out = append(out, ErrorReport{NodeName: "controller", Module: "CONTROLLER", Filename: "rejected-" + strconv.FormatUint(rj.Seq, 10),
+			Text: fmt.Sprintf("stream message %d on %s is not a valid event: %s", rj.Seq, rj.Subject, rj.Reason)})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ErrorTime > out[j].ErrorTime })
+	return out, nil
+}
+
+// listErrorReports serves the reports, ?since= and ?to= in Unix milliseconds;
+// ?withContent=False drops the text.
+func (a *API) listErrorReports(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	since, _ := strconv.ParseInt(q.Get("since"), 10, 64)
+	to, _ := strconv.ParseInt(q.Get("to"), 10, 64)
+	withContent := q.Get("withContent") == "" || truthy(q.Get("withContent"))
+	a.withView(w, 0, func(v *projections.View) (any, error) {
+		all, err := errorReports(v)
+		out := make([]ErrorReport, 0, len(all))
+		for _, e := range all {
+			if since > 0 && e.ErrorTime < since || to > 0 && e.ErrorTime > to {
+				continue
+			}
+			if !withContent {
+				e.Text = ""
+			}
+			out = append(out, e)
+		}
+		return page(q, out), err
+	})
+}
+
+func (a *API) getErrorReport(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	a.withView(w, 0, func(v *projections.View) (any, error) {
+		all, err := errorReports(v)
+		out := []ErrorReport{}
+		for _, e := range all {
+			if e.Filename == id {
+				out = append(out, e)
+			}
+		}
+		return out, err
+	})
+}

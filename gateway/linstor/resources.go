@@ -1,0 +1,435 @@
+package linstor
+
+import (
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// Resource is LINSTOR's resource (with volumes, as /v1/view/resources shows it).
+type Resource struct {
+	Name        string            `json:"name"`
+	NodeName    string            `json:"node_name"`
+	Props       map[string]string `json:"props,omitempty"`
+	Flags       []string          `json:"flags,omitempty"`
+	LayerObject ResourceLayer     `json:"layer_object"`
+	State       *ResourceState    `json:"state,omitempty"`
+	Volumes     []Volume          `json:"volumes,omitempty"`
+}
+
+// ResourceState says whether the resource is open (DRBD Primary).
+type ResourceState struct {
+	InUse *bool `json:"in_use,omitempty"`
+}
+
+// ResourceLayer is one layer of a resource: DRBD over STORAGE.
+type ResourceLayer struct {
+	Type     string          `json:"type"`
+	Children []ResourceLayer `json:"children,omitempty"`
+	Drbd     *DrbdResource   `json:"drbd,omitempty"`
+}
+
+// DrbdResource is the DRBD layer of a resource.
+type DrbdResource struct {
+	NodeID      int                       `json:"node_id"`
+	TCPPorts    []int                     `json:"tcp_ports,omitempty"`
+	PeerSlots   int                       `json:"peer_slots,omitempty"`
+	Flags       []string                  `json:"flags,omitempty"`
+	Connections map[string]DrbdConnection `json:"connections,omitempty"`
+}
+
+// DrbdConnection is the connection to one peer.
+type DrbdConnection struct {
+	Connected bool   `json:"connected"`
+	Message   string `json:"message,omitempty"`
+}
+
+// Volume is LINSTOR's volume of a resource.
+type Volume struct {
+	VolumeNumber     int          `json:"volume_number"`
+	StoragePoolName  string       `json:"storage_pool_name,omitempty"`
+	ProviderKind     string       `json:"provider_kind,omitempty"`
+	DevicePath       string       `json:"device_path,omitempty"`
+	AllocatedSizeKiB uint64       `json:"allocated_size_kib,omitempty"`
+	UsableSizeKiB    uint64       `json:"usable_size_kib,omitempty"`
+	Flags            []string     `json:"flags,omitempty"`
+	State            *VolumeState `json:"state,omitempty"`
+	LayerDataList    []LayerData  `json:"layer_data_list,omitempty"`
+}
+
+// VolumeState is the disk state DRBD reports.
+type VolumeState struct {
+	DiskState string `json:"disk_state,omitempty"`
+}
+
+// The diskless pool LINSTOR names diskless volumes after.
+const disklessPool = "DfltDisklessStorPool"
+
+// resourceOf renders one replica with what its agent last observed (nil: nothing yet).
+func resourceOf(rd projections.ResourceDefinition, rep projections.Replica, st *drbd.Status) Resource {
+	var flags []string
+	if rep.Diskless {
+		flags = append(flags, "DISKLESS", "DRBD_DISKLESS")
+	}
+	if rep.Tiebreaker {
+		flags = append(flags, "TIE_BREAKER")
+	}
+	if rep.Inactive {
+		flags = append(flags, "INACTIVE")
+	}
+	drbdLayer := &DrbdResource{NodeID: rep.NodeID, TCPPorts: []int{rd.Port}, PeerSlots: 7}
+	if st != nil && len(st.Peers) > 0 {
+		drbdLayer.Connections = map[string]DrbdConnection{}
+		for _, p := range st.Peers {
+			c := p.Connection
+			if c == "" {
+				c = "Unknown"
+			}
+			drbdLayer.Connections[p.Node] = DrbdConnection{Connected: c == "Connected", Message: c}
+		}
+	}
+	out := Resource{Name: rd.Name, NodeName: rep.Node, Flags: flags,
+		LayerObject: ResourceLayer{Type: "DRBD", Drbd: drbdLayer, Children: []ResourceLayer{{Type: "STORAGE"}}}}
+	if st != nil {
+		inUse := st.Role == "Primary"
+		out.State = &ResourceState{InUse: &inUse}
+	}
+	for _, vd := range rd.Volumes {
+		vol := Volume{VolumeNumber: vd.Volume, StoragePoolName: rep.StoragePool, ProviderKind: providerKinds[rep.Provider],
+			AllocatedSizeKiB: vd.SizeKiB, UsableSizeKiB: vd.SizeKiB, LayerDataList: []LayerData{{Type: "DRBD"}, {Type: "STORAGE"}}}
+		if rep.Diskless {
+			vol.StoragePoolName, vol.ProviderKind, vol.AllocatedSizeKiB = disklessPool, "DISKLESS", 0
+		}
+		if m, ok := rep.Minor(vd.Volume); ok {
+			vol.DevicePath = "/dev/drbd" + strconv.Itoa(m)
+		}
+		if st != nil {
+			for _, vs := range st.Volumes {
+				if vs.Volume == vd.Volume && vs.DiskState != "" {
+					vol.State = &VolumeState{DiskState: vs.DiskState}
+				}
+			}
+		}
+		out.Volumes = append(out.Volumes, vol)
+	}
+	return out
+}
+
+// resourcesOf renders the replicas of rd passing the node filter, by node name.
+func resourcesOf(v *projections.View, rd projections.ResourceDefinition, nodes map[string]bool) ([]Resource, error) {
+	observed, err := v.ResourceStatus(rd.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Resource, 0, len(rd.Replicas))
+	for _, rep := range rd.Replicas {
+		if !matches(nodes, rep.Node) {
+			continue
+		}
+		var st *drbd.Status
+		if s, ok := observed[rep.Node]; ok {
+			st = &s
+		}
+		out = append(out, resourceOf(rd, rep, st))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeName < out[j].NodeName })
+	return out, nil
+}
+
+// viewResources serves every resource, by definition then node, filtered by ?nodes= and
+// ?resources= and paged by ?offset=&limit=.
+func (a *API) viewResources(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	nodes, names := queryList(q, "nodes"), queryList(q, "resources")
+	a.withView(w, objRsc, func(v *projections.View) (any, error) {
+		rds, err := v.ResourceDefinitions()
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(rds, func(i, j int) bool { return rds[i].Name < rds[j].Name })
+		out := []Resource{}
+		for _, rd := range rds {
+			if !matches(names, rd.Name) {
+				continue
+			}
+			rs, err := resourcesOf(v, rd, nodes)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rs...)
+		}
+		return page(q, out), nil
+	})
+}
+
+func (a *API) listResources(w http.ResponseWriter, r *http.Request) {
+	name, q := r.PathValue("rd"), r.URL.Query()
+	a.withView(w, objRsc, func(v *projections.View) (any, error) {
+		rd, err := definition(v, name)
+		if err != nil {
+			return nil, err
+		}
+		out, err := resourcesOf(v, rd, queryList(q, "nodes"))
+		return page(q, out), err
+	})
+}
+
+// resourceOn reads one resource or answers not_found about it.
+func resourceOn(v *projections.View, name, node string) (Resource, error) {
+	rd, err := definition(v, name)
+	if err != nil {
+		return Resource{}, err
+	}
+	rs, err := resourcesOf(v, rd, map[string]bool{strings.ToLower(node): true})
+	if err == nil && len(rs) == 0 {
+		err = notFound(cairn.ObjResource, "resource %s has no replica on node %s", name, node)
+	}
+	if err != nil {
+		return Resource{}, err
+	}
+	return rs[0], nil
+}
+
+func (a *API) getResource(w http.ResponseWriter, r *http.Request) {
+	name, node := r.PathValue("rd"), r.PathValue("node")
+	a.withView(w, objRsc, func(v *projections.View) (any, error) { return resourceOn(v, name, node) })
+}
+
+func (a *API) listVolumes(w http.ResponseWriter, r *http.Request) {
+	name, node := r.PathValue("rd"), r.PathValue("node")
+	a.withView(w, objVlm, func(v *projections.View) (any, error) {
+		res, err := resourceOn(v, name, node)
+		if res.Volumes == nil {
+			res.Volumes = []Volume{}
+		}
+		return res.Volumes, err
+	})
+}
+
+// resourceCreate is one entry of LINSTOR's resource create.
+type resourceCreate struct {
+	Resource struct {
+		NodeName string            `json:"node_name"`
+		Flags    []string          `json:"flags"`
+		Props    map[string]string `json:"props"`
+	} `json:"resource"`
+	DrbdDiskless bool `json:"drbd_diskless"`
+}
+
+// createResources maps each entry to replica.add on its node (diskless with the
+// DISKLESS or DRBD_DISKLESS flag; the pool from StorPoolName), one command each.
+func (a *API) createResources(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	var in []resourceCreate
+	if !readBody(w, r, &in) {
+		return
+	}
+	var out []ApiCallRc
+	for _, c := range in {
+		node := c.Resource.NodeName
+		cmd := map[string]any{"resource": name, "node": node}
+		if c.DrbdDiskless || slices.ContainsFunc(c.Resource.Flags, func(f string) bool {
+			return strings.EqualFold(f, "DISKLESS") || strings.EqualFold(f, "DRBD_DISKLESS")
+		}) {
+			cmd["diskless"] = true
+		} else if pool := c.Resource.Props["StorPoolName"]; pool != "" {
+			cmd["storage_pool"] = pool
+		}
+		reply, err := a.command(r, "replica.add", cmd)
+		if err != nil {
+			writeResults(w, append(out, fromError(opCreate, objRsc, err)))
+			return
+		}
+		out = append(out, results(created(opCreate, objRsc, "Resource '%s' on node "+node+" created.", name, map[string]string{"RscDfn": name, "Node": node}), reply, opCreate, objRsc)...)
+	}
+	writeResults(w, out)
+}
+
+// deleteResource maps to replica.remove. A resource that does not exist answers 200
+// with a warning, as LINSTOR does (linstor-csi relies on it).
+func (a *API) deleteResource(w http.ResponseWriter, r *http.Request) {
+	name, node := r.PathValue("rd"), r.PathValue("node")
+	reply, err := a.command(r, "replica.remove", map[string]any{"resource": name, "node": node})
+	if cairn.ErrorCode(err) == cairn.CodeNotFound {
+		e := rc(maskWarn, opDelete, objRsc, codeWarnNotFound, "Resource '"+name+"' on node '"+node+"' not found.")
+		e.Details = cairn.AsError(err).Message
+		writeResults(w, []ApiCallRc{e})
+		return
+	}
+	if err != nil {
+		writeFailure(w, opDelete, objRsc, err)
+		return
+	}
+	writeResults(w, results(created(opDelete, objRsc, "Resource '%s' on node "+node+" deleted.", name, map[string]string{"RscDfn": name, "Node": node}), reply, opDelete, objRsc))
+}
+
+// autoplace maps to replica.add without a node: place_count diskful replicas in all
+// (additional_place_count: that many more than the definition has), the pool from
+// storage_pool; diskless_on_remaining then adds a diskless replica on every other
+// online node.
+func (a *API) autoplace(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	var in struct {
+		DisklessOnRemaining bool             `json:"diskless_on_remaining"`
+		SelectFilter        AutoSelectFilter `json:"select_filter"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	f := in.SelectFilter
+	if err := checkLayers(f.LayerStack); err != nil {
+		writeFailure(w, opCreate, objRsc, err)
+		return
+	}
+	v, err := a.DB.Read()
+	if err != nil {
+		writeFailure(w, opCreate, objRsc, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		return
+	}
+	rd, err := definition(v, name)
+	v.Close()
+	if err != nil {
+		writeFailure(w, opCreate, objRsc, err)
+		return
+	}
+	cmd := map[string]any{"resource": name}
+	switch {
+	case f.AdditionalPlaceCount.Set:
+		disks := 0
+		for _, rep := range rd.Replicas {
+			if !rep.Diskless {
+				disks++
+			}
+		}
+		cmd["place_count"] = disks + f.AdditionalPlaceCount.Value
+	case f.PlaceCount.Set:
+		cmd["place_count"] = f.PlaceCount.Value
+	}
+	pool := f.StoragePool
+	if pool == "" && len(f.StoragePoolList) > 0 {
+		pool = f.StoragePoolList[0]
+	}
+	if pool != "" {
+		cmd["storage_pool"] = pool
+	}
+	reply, err := a.command(r, "replica.add", cmd)
+	if err != nil {
+		writeFailure(w, opCreate, objRsc, err)
+		return
+	}
+	out := results(created(opCreate, objRsc, "Resource '%s' successfully autoplaced.", name, map[string]string{"RscDfn": name}), reply, opCreate, objRsc)
+	if in.DisklessOnRemaining || f.DisklessOnRemaining {
+		out = append(out, a.disklessOnRemaining(r, name)...)
+	}
+	writeResults(w, out)
+}
+
+// disklessOnRemaining adds a diskless replica of name on every online storage node
+// without one.
+func (a *API) disklessOnRemaining(r *http.Request, name string) []ApiCallRc {
+	v, err := a.DB.Read()
+	if err != nil {
+		return []ApiCallRc{fromError(opCreate, objRsc, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))}
+	}
+	rd, err := definition(v, name)
+	var nodes []projections.Node
+	if err == nil {
+		nodes, err = v.Nodes()
+	}
+	v.Close()
+	if err != nil {
+		return []ApiCallRc{fromError(opCreate, objRsc, err)}
+	}
+	var out []ApiCallRc
+	for _, n := range nodes {
+		if _, has := rd.Replica(n.Spec.Name); has || n.Status.State != "online" {
+			continue
+		}
+		if _, err := a.command(r, "replica.add", map[string]any{"resource": name, "node": n.Spec.Name, "diskless": true}); err != nil {
+			return append(out, fromError(opCreate, objRsc, err))
+		}
+		out = append(out, created(opCreate, objRsc, "Diskless resource '%s' on node "+n.Spec.Name+" created.", name, map[string]string{"RscDfn": name, "Node": n.Spec.Name}))
+	}
+	return out
+}
+
+// makeAvailable makes a resource usable on a node: nothing when it is there (a diskless
+// one gets a disk when diskful is asked), else a new replica, diskless unless diskful.
+func (a *API) makeAvailable(w http.ResponseWriter, r *http.Request) {
+	name, node := r.PathValue("rd"), r.PathValue("node")
+	var in struct {
+		Diskful bool `json:"diskful"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	v, err := a.DB.Read()
+	if err != nil {
+		writeFailure(w, opCreate, objRsc, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		return
+	}
+	rd, err := definition(v, name)
+	v.Close()
+	if err != nil {
+		writeFailure(w, opCreate, objRsc, err)
+		return
+	}
+	refs := map[string]string{"RscDfn": name, "Node": node}
+	if rep, ok := rd.Replica(node); ok {
+		if !in.Diskful || !rep.Diskless {
+			e := rc(maskInfo, opCreate, objRsc, codeInfoNoop, "Resource '"+name+"' is already available on node "+node+".")
+			e.ObjRefs = refs
+			writeResults(w, []ApiCallRc{e})
+			return
+		}
+		reply, err := a.command(r, "replica.toggle-disk", map[string]any{"resource": name, "node": node, "diskless": false})
+		if err != nil {
+			writeFailure(w, opModify, objRsc, err)
+			return
+		}
+		writeResults(w, results(created(opModify, objRsc, "Resource '%s' on node "+node+" got a disk.", name, refs), reply, opModify, objRsc))
+		return
+	}
+	reply, err := a.command(r, "replica.add", map[string]any{"resource": name, "node": node, "diskless": !in.Diskful})
+	if err != nil {
+		writeFailure(w, opCreate, objRsc, err)
+		return
+	}
+	writeResults(w, results(created(opCreate, objRsc, "Resource '%s' on node "+node+" made available.", name, refs), reply, opCreate, objRsc))
+}
+
+// toggleDisk maps to replica.toggle-disk (the pool from the path, if any).
+func (a *API) toggleDisk(diskless bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name, node := r.PathValue("rd"), r.PathValue("node")
+		cmd := map[string]any{"resource": name, "node": node, "diskless": diskless}
+		if pool := r.PathValue("pool"); pool != "" && !diskless {
+			cmd["storage_pool"] = pool
+		}
+		reply, err := a.command(r, "replica.toggle-disk", cmd)
+		if err != nil {
+			writeFailure(w, opModify, objRsc, err)
+			return
+		}
+		writeResults(w, results(created(opModify, objRsc, "Resource '%s' on node "+node+" toggled.", name, map[string]string{"RscDfn": name, "Node": node}), reply, opModify, objRsc))
+	}
+}
+
+// activation maps activate and deactivate of a resource on a node.
+func (a *API) activation(verb string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name, node := r.PathValue("rd"), r.PathValue("node")
+		reply, err := a.command(r, verb, map[string]any{"resource": name, "node": node})
+		if err != nil {
+			writeFailure(w, opModify, objRsc, err)
+			return
+		}
+		writeResults(w, results(created(opModify, objRsc, "Resource '%s' on node "+node+" "+strings.TrimPrefix(verb, "resource.")+"d.", name, map[string]string{"RscDfn": name, "Node": node}), reply, opModify, objRsc))
+	}
+}

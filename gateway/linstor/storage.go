@@ -1,0 +1,153 @@
+package linstor
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// StoragePool is LINSTOR's storage pool.
+type StoragePool struct {
+	StoragePoolName   string            `json:"storage_pool_name"`
+	NodeName          string            `json:"node_name,omitempty"`
+	ProviderKind      string            `json:"provider_kind"`
+	Props             map[string]string `json:"props,omitempty"`
+	FreeCapacity      int64             `json:"free_capacity"`
+	TotalCapacity     int64             `json:"total_capacity"`
+	FreeSpaceMgrName  string            `json:"free_space_mgr_name"`
+	SupportsSnapshots bool              `json:"supports_snapshots"`
+	Reports           []ApiCallRc       `json:"reports,omitempty"`
+}
+
+// Storage pool properties: where the pool lives (LINSTOR's names) and its capacity,
+// which Cairn needs to place replicas (agents do not report it yet).
+const (
+	propStorPoolName = "StorDriver/StorPoolName"
+	propFileDir      = "StorDriver/FileDir"
+	propCapacityKiB  = "Cairn/CapacityKiB"
+)
+
+var providerKinds = map[drbd.Provider]string{drbd.ProviderLVM: "LVM", drbd.ProviderLVMThin: "LVM_THIN",
+	drbd.ProviderZFS: "ZFS", drbd.ProviderZFSThin: "ZFS_THIN", drbd.ProviderFile: "FILE", drbd.ProviderFileThin: "FILE_THIN"}
+
+// providerOf maps a LINSTOR provider kind (any case) to Cairn's provider.
+func providerOf(kind string) (drbd.Provider, bool) {
+	for p, k := range providerKinds {
+		if strings.EqualFold(k, kind) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func storagePoolOf(sp projections.StoragePool) StoragePool {
+	return StoragePool{StoragePoolName: sp.Name, NodeName: sp.Node, ProviderKind: providerKinds[sp.Provider],
+		Props:        map[string]string{propStorPoolName: sp.Pool, propCapacityKiB: strconv.FormatUint(sp.CapacityKiB, 10)},
+		FreeCapacity: int64(sp.FreeKiB()), TotalCapacity: int64(sp.CapacityKiB),
+		// Cairn takes no snapshots of DRBD resources yet.
+		FreeSpaceMgrName: sp.Node + ";" + sp.Name, SupportsSnapshots: false}
+}
+
+// poolsMatching lists storage pools passing the node and pool name filters, ordered
+// by node, then name.
+func poolsMatching(v *projections.View, nodes, pools map[string]bool) ([]StoragePool, error) {
+	all, err := v.StoragePools()
+	out := make([]StoragePool, 0, len(all))
+	for _, sp := range all {
+		if matches(nodes, sp.Node) && matches(pools, sp.Name) {
+			out = append(out, storagePoolOf(sp))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].NodeName != out[j].NodeName {
+			return out[i].NodeName < out[j].NodeName
+		}
+		return out[i].StoragePoolName < out[j].StoragePoolName
+	})
+	return out, err
+}
+
+func (a *API) viewStoragePools(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	a.withView(w, objStorPool, func(v *projections.View) (any, error) {
+		out, err := poolsMatching(v, queryList(q, "nodes"), queryList(q, "storage_pools"))
+		return page(q, out), err
+	})
+}
+
+func (a *API) nodeStoragePools(w http.ResponseWriter, r *http.Request) {
+	node, q := r.PathValue("node"), r.URL.Query()
+	a.withView(w, objStorPool, func(v *projections.View) (any, error) {
+		if _, ok, err := v.Node(node); err != nil || !ok {
+			return nil, orNotFound(err, cairn.ObjNode, "node %s is not in the cluster", node)
+		}
+		out, err := poolsMatching(v, map[string]bool{strings.ToLower(node): true}, queryList(q, "storage_pools"))
+		return page(q, out), err
+	})
+}
+
+func (a *API) getStoragePool(w http.ResponseWriter, r *http.Request) {
+	node, pool := r.PathValue("node"), r.PathValue("pool")
+	a.withView(w, objStorPool, func(v *projections.View) (any, error) {
+		sp, ok, err := v.StoragePool(node, pool)
+		if err != nil || !ok {
+			return nil, orNotFound(err, cairn.ObjStoragePool, "node %s has no storage pool %s", node, pool)
+		}
+		return storagePoolOf(sp), nil
+	})
+}
+
+// orNotFound is err, or a not_found about object when err is nil.
+func orNotFound(err error, object, format string, args ...any) error {
+	if err != nil {
+		return err
+	}
+	return notFound(object, format, args...)
+}
+
+// createStoragePool maps LINSTOR's storage pool create to sp.create: the provider from
+// provider_kind, the pool from StorDriver/StorPoolName (LVM, ZFS) or StorDriver/FileDir
+// (FILE), the capacity from Cairn/CapacityKiB, which is required: Cairn places replicas
+// by capacity and its agents do not report it yet.
+func (a *API) createStoragePool(w http.ResponseWriter, r *http.Request) {
+	node := r.PathValue("node")
+	var in StoragePool
+	if !readBody(w, r, &in) {
+		return
+	}
+	provider, ok := providerOf(in.ProviderKind)
+	if !ok {
+		writeFailure(w, opCreate, objStorPool, cairn.InvalidField("provider", "provider kind %q: Cairn serves LVM, LVM_THIN, ZFS, ZFS_THIN, FILE and FILE_THIN", in.ProviderKind))
+		return
+	}
+	pool := in.Props[propStorPoolName]
+	if pool == "" {
+		pool = in.Props[propFileDir]
+	}
+	cmd := map[string]any{"node": node, "name": in.StoragePoolName, "provider": provider, "pool": pool}
+	capacity, set := in.Props[propCapacityKiB]
+	if !set {
+		e := rc(maskError, opCreate, objStorPool, codeMissingProps, "storage pool "+in.StoragePoolName+" needs its capacity: Cairn places replicas by capacity, and its agents do not report it yet")
+		e.Correction = "set property " + propCapacityKiB + " (KiB) in the request, or create the pool with: cairn cmd sp.create '{\"node\":\"" + node + "\",\"name\":\"" + in.StoragePoolName + "\",\"provider\":\"" + string(provider) + "\",\"pool\":\"" + pool + "\",\"capacity_kib\":N}'"
+		writeResults(w, []ApiCallRc{e})
+		return
+	}
+	n, err := strconv.ParseUint(capacity, 10, 64)
+	if err != nil {
+		writeFailure(w, opCreate, objStorPool, cairn.InvalidField("capacity_kib", "%s must be a number of KiB, got %q", propCapacityKiB, capacity))
+		return
+	}
+	cmd["capacity_kib"] = n
+	reply, err := a.command(r, "sp.create", cmd)
+	if err != nil {
+		writeFailure(w, opCreate, objStorPool, err)
+		return
+	}
+	writeResults(w, results(created(opCreate, objStorPool, "Storage pool '%s' created.", in.StoragePoolName,
+		map[string]string{"Node": node, "StorPool": in.StoragePoolName}), reply, opCreate, objStorPool))
+}

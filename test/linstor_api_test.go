@@ -1,0 +1,400 @@
+package test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ret_code parts, from LINSTOR's sharedconsts.py (linstor-common), written out here so
+// that the test does not take them from the code under test.
+const (
+	lsError   uint64 = 0xC000000000000000
+	lsWarn    uint64 = 0x8000000000000000
+	lsInfo    uint64 = 0x4000000000000000
+	lsCreate  uint64 = 0x01000000
+	lsModify  uint64 = 0x02000000
+	lsDelete  uint64 = 0x03000000
+	lsNode    uint64 = 0x3C0000
+	lsRscDfn  uint64 = 0x380000
+	lsRsc     uint64 = 0x340000
+	lsVlmDfn  uint64 = 0x300000
+	lsStorPl  uint64 = 0x140000
+	lsRscGrp  uint64 = 0x440000
+	lsCreated uint64 = 1
+	lsDeleted uint64 = 2
+	lsMod     uint64 = 3
+)
+
+func retCode(parts ...uint64) int64 {
+	var v uint64
+	for _, p := range parts {
+		v |= p
+	}
+	return int64(v)
+}
+
+type apiCallRc struct {
+	RetCode    int64             `json:"ret_code"`
+	Message    string            `json:"message"`
+	Cause      string            `json:"cause"`
+	Details    string            `json:"details"`
+	Correction string            `json:"correction"`
+	ObjRefs    map[string]string `json:"obj_refs"`
+}
+
+// linstorHTTP calls the LINSTOR API as the Python client does (no Content-Type on
+// bodies) and checks every answer against LINSTOR's OpenAPI document.
+type linstorHTTP struct {
+	t   *testing.T
+	s   *serve
+	api *openAPI
+}
+
+func (l linstorHTTP) call(method, path, body string) (int, string) {
+	l.t.Helper()
+	req, err := http.NewRequest(method, l.s.url(path), strings.NewReader(body))
+	require.NoError(l.t, err)
+	req.Header.Del("Content-Type")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(l.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(l.t, "application/json", resp.Header.Get("Content-Type"), "%s %s", method, path)
+	l.api.check(l.t, method, path, resp.StatusCode, string(b))
+	return resp.StatusCode, string(b)
+}
+
+// rcs calls and decodes the ApiCallRc list, requiring the status.
+func (l linstorHTTP) rcs(status int, method, path, body string) []apiCallRc {
+	l.t.Helper()
+	got, b := l.call(method, path, body)
+	require.Equal(l.t, status, got, "%s %s %s: %s", method, path, body, b)
+	return decode[[]apiCallRc](l.t, b)
+}
+
+func (l linstorHTTP) get(path string, into any) {
+	l.t.Helper()
+	status, b := l.call("GET", path, "")
+	require.Equal(l.t, 200, status, "GET %s: %s", path, b)
+	reflect.ValueOf(into).Elem().SetZero()
+	require.NoError(l.t, json.Unmarshal([]byte(b), into), b)
+}
+
+// TestLinstorAPIContract drives every LINSTOR call Cairn serves over HTTP, as the
+// unmodified client sends them (no Content-Type, place_count as a string, lower-case
+// enums, capitalised booleans), checks each answer against LINSTOR's OpenAPI document,
+// the ret_codes and statuses LINSTOR gives (values from linstor-common), and that a
+// refused call changes nothing.
+func TestLinstorAPIContract(t *testing.T) {
+	l := linstorHTTP{t: t, api: loadOpenAPI(t)}
+	l.s = startServe(t, t.TempDir(), "--heartbeat-timeout", "10m")
+	s := l.s
+
+	var version map[string]string
+	l.get("/v1/controller/version", &version)
+	assert.Equal(t, "1.28.0", version["rest_api_version"])
+
+	// Before cluster.create a node cannot join: the message says what to do.
+	rc := l.rcs(500, "POST", "/v1/nodes", `{"name":"n1","type":"satellite","net_interfaces":[{"name":"default","address":"10.0.0.1"}]}`)
+	assert.Contains(t, rc[0].Message, "cluster.create")
+	_, code := run(t, "cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`, "--nats", s.natsURL())
+	require.Equal(t, 0, code)
+
+	for i, site := range []string{"fra1", "ber1", "ams1", "par1"} {
+		n := string(rune('1' + i))
+		rc := l.rcs(201, "POST", "/v1/nodes", `{"name":"n`+n+`","type":"satellite","props":{"Aux/site":"`+site+`"},"net_interfaces":[{"name":"default","address":"10.0.0.`+n+`","satellite_port":3366,"satellite_encryption_type":"plain","is_active":true}]}`)
+		require.Len(t, rc, 1)
+		assert.Equal(t, int64(20709377), rc[0].RetCode, "node created, as LINSTOR answers it")
+		assert.Equal(t, "n"+n, rc[0].ObjRefs["Node"])
+	}
+	rc = l.rcs(500, "POST", "/v1/nodes", `{"name":"n1","type":"satellite","net_interfaces":[{"name":"default","address":"10.0.0.1"}]}`)
+	assert.Equal(t, int64(-4611686018406678028), rc[0].RetCode, "FAIL_EXISTS_NODE on create, as LINSTOR answers it")
+	rc = l.rcs(500, "POST", "/v1/nodes", `{"name":"n9","type":"satellite","net_interfaces":[{"name":"default","address":"not-an-ip"}]}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsNode, 210), rc[0].RetCode, "FAIL_INVLD_NET_ADDR: %s", rc[0].Message)
+	rc = l.rcs(500, "POST", "/v1/nodes", `{"name":"n9","type":"controller","net_interfaces":[{"name":"default","address":"10.0.0.9"}]}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsNode, 201), rc[0].RetCode, "FAIL_INVLD_NODE_TYPE")
+
+	var nodes []struct {
+		Name             string            `json:"name"`
+		ConnectionStatus string            `json:"connection_status"`
+		Props            map[string]string `json:"props"`
+		NetInterfaces    []struct {
+			Address string `json:"address"`
+		} `json:"net_interfaces"`
+	}
+	l.get("/v1/nodes?nodes=n1&nodes=N3", &nodes)
+	require.Len(t, nodes, 2, "name filters are repeated keys and case-insensitive")
+	assert.Equal(t, "n1", nodes[0].Name)
+	assert.Equal(t, "ONLINE", nodes[0].ConnectionStatus)
+	assert.Equal(t, "fra1", nodes[0].Props["Aux/site"])
+	assert.Equal(t, "10.0.0.1", nodes[0].NetInterfaces[0].Address)
+	l.get("/v1/nodes?props=Aux/site=ams1", &nodes)
+	require.Len(t, nodes, 1)
+	assert.Equal(t, "n3", nodes[0].Name)
+	l.get("/v1/nodes?offset=1&limit=2", &nodes)
+	require.Len(t, nodes, 2)
+	assert.Equal(t, "n2", nodes[0].Name)
+	rc = l.rcs(404, "GET", "/v1/nodes/ghost", "")
+	assert.Equal(t, retCode(lsError, lsNode, 300), rc[0].RetCode, "FAIL_NOT_FOUND_NODE")
+
+	// Storage pools: the capacity travels as Cairn/CapacityKiB; without it, a clear error.
+	rc = l.rcs(500, "POST", "/v1/nodes/n1/storage-pools", `{"storage_pool_name":"thin","provider_kind":"LVM_THIN","props":{"StorDriver/StorPoolName":"vg0/thin"}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsStorPl, 600), rc[0].RetCode, "FAIL_MISSING_PROPS")
+	assert.Contains(t, rc[0].Correction, "Cairn/CapacityKiB")
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		rc = l.rcs(201, "POST", "/v1/nodes/"+n+"/storage-pools", `{"storage_pool_name":"thin","provider_kind":"LVM_THIN","props":{"StorDriver/StorPoolName":"vg0/thin","Cairn/CapacityKiB":"104857600"}}`)
+		assert.Equal(t, retCode(lsCreate, lsStorPl, lsCreated), rc[0].RetCode)
+	}
+	rc = l.rcs(500, "POST", "/v1/nodes/n1/storage-pools", `{"storage_pool_name":"thin","provider_kind":"ZFS","props":{"StorDriver/StorPoolName":"tank","Cairn/CapacityKiB":"1048576"}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsStorPl, 510), rc[0].RetCode, "FAIL_EXISTS_STOR_POOL")
+	rc = l.rcs(404, "POST", "/v1/nodes/ghost/storage-pools", `{"storage_pool_name":"thin","provider_kind":"ZFS","props":{"StorDriver/StorPoolName":"tank","Cairn/CapacityKiB":"1048576"}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsNode, 300), rc[0].RetCode, "FAIL_NOT_FOUND_NODE on a pool create")
+	var pools []struct {
+		Name          string            `json:"storage_pool_name"`
+		Node          string            `json:"node_name"`
+		Kind          string            `json:"provider_kind"`
+		Free          int64             `json:"free_capacity"`
+		Total         int64             `json:"total_capacity"`
+		FreeSpaceMgr  string            `json:"free_space_mgr_name"`
+		Props         map[string]string `json:"props"`
+		SupportsSnaps *bool             `json:"supports_snapshots"`
+	}
+	l.get("/v1/view/storage-pools?nodes=n2", &pools)
+	require.Len(t, pools, 1)
+	assert.Equal(t, "LVM_THIN", pools[0].Kind)
+	assert.Equal(t, int64(104857600), pools[0].Total)
+	assert.Equal(t, "vg0/thin", pools[0].Props["StorDriver/StorPoolName"])
+	assert.NotEmpty(t, pools[0].FreeSpaceMgr)
+	l.get("/v1/nodes/n3/storage-pools", &pools)
+	require.Len(t, pools, 1)
+	var pool struct {
+		Name string `json:"storage_pool_name"`
+	}
+	l.get("/v1/nodes/n3/storage-pools/thin", &pool)
+	assert.Equal(t, "thin", pool.Name)
+	l.rcs(404, "GET", "/v1/nodes/n3/storage-pools/nope", "")
+
+	// Resource groups: place_count as a string, options as DrbdOptions/* properties (an
+	// untyped one round-trips), replicas_on_different by an Aux property.
+	rc = l.rcs(201, "POST", "/v1/resource-groups", `{"name":"rg2","select_filter":{"place_count":"2","storage_pool":"thin","replicas_on_different":["Aux/site"],"layer_stack":["drbd","storage"]},"props":{"DrbdOptions/Net/protocol":"C","DrbdOptions/Net/ping-timeout":"10"}}`)
+	assert.Equal(t, retCode(lsCreate, lsRscGrp, lsCreated), rc[0].RetCode)
+	rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rg2","select_filter":{"place_count":"2"}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRscGrp, 522), rc[0].RetCode, "FAIL_EXISTS_RSC_GRP")
+	rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rg3","props":{"Foo/bar":"1"}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRscGrp, 213), rc[0].RetCode, "FAIL_INVLD_PROP")
+	l.rcs(404, "GET", "/v1/resource-groups/rg3", "")
+	var group struct {
+		Name         string            `json:"name"`
+		Props        map[string]string `json:"props"`
+		SelectFilter struct {
+			PlaceCount          int      `json:"place_count"`
+			ReplicasOnDifferent []string `json:"replicas_on_different"`
+		} `json:"select_filter"`
+	}
+	l.get("/v1/resource-groups/rg2", &group)
+	assert.Equal(t, 2, group.SelectFilter.PlaceCount)
+	assert.Equal(t, []string{"Aux/site"}, group.SelectFilter.ReplicasOnDifferent)
+	assert.Equal(t, map[string]string{"DrbdOptions/Net/protocol": "C", "DrbdOptions/Net/ping-timeout": "10"}, group.Props)
+	var vgs []any
+	l.get("/v1/resource-groups/rg2/volume-groups", &vgs)
+	assert.Empty(t, vgs)
+
+	rc = l.rcs(201, "POST", "/v1/resource-groups/rg2/spawn", `{"resource_definition_name":"r1","volume_sizes":[1048576],"partial":false,"definitions_only":false,"select_filter":{}}`)
+	assert.Equal(t, retCode(lsCreate, lsRscDfn, lsCreated), rc[0].RetCode)
+	type resource struct {
+		Name  string   `json:"name"`
+		Node  string   `json:"node_name"`
+		Flags []string `json:"flags"`
+		Layer struct {
+			Type string `json:"type"`
+			Drbd struct {
+				NodeID   int   `json:"node_id"`
+				TCPPorts []int `json:"tcp_ports"`
+			} `json:"drbd"`
+		} `json:"layer_object"`
+		Volumes []struct {
+			Number     int    `json:"volume_number"`
+			Pool       string `json:"storage_pool_name"`
+			DevicePath string `json:"device_path"`
+		} `json:"volumes"`
+	}
+	var rs []resource
+	l.get("/v1/view/resources?resources=r1", &rs)
+	require.Len(t, rs, 3, "two disks on different sites and a tiebreaker: %+v", rs)
+	sites := map[string]bool{}
+	diskful := 0
+	for _, r := range rs {
+		assert.Equal(t, "DRBD", r.Layer.Type)
+		assert.Equal(t, []int{7000}, r.Layer.Drbd.TCPPorts)
+		require.Len(t, r.Volumes, 1)
+		assert.True(t, strings.HasPrefix(r.Volumes[0].DevicePath, "/dev/drbd"), r.Volumes[0].DevicePath)
+		if !contains(r.Flags, "TIE_BREAKER") {
+			diskful++
+			assert.Equal(t, "thin", r.Volumes[0].Pool)
+			var n struct {
+				Props map[string]string `json:"props"`
+			}
+			l.get("/v1/nodes/"+r.Node, &n)
+			sites[n.Props["Aux/site"]] = true
+		} else {
+			assert.Contains(t, r.Flags, "DRBD_DISKLESS")
+		}
+	}
+	assert.Equal(t, 2, diskful)
+	assert.Len(t, sites, 2, "replicas_on_different Aux/site")
+	var allRs []resource
+	l.get("/v1/view/resources?limit=2&offset=1", &allRs)
+	require.Len(t, allRs, 2, "paged")
+	assert.Equal(t, rs[1].Node, allRs[0].Node)
+
+	var rds []struct {
+		Name  string            `json:"name"`
+		Group string            `json:"resource_group_name"`
+		Props map[string]string `json:"props"`
+		Vols  []struct {
+			Number int    `json:"volume_number"`
+			Size   uint64 `json:"size_kib"`
+		} `json:"volume_definitions"`
+	}
+	l.get("/v1/resource-definitions?resource_definitions=r1&with_volume_definitions=True", &rds)
+	require.Len(t, rds, 1)
+	assert.Equal(t, "rg2", rds[0].Group)
+	require.Len(t, rds[0].Vols, 1)
+	assert.Equal(t, uint64(1048576), rds[0].Vols[0].Size)
+	l.get("/v1/resource-definitions?with_volume_definitions=False", &rds)
+	require.Len(t, rds, 1)
+	assert.Empty(t, rds[0].Vols)
+
+	// Definition properties: set and delete a DRBD option; a foreign key changes nothing.
+	rc = l.rcs(200, "PUT", "/v1/resource-definitions/r1", `{"override_props":{"DrbdOptions/Resource/quorum":"majority","DrbdOptions/Net/max-buffers":"8000"}}`)
+	assert.Equal(t, retCode(lsModify, lsRscDfn, lsMod), rc[0].RetCode)
+	var rd struct {
+		Props map[string]string `json:"props"`
+	}
+	l.get("/v1/resource-definitions/r1", &rd)
+	assert.Equal(t, map[string]string{"DrbdOptions/Resource/quorum": "majority", "DrbdOptions/Net/max-buffers": "8000"}, rd.Props)
+	rc = l.rcs(500, "PUT", "/v1/resource-definitions/r1", `{"override_props":{"Aux/owner":"x"}}`)
+	assert.Equal(t, retCode(lsError, lsModify, lsRscDfn, 213), rc[0].RetCode, "FAIL_INVLD_PROP")
+	rc = l.rcs(500, "PUT", "/v1/resource-definitions/r1", `{"override_props":{"DrbdOptions/Net/max-buffers":"lots"}}`)
+	assert.Equal(t, retCode(lsError, lsModify, lsRscDfn, 213), rc[0].RetCode, "FAIL_INVLD_PROP: %s", rc[0].Message)
+	l.rcs(200, "PUT", "/v1/resource-definitions/r1", `{"delete_props":["DrbdOptions/Net/max-buffers"]}`)
+	l.get("/v1/resource-definitions/r1", &rd)
+	assert.Equal(t, map[string]string{"DrbdOptions/Resource/quorum": "majority"}, rd.Props)
+
+	// Autoplace one more: three disks, the tiebreaker goes; then more than the nodes.
+	rc = l.rcs(201, "POST", "/v1/resource-definitions/r1/autoplace", `{"select_filter":{"additional_place_count":1}}`)
+	assert.Equal(t, retCode(lsCreate, lsRsc, lsCreated), rc[0].RetCode)
+	l.get("/v1/resource-definitions/r1/resources", &rs)
+	require.Len(t, rs, 3)
+	for _, r := range rs {
+		assert.NotContains(t, r.Flags, "TIE_BREAKER")
+	}
+	rc = l.rcs(500, "POST", "/v1/resource-definitions/r1/autoplace", `{"select_filter":{"place_count":5}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRsc, 996), rc[0].RetCode, "FAIL_NOT_ENOUGH_NODES")
+	assert.Contains(t, rc[0].Message, "passed over", "Cairn's explanation stays")
+
+	// A diskless resource on the fourth node, toggled to a disk and back.
+	var left string
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		if !hasNode(rs, func(r resource) string { return r.Node }, n) {
+			left = n
+		}
+	}
+	rc = l.rcs(201, "POST", "/v1/resource-definitions/r1/resources", `[{"resource":{"node_name":"`+left+`","flags":["DRBD_DISKLESS"]}}]`)
+	assert.Equal(t, retCode(lsCreate, lsRsc, lsCreated), rc[0].RetCode)
+	var one resource
+	l.get("/v1/resource-definitions/r1/resources/"+left, &one)
+	assert.Contains(t, one.Flags, "DRBD_DISKLESS")
+	rc = l.rcs(500, "POST", "/v1/resource-definitions/r1/resources", `[{"resource":{"node_name":"`+left+`"}}]`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRsc, 502), rc[0].RetCode, "FAIL_EXISTS_RSC")
+	l.rcs(200, "PUT", "/v1/resource-definitions/r1/resources/"+left+"/toggle-disk/diskful/thin", "")
+	l.get("/v1/resource-definitions/r1/resources/"+left, &one)
+	assert.NotContains(t, one.Flags, "DRBD_DISKLESS")
+	l.rcs(200, "PUT", "/v1/resource-definitions/r1/resources/"+left+"/toggle-disk/diskless", "")
+	rc = l.rcs(200, "POST", "/v1/resource-definitions/r1/resources/"+left+"/make-available", `{"diskful":false}`)
+	assert.Equal(t, retCode(lsInfo, lsCreate, lsRsc, 10007), rc[0].RetCode, "INFO_NOOP: already there")
+	l.rcs(200, "POST", "/v1/resource-definitions/r1/resources/"+left+"/deactivate", "")
+	l.get("/v1/resource-definitions/r1/resources/"+left, &one)
+	assert.Contains(t, one.Flags, "INACTIVE")
+	l.rcs(200, "POST", "/v1/resource-definitions/r1/resources/"+left+"/activate", "")
+	var vols []map[string]any
+	l.get("/v1/resource-definitions/r1/resources/"+left+"/volumes", &vols)
+	require.Len(t, vols, 1)
+
+	// Deleting a resource that is not there is a warning (linstor-csi relies on it).
+	rc = l.rcs(200, "DELETE", "/v1/resource-definitions/r1/resources/ghost", "")
+	assert.Equal(t, retCode(lsWarn, lsDelete, lsRsc, 3000), rc[0].RetCode, "WARN_NOT_FOUND")
+	rc = l.rcs(200, "DELETE", "/v1/resource-definitions/r1/resources/"+left, "")
+	assert.Equal(t, retCode(lsDelete, lsRsc, lsDeleted), rc[0].RetCode)
+
+	// Definitions and volume definitions by hand.
+	rc = l.rcs(201, "POST", "/v1/resource-definitions", `{"resource_definition":{"name":"r2","resource_group_name":"rg2"}}`)
+	assert.Equal(t, retCode(lsCreate, lsRscDfn, lsCreated), rc[0].RetCode)
+	rc = l.rcs(500, "POST", "/v1/resource-definitions", `{"resource_definition":{"name":"r2"}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRscDfn, 501), rc[0].RetCode, "FAIL_EXISTS_RSC_DFN")
+	l.rcs(201, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"size_kib":102400}}`)
+	l.rcs(201, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"size_kib":102400}}`)
+	rc = l.rcs(500, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"volume_number":1,"size_kib":102400}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsVlmDfn, 503), rc[0].RetCode, "FAIL_EXISTS_VLM_DFN")
+	rc = l.rcs(500, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"size_kib":1}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsVlmDfn, 206), rc[0].RetCode, "FAIL_INVLD_VLM_SIZE: %s", rc[0].Message)
+	var vds []struct {
+		Number int `json:"volume_number"`
+	}
+	l.get("/v1/resource-definitions/r2/volume-definitions", &vds)
+	require.Len(t, vds, 2)
+	assert.Equal(t, 1, vds[1].Number, "without a number the next one")
+	l.get("/v1/resource-definitions/r2/volume-definitions/1", &vds[0])
+	l.rcs(404, "GET", "/v1/resource-definitions/r2/volume-definitions/7", "")
+	rc = l.rcs(404, "POST", "/v1/resource-definitions/nope/autoplace", `{"select_filter":{"place_count":2}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRscDfn, 301), rc[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
+
+	// Deleting a definition removes its resources first, as LINSTOR does.
+	rc = l.rcs(200, "DELETE", "/v1/resource-definitions/r1", "")
+	assert.Equal(t, retCode(lsDelete, lsRscDfn, lsDeleted), rc[len(rc)-1].RetCode, "%+v", rc)
+	rc = l.rcs(404, "GET", "/v1/resource-definitions/r1", "")
+	assert.Equal(t, retCode(lsError, lsRscDfn, 301), rc[0].RetCode)
+	rc = l.rcs(404, "DELETE", "/v1/resource-definitions/r1", "")
+	assert.Equal(t, retCode(lsError, lsDelete, lsRscDfn, 301), rc[0].RetCode)
+
+	// Every command carried the LINSTOR caller as its actor.
+	out, code := run(t, "audit", "--nats", s.natsURL(), "--type", "rd.deleted", "--json")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, `"actor":"linstor:127.0.0.1:`)
+
+	// Unparseable JSON is 400; what Cairn does not serve is 501, never 404.
+	rc = l.rcs(400, "POST", "/v1/resource-groups", `{"name":`)
+	assert.True(t, uint64(rc[0].RetCode)&lsError == lsError)
+	for _, c := range [][2]string{{"GET", "/v1/view/snapshots"}, {"POST", "/v1/resource-definitions/r2/snapshots"},
+		{"GET", "/v1/remotes"}, {"PUT", "/v1/resource-definitions/r2/volume-definitions/0"}, {"POST", "/v1/resource-definitions/r2/clone"}} {
+		rc = l.rcs(501, c[0], c[1], `{}`)
+		assert.Contains(t, rc[0].Message, "Cairn does not serve")
+	}
+	var reports []any
+	l.get("/v1/error-reports?withContent=False", &reports)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func hasNode[T any](items []T, name func(T) string, n string) bool {
+	for _, it := range items {
+		if name(it) == n {
+			return true
+		}
+	}
+	return false
+}

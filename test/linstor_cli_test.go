@@ -1,0 +1,176 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// linstorCLI returns a runner of the unmodified LINBIT linstor CLI (shared/tools/
+// linstor-client) against s: stdout, stderr and exit code. It needs Debian's python3
+// with python3-natsort; without them the test skips, or fails under
+// CAIRN_REQUIRE_TOOLS=1.
+func linstorCLI(t *testing.T, s *serve) func(args ...string) (string, string, int) {
+	t.Helper()
+	client := sharedFile(t, "tools/linstor-client/linstor")
+	python := os.Getenv("LINSTOR_PYTHON")
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	if err := exec.Command(python, "-c", "import natsort").Run(); err != nil {
+		if os.Getenv(testtools.RequireEnv) == "1" {
+			t.Fatalf("%s with natsort (python3-natsort) is needed by the linstor CLI, and %s=1 requires it: %v", python, testtools.RequireEnv, err)
+		}
+		t.Skipf("%s with natsort (python3-natsort) is needed by the linstor CLI: %v", python, err)
+	}
+	return func(args ...string) (string, string, int) {
+		t.Helper()
+		all := append([]string{"--no-color", "--disable-config", "--controllers", "http://" + s.httpAddr}, args...)
+		cmd := exec.Command(client, all...)
+		cmd.Env = append(os.Environ(), "LINSTOR_PYTHON="+python, "HOME="+t.TempDir())
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("linstor %s: %v", strings.Join(args, " "), err)
+		}
+		assert.NotContains(t, out.String()+errb.String(), "Traceback", "linstor %s crashed", strings.Join(args, " "))
+		return out.String(), errb.String(), code
+	}
+}
+
+// TestLinstorCLISession drives a whole session through the unmodified LINSTOR CLI
+// against `cairn serve` with three `cairn agent --kernel sim` (real drbdadm and
+// drbdmeta): version, nodes, storage pools, a group spawning a definition whose
+// replicas come up UpToDate, lists as tables and as JSON, autoplace of one more disk,
+// deletes, the duplicate and not-found errors with their exit code and ret_code, and a
+// call Cairn does not serve (501, no traceback).
+func TestLinstorCLISession(t *testing.T) {
+	testtools.Need(t, "drbdadm", "drbdmeta")
+	s := startServe(t, t.TempDir())
+	linstor := linstorCLI(t, s)
+	ok := func(args ...string) string {
+		t.Helper()
+		out, errb, code := linstor(args...)
+		require.Equal(t, 0, code, "linstor %s: %s%s", strings.Join(args, " "), out, errb)
+		return out
+	}
+	failed := func(args ...string) string {
+		t.Helper()
+		out, errb, code := linstor(args...)
+		require.Equal(t, 10, code, "linstor %s must fail with an API error: %s%s", strings.Join(args, " "), out, errb)
+		return out + errb
+	}
+	machine := func(into any, args ...string) {
+		t.Helper()
+		out := ok(append([]string{"-m"}, args...)...)
+		require.NoError(t, json.Unmarshal([]byte(out), into), out)
+	}
+
+	assert.Contains(t, ok("controller", "version"), "linstor controller")
+	_, code := run(t, "cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`, "--nats", s.natsURL())
+	require.Equal(t, 0, code)
+
+	base := t.TempDir()
+	for i := 1; i <= 3; i++ {
+		n := fmt.Sprintf("n%d", i)
+		assert.Contains(t, ok("node", "create", n, fmt.Sprintf("10.0.0.%d", i)), "SUCCESS")
+		root := filepath.Join(base, n)
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/cairn/thin"), 0o755))
+		startAgent(t, s, agentOpts{node: n, root: root, kernel: "sim", extra: []string{"--heartbeat-interval", "500ms"}})
+		_, code := run(t, "cmd", "sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, n), "--nats", s.natsURL())
+		require.Equal(t, 0, code)
+	}
+	nodes := ok("node", "list")
+	for _, n := range []string{"n1", "n2", "n3"} {
+		assert.Contains(t, nodes, n)
+	}
+	assert.Contains(t, nodes, "Online")
+
+	// The CLI cannot say a pool's capacity: Cairn says so and what to do instead.
+	assert.Contains(t, failed("storage-pool", "create", "filethin", "n1", "more", "/var/lib/cairn/more"), "Cairn/CapacityKiB")
+	pools := ok("storage-pool", "list")
+	assert.Contains(t, pools, "FILE_THIN")
+	assert.Contains(t, pools, "/var/lib/cairn/thin")
+	assert.Equal(t, 3, strings.Count(pools, "| thin "), pools)
+
+	ok("resource-group", "create", "rg2", "--place-count", "2", "--storage-pool", "thin")
+	assert.Contains(t, ok("resource-group", "list"), "PlaceCount: 2")
+	ok("resource-group", "spawn", "rg2", "r1", "4M")
+	assert.Contains(t, ok("resource-definition", "list"), "rg2")
+	assert.Contains(t, ok("volume-definition", "list"), "4 MiB")
+
+	type volume struct {
+		State struct {
+			DiskState string `json:"disk_state"`
+		} `json:"state"`
+	}
+	type resource struct {
+		Name    string   `json:"name"`
+		Node    string   `json:"node_name"`
+		Flags   []string `json:"flags"`
+		Volumes []volume `json:"volumes"`
+	}
+	// upToDate waits until the definition has disks UpToDate replicas with a disk, and
+	// returns them all.
+	upToDate := func(disks int) []resource {
+		t.Helper()
+		var rs []resource
+		require.Eventually(t, func() bool {
+			var out [][]resource
+			machine(&out, "resource", "list", "-r", "r1")
+			rs = out[0]
+			n := 0
+			for _, r := range rs {
+				if !contains(r.Flags, "DRBD_DISKLESS") && len(r.Volumes) == 1 && r.Volumes[0].State.DiskState == "UpToDate" {
+					n++
+				}
+			}
+			return n == disks
+		}, 60*time.Second, 250*time.Millisecond, "r1 never had %d disks UpToDate: %+v", disks, rs)
+		return rs
+	}
+	rs := upToDate(2)
+	require.Len(t, rs, 3, "two disks and a tiebreaker")
+	table := ok("resource", "list")
+	assert.Contains(t, table, "UpToDate")
+	assert.Contains(t, table, "TieBreaker")
+
+	ok("resource", "create", "r1", "--auto-place", "+1")
+	rs = upToDate(3)
+	require.Len(t, rs, 3, "the third disk took the tiebreaker's place")
+	for _, r := range rs {
+		assert.NotContains(t, r.Flags, "TIE_BREAKER")
+	}
+
+	// Errors: exit code 10 in a table, the ret_code with -m.
+	assert.Contains(t, failed("node", "create", "n1", "10.0.0.1"), "already exists")
+	var rcs []apiCallRc
+	machine(&rcs, "node", "create", "n1", "10.0.0.1")
+	assert.Equal(t, retCode(lsError, lsCreate, lsNode, 500), rcs[0].RetCode, "FAIL_EXISTS_NODE")
+	assert.Contains(t, failed("resource-definition", "delete", "ghost"), "does not exist")
+	machine(&rcs, "resource-definition", "delete", "ghost")
+	assert.Equal(t, retCode(lsError, lsDelete, lsRscDfn, 301), rcs[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
+	assert.Contains(t, failed("snapshot", "list"), "Cairn does not serve")
+
+	ok("resource", "delete", "n3", "r1")
+	ok("resource-definition", "delete", "r1")
+	require.Eventually(t, func() bool {
+		var out [][]resource
+		machine(&out, "resource", "list")
+		return len(out) == 1 && len(out[0]) == 0
+	}, 10*time.Second, 100*time.Millisecond)
+	ok("error-reports", "list")
+}
