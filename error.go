@@ -22,6 +22,8 @@ const (
 	CodeUnavailable         = "unavailable"          // a dependency (JetStream, the views) is not ready
 	CodeInternal            = "internal"             // a bug or an unexpected failure; the message is safe to show
 	CodeIdempotencyMismatch = "idempotency_mismatch" // the command id was used for another request (verb or body)
+	CodeUnauthenticated     = "unauthenticated"      // the HTTP request carries no valid token
+	CodeRateLimited         = "rate_limited"         // too many failed sign-ins from this address; wait
 )
 
 // Error is the one error type that crosses the command boundary. Code is one of the

@@ -138,6 +138,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
 	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
 	handlers = append(append(handlers, poolHandlers(opts)...), resourceHandlers(opts)...)
+	handlers = append(handlers, tokenHandlers()...)
 	for _, h := range handlers {
 		a.Register(h)
 	}

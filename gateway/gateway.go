@@ -39,6 +39,8 @@ type Gateway struct {
 	CommandTimeout time.Duration
 	// Leader reports who holds the side-effect lease (server/lease.Info); nil: no route.
 	Leader func() any
+	// Auth admits requests by token; nil: no authentication (loopback only, see serve).
+	Auth *Authenticator
 }
 
 // Handler returns the routes.
@@ -74,11 +76,29 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)
 	mux.HandleFunc("GET /cairn/v1/views/digest", g.digest)
 	mux.HandleFunc("POST /cairn/v1/commands/{verb}", g.postCommand)
-	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version}).Register(mux)
+	mux.HandleFunc("GET /cairn/v1/tokens", g.listTokens)
+	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Actor: func(r *http.Request) string {
+		return actorOf(r, "linstor:"+r.RemoteAddr)
+	}}).Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, cairn.Errorf(cairn.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
+	if g.Auth != nil {
+		return g.Auth.Wrap(mux)
+	}
 	return mux
+}
+
+// listTokens serves every token (revoked ones too) without its hash: name, role,
+// creator, creation, expiry and revocation.
+func (g *Gateway) listTokens(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		tokens, err := v.Tokens()
+		for i := range tokens {
+			tokens[i].Hash = ""
+		}
+		return map[string]any{"seq": v.Seq(), "tokens": nonNil(tokens)}, err
+	})
 }
 
 // NodeView is a node as the API shows it: spec and observed status apart.
@@ -379,6 +399,7 @@ func (g *Gateway) postCommand(w http.ResponseWriter, r *http.Request) {
 	if actor == "" {
 		actor = "http:" + r.RemoteAddr
 	}
+	actor = actorOf(r, actor)
 	reply, err := g.Send(r.Context(), verb, body, actor, hdr)
 	if err != nil {
 		writeError(w, err)
@@ -389,6 +410,15 @@ func (g *Gateway) postCommand(w http.ResponseWriter, r *http.Request) {
 		status = HTTPStatus(reply.Error.Code)
 	}
 	writeJSON(w, status, reply)
+}
+
+// actorOf is the actor of a request's commands: its token's name ("token:<name>", which
+// no header can change) when it was authenticated, otherwise fallback.
+func actorOf(r *http.Request, fallback string) string {
+	if p, ok := PrincipalOf(r); ok {
+		return "token:" + p.Name
+	}
+	return fallback
 }
 
 // Send sends one command to admission over NATS, as actor, with extra headers (command,
@@ -439,6 +469,10 @@ func HTTPStatus(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case cairn.CodeUnauthorized:
 		return http.StatusForbidden
+	case cairn.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case cairn.CodeRateLimited:
+		return http.StatusTooManyRequests
 	case cairn.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	}

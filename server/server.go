@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -34,8 +36,16 @@ type Config struct {
 	NATSCreds  string // credentials file for NATSURL
 	NATSListen string // embedded server's client listener (127.0.0.1:4222)
 	HTTPListen string // gateway listener (127.0.0.1:3370); "-" = no gateway
-	Prefix     string // subject prefix (cairn)
-	Replicas   int    // stream replicas (1 embedded, 3 on a cluster)
+	// HTTPAuth requires a bearer token (cairn auth token create) on every HTTP request
+	// but /healthz and /readyz. TLSCert and TLSKey serve HTTPS; TLSClientCA also
+	// requires client certificates signed by that CA. A listener that is not on loopback
+	// needs HTTPAuth and TLS.
+	HTTPAuth    bool
+	TLSCert     string
+	TLSKey      string
+	TLSClientCA string
+	Prefix      string // subject prefix (cairn)
+	Replicas    int    // stream replicas (1 embedded, 3 on a cluster)
 	// NoSyncAlways turns off fsync on every JetStream write of the embedded server.
 	// Only for benchmarks: an acknowledged command could then be lost on power loss.
 	NoSyncAlways bool
@@ -107,6 +117,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.HeartbeatTimeout = 15 * time.Second
 	}
 	names := events.NewNames(cfg.Prefix)
+	if err := checkHTTPSecurity(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Auth && cfg.NATSURL != "" {
 		return nil, errors.New("--auth secures the embedded NATS server; with --nats use that NATS system's own users and --nats-creds")
 	}
@@ -282,9 +295,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.HTTPListen != "-" {
 		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready,
 			Leader: func() any { return s.Lease.Info() }}
+		if cfg.HTTPAuth {
+			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger()}
+		}
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
+		}
+		if cfg.TLSCert != "" {
+			tc, err := httpTLS(cfg)
+			if err != nil {
+				_ = ln.Close()
+				return nil, err
+			}
+			ln = tls.NewListener(ln, tc)
 		}
 		s.HTTPAddr = ln.Addr().String()
 		s.httpSrv = &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -295,13 +319,67 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}()
 	}
 	ok = true
-	ready := cfg.Log.Info().Str("nats", s.NATSAddr).Str("http", s.HTTPAddr).Str("data", cfg.DataDir).
+	ready := cfg.Log.Info().Str("nats", s.NATSAddr).Str("http", s.HTTPAddr).Bool("https", cfg.TLSCert != "").
+		Bool("http_auth", cfg.HTTPAuth).Str("data", cfg.DataDir).
 		Uint64("seq", s.Projector.Applied())
 	if s.Auth != nil {
 		ready = ready.Str("control_creds", s.ControlCreds)
 	}
 	ready.Msg("cairn serve ready")
 	return s, nil
+}
+
+// checkHTTPSecurity refuses an HTTP listener that others can reach without tokens and
+// TLS, and TLS settings that do not go together.
+func checkHTTPSecurity(cfg Config) error {
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	if cfg.HTTPListen == "-" || isLoopback(cfg.HTTPListen) {
+		return nil
+	}
+	if !cfg.HTTPAuth || cfg.TLSCert == "" {
+		return fmt.Errorf("--http %s is not on loopback: it needs --http-auth (tokens: cairn auth token create) and --tls-cert/--tls-key", cfg.HTTPListen)
+	}
+	return nil
+}
+
+// isLoopback reports whether a listen address only accepts connections from this host.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// httpTLS is the gateway's TLS configuration: the certificate, and with TLSClientCA
+// client certificates required and verified.
+func httpTLS(cfg Config) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in it", cfg.TLSClientCA)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
 }
 
 func (s *Server) waitCaughtUp(ctx context.Context) error {

@@ -5,6 +5,7 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,9 +123,16 @@ func (s *serve) start() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
+	// Readiness only: with --tls-cert the probe speaks HTTPS without checking the
+	// certificate (the tests that use TLS check it themselves).
+	probe, readyz := http.DefaultClient, s.url("/readyz")
+	if slices.Contains(s.args, "--tls-cert") {
+		probe = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		readyz = "https://" + s.httpAddr + "/readyz"
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(s.url("/readyz"))
+		resp, err := probe.Get(readyz)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {

@@ -16,10 +16,10 @@ import (
 )
 
 // linstorCLI returns a runner of the unmodified LINBIT linstor CLI (shared/tools/
-// linstor-client) against s: stdout, stderr and exit code. It needs Debian's python3
-// with python3-natsort; without them the test skips, or fails under
-// CAIRN_REQUIRE_TOOLS=1.
-func linstorCLI(t *testing.T, s *serve) func(args ...string) (string, string, int) {
+// linstor-client) against controller (a URL) with the global options given: stdout,
+// stderr and exit code. It needs Debian's python3 with python3-natsort; without them the
+// test skips, or fails under CAIRN_REQUIRE_TOOLS=1.
+func linstorCLI(t *testing.T, controller string, global ...string) func(args ...string) (string, string, int) {
 	t.Helper()
 	client := sharedFile(t, "tools/linstor-client/linstor")
 	python := os.Getenv("LINSTOR_PYTHON")
@@ -34,7 +34,7 @@ func linstorCLI(t *testing.T, s *serve) func(args ...string) (string, string, in
 	}
 	return func(args ...string) (string, string, int) {
 		t.Helper()
-		all := append([]string{"--no-color", "--disable-config", "--controllers", "http://" + s.httpAddr}, args...)
+		all := append(append([]string{"--no-color", "--disable-config", "--controllers", controller}, global...), args...)
 		cmd := exec.Command(client, all...)
 		cmd.Env = append(os.Environ(), "LINSTOR_PYTHON="+python, "HOME="+t.TempDir())
 		var out, errb strings.Builder
@@ -60,7 +60,7 @@ func linstorCLI(t *testing.T, s *serve) func(args ...string) (string, string, in
 func TestLinstorCLISession(t *testing.T) {
 	testtools.Need(t, "drbdadm", "drbdmeta")
 	s := startServe(t, t.TempDir())
-	linstor := linstorCLI(t, s)
+	linstor := linstorCLI(t, "http://"+s.httpAddr)
 	ok := func(args ...string) string {
 		t.Helper()
 		out, errb, code := linstor(args...)
@@ -173,4 +173,33 @@ func TestLinstorCLISession(t *testing.T) {
 		return len(out) == 1 && len(out[0]) == 0
 	}, 10*time.Second, 100*time.Millisecond)
 	ok("error-reports", "list")
+}
+
+// TestLinstorCLIOverHTTPSWithToken: the unmodified CLI reaches a `cairn serve
+// --http-auth` over HTTPS (--cafile) with a token as its password (--user is the
+// token's name); without credentials it gets LINSTOR's sign-in error, and its commands
+// carry the token's name as their actor.
+func TestLinstorCLIOverHTTPSWithToken(t *testing.T) {
+	caPath, certPath, keyPath := testCA(t, t.TempDir())
+	s := startServe(t, t.TempDir(), "--http-auth", "--tls-cert", certPath, "--tls-key", keyPath)
+	out, errb, code := runAll(t, "auth", "token", "create", "csi", "--role", "operator", "--nats", s.natsURL())
+	require.Equal(t, 0, code, errb)
+	token := strings.TrimSpace(out)
+	_, code = run(t, "cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`, "--nats", s.natsURL())
+	require.Equal(t, 0, code)
+
+	anonymous := linstorCLI(t, "https://"+s.httpAddr, "--cafile", caPath)
+	out, errb, code = anonymous("node", "list")
+	assert.NotEqual(t, 0, code, "no credentials: %s%s", out, errb)
+	assert.Contains(t, out+errb, "needs a token")
+
+	csi := linstorCLI(t, "https://"+s.httpAddr, "--cafile", caPath, "--user", "csi", "--password", token)
+	out, errb, code = csi("node", "create", "n1", "10.0.0.1")
+	require.Equal(t, 0, code, out+errb)
+	out, _, code = csi("node", "list")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "n1")
+	audit, code := run(t, "audit", "--nats", s.natsURL(), "--type", "node.added", "--json")
+	require.Equal(t, 0, code)
+	assert.Contains(t, audit, `"actor":"token:csi"`)
 }

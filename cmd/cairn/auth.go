@@ -12,7 +12,7 @@ import (
 func authCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "auth",
-		Short: "Credentials of a `cairn serve --auth` deployment",
+		Short: "Credentials: NATS users of `cairn serve --auth`, bearer tokens of the HTTP API",
 		Long: `Credentials of the NATS users of a cairn serve --auth deployment. They are derived
 from the master key in <data>/auth/master.key (created by the first serve --auth), so
 they can be produced at any time, offline, for any node name, and the running server
@@ -69,5 +69,6 @@ accepts them without a restart. Keep the files secret (mode 0600).`,
 		sub.Flags().StringVarP(&out, "output", "o", "", "write to this file (mode 0600) instead of stdout")
 		c.AddCommand(sub)
 	}
+	c.AddCommand(tokenCmd())
 	return c
 }

@@ -46,6 +46,31 @@ func defaultActor() string {
 	return "cli:" + name + "@" + host
 }
 
+// sendCommand sends one command over NATS as actor (with commandID, when set) and
+// returns admission's reply; an error means no reply.
+func sendCommand(natsURL, creds, verb string, body []byte, commandID, actor string, timeout time.Duration) (commands.Reply, error) {
+	nc, err := connect(natsURL, creds, "cairn-cmd")
+	if err != nil {
+		return commands.Reply{}, err
+	}
+	defer nc.Close()
+	m := nats.NewMsg(events.NewNames(prefix).Command(verb))
+	m.Data = body
+	if commandID != "" {
+		m.Header.Set(commands.HeaderCommandID, commandID)
+	}
+	m.Header.Set(commands.HeaderActor, actor)
+	resp, err := nc.RequestMsg(m, timeout)
+	if err != nil {
+		return commands.Reply{}, fmt.Errorf("no answer on %s: %w", m.Subject, err)
+	}
+	var reply commands.Reply
+	if err := json.Unmarshal(resp.Data, &reply); err != nil {
+		return commands.Reply{}, fmt.Errorf("unreadable reply: %s", resp.Data)
+	}
+	return reply, nil
+}
+
 func cmdCmd() *cobra.Command {
 	var (
 		natsURL, creds, commandID, actor string
@@ -74,24 +99,9 @@ Exit status: 0 accepted, 1 refused (the reply says why), 2 no answer.`,
 					return err
 				}
 			}
-			nc, err := connect(natsURL, creds, "cairn-cmd")
+			reply, err := sendCommand(natsURL, creds, args[0], body, commandID, actor, timeout)
 			if err != nil {
 				return err
-			}
-			defer nc.Close()
-			m := nats.NewMsg(events.NewNames(prefix).Command(args[0]))
-			m.Data = body
-			if commandID != "" {
-				m.Header.Set(commands.HeaderCommandID, commandID)
-			}
-			m.Header.Set(commands.HeaderActor, actor)
-			resp, err := nc.RequestMsg(m, timeout)
-			if err != nil {
-				return fmt.Errorf("no answer on %s: %w", m.Subject, err)
-			}
-			var reply commands.Reply
-			if err := json.Unmarshal(resp.Data, &reply); err != nil {
-				return fmt.Errorf("unreadable reply: %s", resp.Data)
 			}
 			out, _ := json.MarshalIndent(reply, "", "  ")
 			fmt.Println(string(out))

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/domains"
@@ -51,7 +49,7 @@ the parity budget covers. Derived from the chunk-per-domain rule, not a stored t
 	_ = tol.MarkFlagRequired("scheme")
 	_ = tol.MarkFlagRequired("domains")
 	c.AddCommand(tol)
-	var httpURL string
+	var hc httpClientFlags
 	for _, v := range []struct{ use, path, short string }{
 		{"status", "/cairn/v1/domains", "Domain balance: every domain with its id, hosts and nodes, and the verdict"},
 		{"stores", "/cairn/v1/volume-stores", "Recorded placement: volume stores with failover paths, journal sets"},
@@ -64,29 +62,11 @@ the parity budget covers. Derived from the chunk-per-domain rule, not a stored t
 			Short: v.short + " (from a running serve's gateway)",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return getAndPrint(httpURL + path)
+				return hc.getAndPrint(path)
 			},
 		}
-		sub.Flags().StringVar(&httpURL, "http", "http://127.0.0.1:3370", "gateway URL of cairn serve")
+		hc.register(sub.Flags())
 		c.AddCommand(sub)
 	}
 	return c
-}
-
-// getAndPrint GETs a gateway URL and prints the JSON; an error reply exits 1.
-func getAndPrint(url string) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	fmt.Print(string(body))
-	if resp.StatusCode != http.StatusOK {
-		return exitError{1}
-	}
-	return nil
 }

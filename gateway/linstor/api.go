@@ -271,6 +271,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// WriteAuthError answers a refused sign-in as LINSTOR does: 401 with
+// FAIL_SIGN_IN_MISSING_CREDENTIALS (no credentials sent) or FAIL_SIGN_IN, 403 with
+// FAIL_ACC_DENIED_COMMAND, 429 with FAIL_SIGN_IN.
+func WriteAuthError(w http.ResponseWriter, status int, missing bool, message string) {
+	code := codeSignIn
+	switch {
+	case status == http.StatusForbidden:
+		code = codeAccDenied
+	case status == http.StatusUnauthorized && missing:
+		code = codeSignInMissing
+	}
+	writeRCs(w, status, []ApiCallRc{rc(maskError, 0, 0, code, message)})
+}
+
 // notFound is the error of a read that names something that does not exist.
 func notFound(object, format string, args ...any) error {
 	return cairn.Errorf(cairn.CodeNotFound, format, args...).About(object)

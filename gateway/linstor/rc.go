@@ -88,6 +88,7 @@ const (
 	codeNoEffect         uint64 = 3001
 	codeWarnNotFound     uint64 = 3000
 	codeInfoNoop         uint64 = 10007
+	codeSignIn           uint64 = 10000
 	codeSignInMissing    uint64 = 10001
 )
 

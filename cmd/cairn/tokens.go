@@ -1,0 +1,148 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// tokenCmd manages the bearer tokens of the HTTP API. Create and revoke are commands
+// over NATS (the root of trust: whoever may send commands may make tokens); list reads
+// the gateway with an admin token.
+func tokenCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "token",
+		Short: "Bearer tokens of the HTTP API (cairn serve --http-auth): create, list, revoke",
+	}
+	var natsURL, creds, actor, role string
+	var expiresIn time.Duration
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Make a token with a role (viewer, operator, admin); prints it once on stdout (only its SHA-256 is stored)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			secret := make([]byte, 32)
+			if _, err := rand.Read(secret); err != nil {
+				return err
+			}
+			token := "cairn_" + base64.RawURLEncoding.EncodeToString(secret)
+			sum := sha256.Sum256([]byte(token))
+			body := map[string]any{"name": args[0], "role": role, "hash": hex.EncodeToString(sum[:])}
+			if expiresIn > 0 {
+				body["expires_at"] = time.Now().Add(expiresIn).UTC().Format(time.RFC3339)
+			}
+			b, _ := json.Marshal(body)
+			reply, err := sendCommand(natsURL, creds, "token.create", b, "", actor, 30*time.Second)
+			if err != nil {
+				return err
+			}
+			if !reply.OK {
+				out, _ := json.MarshalIndent(reply, "", "  ")
+				fmt.Fprintln(os.Stderr, string(out))
+				return exitError{1}
+			}
+			fmt.Fprintf(os.Stderr, "token %s (%s) created; it is shown once: keep it secret\n", args[0], role)
+			fmt.Println(token)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&role, "role", "viewer", "viewer (reads), operator (also commands), admin (also tokens)")
+	create.Flags().DurationVar(&expiresIn, "expires-in", 0, "the token stops working after this long (0: never)")
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke a token: every serve refuses it once its views have the event (well within a second)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, _ := json.Marshal(map[string]string{"name": args[0]})
+			reply, err := sendCommand(natsURL, creds, "token.revoke", b, "", actor, 30*time.Second)
+			if err != nil {
+				return err
+			}
+			out, _ := json.MarshalIndent(reply, "", "  ")
+			fmt.Println(string(out))
+			if !reply.OK {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	for _, sub := range []*cobra.Command{create, revoke} {
+		sub.Flags().StringVar(&natsURL, "nats", defaultNATS, "NATS server URL")
+		sub.Flags().StringVar(&creds, "creds", "", "NATS credentials file")
+		sub.Flags().StringVar(&actor, "actor", defaultActor(), "who sends the command (recorded as the token's creator)")
+		c.AddCommand(sub)
+	}
+	var hc httpClientFlags
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the tokens (name, role, creator, expiry, revocation; never the token) from the gateway (admin token)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return hc.getAndPrint("/cairn/v1/tokens")
+		},
+	}
+	hc.register(list.Flags())
+	c.AddCommand(list)
+	return c
+}
+
+// httpClientFlags reach the gateway: its URL, a token (or $CAIRN_TOKEN) and, for HTTPS
+// with a private CA, the CA certificate.
+type httpClientFlags struct {
+	url, token, caCert string
+}
+
+func (h *httpClientFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&h.url, "http", "http://127.0.0.1:3370", "gateway URL of cairn serve (https://… with --tls-cert)")
+	f.StringVar(&h.token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token for cairn serve --http-auth (default $CAIRN_TOKEN)")
+	f.StringVar(&h.caCert, "cacert", "", "CA certificate (PEM) the gateway's HTTPS certificate is checked against")
+}
+
+// getAndPrint GETs a gateway path and prints the JSON; an error reply exits 1.
+func (h *httpClientFlags) getAndPrint(path string) error {
+	client := http.DefaultClient
+	if h.caCert != "" {
+		pem, err := os.ReadFile(h.caCert)
+		if err != nil {
+			return fmt.Errorf("--cacert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--cacert %s: no PEM certificate in it", h.caCert)
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	req, err := http.NewRequest(http.MethodGet, h.url+path, nil)
+	if err != nil {
+		return err
+	}
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Print(string(body))
+	if resp.StatusCode != http.StatusOK {
+		return exitError{1}
+	}
+	return nil
+}
