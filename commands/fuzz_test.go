@@ -3,6 +3,7 @@ package commands_test
 import (
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/cairn-io/cairn"
@@ -11,7 +12,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+// subjectToken is what an accepted name must be in a subject (events.Token): one token,
+// no wildcard, no dot. Node names may be DNS names; their dots become tildes.
+var subjectToken = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_~-]{0,252}$`)
 
 // FuzzDecode feeds arbitrary verbs and bodies to admission's decoding. It must never
 // panic; a refusal carries a stable code and a message; an accepted body decodes into
@@ -64,8 +67,8 @@ func FuzzDecode(f *testing.F) {
 		if err := json.Unmarshal(body, &named); err != nil {
 			t.Fatalf("schema-valid body does not decode: %v", err)
 		}
-		if !namePattern.MatchString(named.Name) {
-			t.Fatalf("accepted name %q is not a safe subject token", named.Name)
+		if tok := events.Token(named.Name); !subjectToken.MatchString(tok) || strings.Contains(named.Name, "~") {
+			t.Fatalf("accepted name %q is not a safe subject token (%q)", named.Name, tok)
 		}
 	})
 }

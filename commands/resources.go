@@ -374,15 +374,23 @@ func (p *resourcePlan) autoplace(target int, force bool, opts drbd.Options) erro
 		p.warn("resource %s already has %d diskful replica(s) (place count %d); nothing placed", p.rd.Name, diskful, target)
 		return nil
 	}
-	// The tiebreaker's node may take a new disk (LINSTOR's tiebreaker takeover): for
-	// placement it holds no replica, and choosing it gives its replica the disk.
-	var placed []replicas.Member
-	for _, m := range p.members() {
-		if !m.Tiebreaker {
-			placed = append(placed, m)
+	choices, err := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, p.members(), p.cands)
+	if cairn.ErrorCode(err) == cairn.CodePreconditionFailed {
+		// Short of nodes: the tiebreaker's node may take a disk (LINSTOR's tiebreaker
+		// takeover). Only then: a new node's disk on a thin pool starts at day 0 and syncs
+		// what was written since, where the tiebreaker's gets a full sync.
+		var placed []replicas.Member
+		for _, m := range p.members() {
+			if !m.Tiebreaker {
+				placed = append(placed, m)
+			}
+		}
+		if len(placed) < len(p.members()) {
+			if again, err2 := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, placed, p.cands); err2 == nil {
+				choices, err = again, nil
+			}
 		}
 	}
-	choices, err := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, placed, p.cands)
 	if err != nil {
 		return err
 	}

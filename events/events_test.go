@@ -196,3 +196,28 @@ func TestParsePerNodeSubjects(t *testing.T) {
 	_, _, _, ok = n.ParseStatus("cairn.node.n2.zpool.tank")
 	assert.False(t, ok)
 }
+
+// A node named by a DNS name keeps one subject token per name, and every parse gives
+// the name back exactly as given.
+func TestDNSNamesAreOneSubjectToken(t *testing.T) {
+	names := events.NewNames("")
+	const fqdn = "node-5.rack2.example.com"
+	assert.Equal(t, "cairn.ev.node.node-5~rack2~example~com", names.Event("node", fqdn))
+	assert.Equal(t, "node", names.Aggregate(names.Event("node", fqdn)))
+	subject := names.Node(fqdn, "drbd", "r1")
+	assert.Equal(t, "cairn.node.node-5~rack2~example~com.drbd.r1", subject)
+	node, kind, id, ok := names.ParseNode(subject)
+	assert.True(t, ok)
+	assert.Equal(t, [3]string{fqdn, "drbd", "r1"}, [3]string{node, kind, id})
+	node, _, _, ok = names.ParseStatus(names.Status(fqdn, "node", fqdn))
+	assert.True(t, ok)
+	assert.Equal(t, fqdn, node)
+	node, ok = names.ParseAgentAttach(names.AgentAttach(fqdn))
+	assert.True(t, ok)
+	assert.Equal(t, fqdn, node)
+	_, ok = names.ParseAgentAttach("cairn.agent.a.b.attach")
+	assert.False(t, ok, "two tokens are no node")
+	assert.Equal(t, "agent-node-5~rack2~example~com", names.AgentConsumer(fqdn))
+	assert.NotContains(t, names.NodeFilter(fqdn), "example.com")
+	assert.Equal(t, "n1", events.Untoken(events.Token("n1")), "plain names are their own token")
+}

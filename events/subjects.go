@@ -49,9 +49,19 @@ func (n Names) LeaseBucket() string { return strings.ToUpper(n.Prefix) + "_LEASE
 // RepliesBucket is the key-value bucket of replies shared by every serve (commands.ReplyKV).
 func (n Names) RepliesBucket() string { return strings.ToUpper(n.Prefix) + "_REPLIES" }
 
-// Event is the subject of an aggregate's events: <prefix>.ev.<aggregate>.<id>.
+// Token is the subject token of a name: node names may be DNS names
+// (node-5.rack2.example.com) and a dot separates subject tokens, so each dot becomes a
+// tilde, which no name holds (node-5~rack2~example~com). Names without dots are their
+// own token. Untoken reverses it.
+func Token(name string) string { return strings.ReplaceAll(name, ".", "~") }
+
+// Untoken is the name of a subject token (see Token).
+func Untoken(token string) string { return strings.ReplaceAll(token, "~", ".") }
+
+// Event is the subject of an aggregate's events: <prefix>.ev.<aggregate>.<id>, the id
+// as its Token.
 func (n Names) Event(aggregate, id string) string {
-	return n.Prefix + ".ev." + aggregate + "." + id
+	return n.Prefix + ".ev." + aggregate + "." + Token(id)
 }
 
 // EventFilter covers every event of every aggregate (<prefix>.ev.>), or of one aggregate
@@ -92,9 +102,10 @@ func (n Names) Verb(subject string) string {
 	return v
 }
 
-// Node is a per-node desired-state subject: <prefix>.node.<node>.<kind>.<id>.
+// Node is a per-node desired-state subject: <prefix>.node.<node>.<kind>.<id> (node and
+// id as their Token).
 func (n Names) Node(node, kind, id string) string {
-	return n.Prefix + ".node." + node + "." + kind + "." + id
+	return n.Prefix + ".node." + Token(node) + "." + kind + "." + Token(id)
 }
 
 // NodeFilter covers the desired state of one node (<prefix>.node.<node>.>), or of every
@@ -103,11 +114,11 @@ func (n Names) NodeFilter(node string) string {
 	if node == "" {
 		return n.Prefix + ".node.>"
 	}
-	return n.Prefix + ".node." + node + ".>"
+	return n.Prefix + ".node." + Token(node) + ".>"
 }
 
-// ParseNode splits a desired-state subject <prefix>.node.<node>.<kind>.<id>; ok is
-// false for any other subject (or an empty token).
+// ParseNode splits a desired-state subject <prefix>.node.<node>.<kind>.<id> into names
+// (Untoken); ok is false for any other subject (or an empty token).
 func (n Names) ParseNode(subject string) (node, kind, id string, ok bool) {
 	return n.parsePerNode(".node.", subject)
 }
@@ -127,12 +138,12 @@ func (n Names) parsePerNode(space, subject string) (node, kind, id string, ok bo
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		return "", "", "", false
 	}
-	return parts[0], parts[1], parts[2], true
+	return Untoken(parts[0]), parts[1], Untoken(parts[2]), true
 }
 
 // Status is a per-node observed-state subject: <prefix>.status.<node>.<kind>.<id>.
 func (n Names) Status(node, kind, id string) string {
-	return n.Prefix + ".status." + node + "." + kind + "." + id
+	return n.Prefix + ".status." + Token(node) + "." + kind + "." + Token(id)
 }
 
 // StatusFilter covers the status of one node, or of every node when node is "".
@@ -140,7 +151,7 @@ func (n Names) StatusFilter(node string) string {
 	if node == "" {
 		return n.Prefix + ".status.>"
 	}
-	return n.Prefix + ".status." + node + ".>"
+	return n.Prefix + ".status." + Token(node) + ".>"
 }
 
 // HeartbeatFilter covers every node's heartbeat: <prefix>.status.*.node.*.
@@ -149,15 +160,28 @@ func (n Names) HeartbeatFilter() string { return n.Prefix + ".status.*.node.*" }
 // NodeInbox is the inbox prefix of a node's agent: _INBOX.<prefix>.node.<node>. The
 // agent connects with it (nats.CustomInboxPrefix), so that with per-node NATS users
 // (cairn serve --auth) it may subscribe to its own replies and nobody else's.
-func (n Names) NodeInbox(node string) string { return "_INBOX." + n.Prefix + ".node." + node }
+func (n Names) NodeInbox(node string) string { return "_INBOX." + n.Prefix + ".node." + Token(node) }
 
 // AgentAttach is the subject a node's agent sends its attach request to:
 // <prefix>.agent.<node>.attach. A serve answers it by (re)creating the node's consumer
 // (AttachAgentConsumer), so that agents need no permission to create consumers.
-func (n Names) AgentAttach(node string) string { return n.Prefix + ".agent." + node + ".attach" }
+func (n Names) AgentAttach(node string) string {
+	return n.Prefix + ".agent." + Token(node) + ".attach"
+}
+
+// ParseAgentAttach returns the node of an attach request subject (ok false for any
+// other subject).
+func (n Names) ParseAgentAttach(subject string) (node string, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.Prefix+".agent.")
+	tok, found2 := strings.CutSuffix(rest, ".attach")
+	if !found || !found2 || tok == "" || strings.Contains(tok, ".") {
+		return "", false
+	}
+	return Untoken(tok), true
+}
 
 // AgentAttachFilter covers every node's attach requests.
 func (n Names) AgentAttachFilter() string { return n.Prefix + ".agent.*.attach" }
 
 // AgentConsumer is the name of a node's desired-state consumer on <PREFIX>_NODES.
-func (n Names) AgentConsumer(node string) string { return "agent-" + node }
+func (n Names) AgentConsumer(node string) string { return "agent-" + Token(node) }

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -430,6 +431,30 @@ func (v *View) ResourceDefinition(name string) (rd ResourceDefinition, ok bool, 
 // ResourceDefinitions lists every resource definition by name.
 func (v *View) ResourceDefinitions() ([]ResourceDefinition, error) {
 	return scanAll[ResourceDefinition](v, "v/rd/")
+}
+
+// errStopEach ends EachResourceDefinition early without an error.
+var errStopEach = errors.New("stop")
+
+// EachResourceDefinition calls fn with every resource definition in name order, one at
+// a time (memory bounded by one definition), until fn returns false or an error (which
+// EachResourceDefinition returns).
+func (v *View) EachResourceDefinition(fn func(rd ResourceDefinition) (more bool, err error)) error {
+	err := v.scan("v/rd/", func(key string, val []byte) error {
+		var rd ResourceDefinition
+		if err := unmarshalInto(key, val, &rd); err != nil {
+			return err
+		}
+		more, err := fn(rd)
+		if err == nil && !more {
+			return errStopEach
+		}
+		return err
+	})
+	if errors.Is(err, errStopEach) {
+		return nil
+	}
+	return err
 }
 
 // NodeResources lists the definitions with a replica on node, by name.

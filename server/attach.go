@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/cairn-io/cairn/events"
@@ -24,9 +23,11 @@ type AttachReply struct {
 // configure consumers; a node's user may only send its own attach request and pull
 // from its own consumer (natsauth.NodePermissions).
 func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names events.Names, log zerolog.Logger) (*nats.Subscription, error) {
-	prefix := names.Prefix + ".agent."
 	return nc.QueueSubscribe(names.AgentAttachFilter(), "cairn-attach", recovering(log, "attach", func(m *nats.Msg) {
-		node, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, prefix), ".")
+		node, ok := names.ParseAgentAttach(m.Subject)
+		if !ok {
+			return
+		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		var r AttachReply

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -102,12 +101,10 @@ func (w *Watchdog) Run(ctx context.Context, nc *nats.Conn) error {
 	w.mu.Lock()
 	w.started = w.now()
 	w.mu.Unlock()
-	prefix := w.names.Prefix + ".status."
 	sub, err := nc.Subscribe(w.names.HeartbeatFilter(), recovering(w.log, "heartbeat", func(m *nats.Msg) {
-		rest := strings.TrimPrefix(m.Subject, prefix)
-		node, _, _ := strings.Cut(rest, ".")
+		node, _, _, ok := w.names.ParseStatus(m.Subject)
 		var hb agents.Heartbeat
-		if err := json.Unmarshal(m.Data, &hb); err != nil || hb.Node != node {
+		if err := json.Unmarshal(m.Data, &hb); err != nil || !ok || hb.Node != node {
 			w.log.Warn().Str("subject", m.Subject).Msg("ignored a malformed heartbeat")
 			return
 		}

@@ -253,6 +253,10 @@ func TestLinstorAPIContract(t *testing.T) {
 	l.get("/v1/view/resources?limit=2&offset=1", &allRs)
 	require.Len(t, allRs, 2, "paged")
 	assert.Equal(t, rs[1].Node, allRs[0].Node)
+	l.get("/v1/view/resources?resources=R1&nodes="+rs[0].Node, &allRs)
+	require.Len(t, allRs, 1, "names in any case, filters combined")
+	l.get("/v1/view/resources?resources=r1&resources=nope&offset=3", &allRs)
+	assert.Empty(t, allRs, "past the end: an empty list")
 
 	var rds []struct {
 		Name  string            `json:"name"`

@@ -83,9 +83,15 @@ func TestLinstorCLISession(t *testing.T) {
 	_, code := run(t, "cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`, "--nats", s.natsURL())
 	require.Equal(t, 0, code)
 
+	// The third node has a DNS name (a NATS subject token only as n3~rack2~example~com):
+	// its agent attaches, reports and carries out its replica like the others.
+	const fqdn = "n3.rack2.example.com"
 	base := t.TempDir()
 	for i := 1; i <= 3; i++ {
 		n := fmt.Sprintf("n%d", i)
+		if i == 3 {
+			n = fqdn
+		}
 		assert.Contains(t, ok("node", "create", n, fmt.Sprintf("10.0.0.%d", i)), "SUCCESS")
 		root := filepath.Join(base, n)
 		require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/cairn/thin"), 0o755))
@@ -94,10 +100,17 @@ func TestLinstorCLISession(t *testing.T) {
 		require.Equal(t, 0, code)
 	}
 	nodes := ok("node", "list")
-	for _, n := range []string{"n1", "n2", "n3"} {
+	for _, n := range []string{"n1", "n2", fqdn} {
 		assert.Contains(t, nodes, n)
 	}
 	assert.Contains(t, nodes, "Online")
+	var fq [][]struct {
+		Name string `json:"name"`
+	}
+	machine(&fq, "node", "list", "-n", fqdn)
+	require.Len(t, fq, 1)
+	require.Len(t, fq[0], 1)
+	assert.Equal(t, fqdn, fq[0][0].Name, "the name comes back exactly as given")
 
 	// The CLI cannot say a pool's capacity: Cairn says so and what to do instead.
 	assert.Contains(t, failed("storage-pool", "create", "filethin", "n1", "more", "/var/lib/cairn/more"), "Cairn/CapacityKiB")
@@ -165,7 +178,7 @@ func TestLinstorCLISession(t *testing.T) {
 	assert.Equal(t, retCode(lsError, lsDelete, lsRscDfn, 301), rcs[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
 	assert.Contains(t, failed("snapshot", "list"), "Cairn does not serve")
 
-	ok("resource", "delete", "n3", "r1")
+	ok("resource", "delete", fqdn, "r1")
 	ok("resource-definition", "delete", "r1")
 	require.Eventually(t, func() bool {
 		var out [][]resource

@@ -218,14 +218,18 @@ func matches(filter map[string]bool, name string) bool {
 	return len(filter) == 0 || filter[strings.ToLower(name)]
 }
 
+// pageBounds reads LINSTOR's offset and limit query parameters (limit 0: no limit;
+// negative or unreadable values count as 0).
+func pageBounds(q url.Values) (offset, limit int) {
+	offset, _ = strconv.Atoi(q.Get("offset"))
+	limit, _ = strconv.Atoi(q.Get("limit"))
+	return max(offset, 0), max(limit, 0)
+}
+
 // page applies LINSTOR's offset and limit query parameters to a list in its stable
 // order (limit 0 or absent: everything from offset).
 func page[T any](q url.Values, items []T) []T {
-	offset, _ := strconv.Atoi(q.Get("offset"))
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	if offset < 0 {
-		offset = 0
-	}
+	offset, limit := pageBounds(q)
 	if offset >= len(items) {
 		return []T{}
 	}

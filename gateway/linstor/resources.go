@@ -1,7 +1,10 @@
 package linstor
 
 import (
+	"encoding/json"
+	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -143,29 +146,129 @@ func resourcesOf(v *projections.View, rd projections.ResourceDefinition, nodes m
 }
 
 // viewResources serves every resource, by definition then node, filtered by ?nodes= and
-// ?resources= and paged by ?offset=&limit=.
+// ?resources= and paged by ?offset=&limit=. It walks the definitions one at a time:
+// named definitions are read directly, a page stops the walk once full, definitions
+// before the page are only counted (no status read, nothing rendered), and an unpaged
+// list is written as it is built, so memory stays bounded by one definition.
 func (a *API) viewResources(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	nodes, names := queryList(q, "nodes"), queryList(q, "resources")
-	a.withView(w, objRsc, func(v *projections.View) (any, error) {
-		rds, err := v.ResourceDefinitions()
-		if err != nil {
-			return nil, err
+	nodes := queryList(q, "nodes")
+	offset, limit := pageBounds(q)
+	v, err := a.DB.Read()
+	if err != nil {
+		writeFailure(w, 0, objRsc, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		return
+	}
+	defer v.Close()
+	out := &arrayWriter{w: w}
+	seen, emitted := 0, 0
+	visit := func(rd projections.ResourceDefinition) (bool, error) {
+		n := 0
+		for _, rep := range rd.Replicas {
+			if matches(nodes, rep.Node) {
+				n++
+			}
 		}
-		sort.Slice(rds, func(i, j int) bool { return rds[i].Name < rds[j].Name })
-		out := []Resource{}
-		for _, rd := range rds {
-			if !matches(names, rd.Name) {
+		if seen+n <= offset {
+			seen += n
+			return true, nil
+		}
+		rs, err := resourcesOf(v, rd, nodes)
+		if err != nil {
+			return false, err
+		}
+		for _, res := range rs {
+			if seen >= offset && (limit == 0 || emitted < limit) {
+				if err := out.add(res); err != nil {
+					return false, err
+				}
+				emitted++
+			}
+			seen++
+		}
+		return limit == 0 || emitted < limit, nil
+	}
+	if err := eachDefinition(v, q, visit); err != nil {
+		if !out.started {
+			writeFailure(w, 0, objRsc, err)
+		}
+		return // mid-stream: the client sees a truncated body
+	}
+	out.close()
+}
+
+// eachDefinition walks the definitions a ?resources= filter names (read directly when
+// every name is there as given; else a scan matching names in any case), or all of
+// them, in name order.
+func eachDefinition(v *projections.View, q url.Values, fn func(projections.ResourceDefinition) (bool, error)) error {
+	filter := queryList(q, "resources")
+	if len(filter) == 0 {
+		return v.EachResourceDefinition(fn)
+	}
+	var direct []projections.ResourceDefinition
+	for _, raw := range q["resources"] {
+		for _, name := range strings.Split(raw, ",") {
+			if name = strings.TrimSpace(name); name == "" {
 				continue
 			}
-			rs, err := resourcesOf(v, rd, nodes)
+			rd, ok, err := v.ResourceDefinition(name)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out = append(out, rs...)
+			if !ok {
+				return v.EachResourceDefinition(func(rd projections.ResourceDefinition) (bool, error) {
+					if !matches(filter, rd.Name) {
+						return true, nil
+					}
+					return fn(rd)
+				})
+			}
+			direct = append(direct, rd)
 		}
-		return page(q, out), nil
-	})
+	}
+	sort.Slice(direct, func(i, j int) bool { return direct[i].Name < direct[j].Name })
+	for i, rd := range direct {
+		if i > 0 && rd.Name == direct[i-1].Name {
+			continue
+		}
+		if more, err := fn(rd); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// arrayWriter writes a JSON array element by element; the status and header go out with
+// the first element (or at close, for an empty array).
+type arrayWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (a *arrayWriter) add(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	sep := ","
+	if !a.started {
+		a.w.Header().Set("Content-Type", "application/json")
+		a.w.WriteHeader(http.StatusOK)
+		a.started, sep = true, "["
+	}
+	if _, err := io.WriteString(a.w, sep); err != nil {
+		return err
+	}
+	_, err = a.w.Write(b)
+	return err
+}
+
+func (a *arrayWriter) close() {
+	if !a.started {
+		writeJSON(a.w, http.StatusOK, []any{})
+		return
+	}
+	_, _ = io.WriteString(a.w, "]\n")
 }
 
 func (a *API) listResources(w http.ResponseWriter, r *http.Request) {

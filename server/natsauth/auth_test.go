@@ -134,6 +134,21 @@ func TestNodeUserRefusals(t *testing.T) {
 		require.NoError(t, err) // refused asynchronously
 		wantViolation(t, errs, `Subscription to "cairn.node.n2.>"`)
 	})
+	// A DNS node name is one subject token (dots as tildes): neither it nor the short
+	// name it starts with reaches the other's subjects.
+	t.Run("a DNS node name and its short name are apart", func(t *testing.T) {
+		nc, errs := nodeConn(t, s, "n1.rack2.example.com")
+		_, err := nc.SubscribeSync(names.NodeFilter("n1.rack2.example.com"))
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+		_, err = nc.SubscribeSync(names.NodeFilter("n1"))
+		require.NoError(t, err)
+		wantViolation(t, errs, `Subscription to "cairn.node.n1.>"`)
+		nc1, errs1 := nodeConn(t, s, "n1")
+		_, err = nc1.SubscribeSync("cairn.node.n1~rack2~example~com.>")
+		require.NoError(t, err)
+		wantViolation(t, errs1, `Subscription to "cairn.node.n1~rack2~example~com.>"`)
+	})
 	for _, subject := range []string{"_INBOX.>", "cairn.status.>", "cairn.ev.>", "cairn.node.>", "$JS.API.>", "_INBOX.cairn.node.n2.>"} {
 		t.Run("subscribe "+subject, func(t *testing.T) {
 			nc, errs := nodeConn(t, s, "n1")
@@ -296,7 +311,7 @@ func TestParseCreds(t *testing.T) {
 		{name: "control", data: string(control), role: natsauth.RoleControl},
 		{name: "no role", data: string(seed), err: "credentials: no role line (not a Cairn credentials file)"},
 		{name: "bad role", data: "role: admin\n" + string(seed), err: `credentials: role "admin": must be control or node`},
-		{name: "node without name", data: "role: node\n" + string(seed), err: `credentials: node "": must be 1-63 letters, digits, '-' or '_', starting with a letter or digit`},
+		{name: "node without name", data: "role: node\n" + string(seed), err: `credentials: node "": must be labels of 1-63 letters, digits, '-' or '_', each starting with a letter or digit, joined by dots (at most 253 characters)`},
 		{name: "node with wildcard", data: "role: node\nnode: n1.>\n" + string(seed), err: `credentials: node "n1.>": must be`},
 		{name: "control with node", data: "role: control\nnode: n1\n" + string(seed), err: "credentials: role control takes no node"},
 		{name: "no seed", data: "role: control\n", err: "credentials: user seed:"},

@@ -76,14 +76,16 @@ const (
 	RoleNode    = "node"
 )
 
-// nodeNameRE is the schema's object name: also a single NATS subject token.
-var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+// nodeNameRE is the schema's node name (defs.json node_name): labels of letters,
+// digits, '-' and '_' joined by dots; in subjects each dot is a tilde (events.Token), so
+// a node's subjects stay one token.
+var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9][A-Za-z0-9_-]{0,62})*$`)
 
-// CheckNode refuses a node name that is not a valid Cairn object name (and so could
-// widen the node's subjects: "*", ">", ".").
+// CheckNode refuses a node name that is not a valid Cairn node name (and so could widen
+// the node's subjects: "*", ">", "~").
 func CheckNode(node string) error {
-	if !nodeNameRE.MatchString(node) {
-		return fmt.Errorf("node %q: must be 1-63 letters, digits, '-' or '_', starting with a letter or digit", node)
+	if len(node) > 253 || !nodeNameRE.MatchString(node) {
+		return fmt.Errorf("node %q: must be labels of 1-63 letters, digits, '-' or '_', each starting with a letter or digit, joined by dots (at most 253 characters)", node)
 	}
 	return nil
 }
