@@ -95,6 +95,7 @@ type Admission struct {
 	opts     Options
 	handlers map[string]Handler
 	recent   *recentReplies
+	refusals *refusalRing
 	// retryLocks serialize the retries of commands that lost the same boundary.
 	retryLocks *retryLocks
 }
@@ -135,10 +136,11 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 		opts.PoolFailoverTimeout = DefaultPoolFailoverTimeout
 	}
 	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts, retryLocks: newRetryLocks(),
-		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute)}
+		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute),
+		refusals: newRefusalRing(1000)}
 	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
 	handlers = append(append(handlers, poolHandlers(opts)...), resourceHandlers(opts)...)
-	handlers = append(handlers, tokenHandlers()...)
+	handlers = append(append(handlers, tokenHandlers()...), kvHandlers()...)
 	for _, h := range handlers {
 		a.Register(h)
 	}
@@ -185,6 +187,7 @@ func (a *Admission) Submit(ctx context.Context, req Request) Reply {
 	ev := a.log.Debug()
 	if !reply.OK {
 		ev = a.log.Info().Str("code", reply.Error.Code).Str("error", reply.Error.Message)
+		a.refusals.add(Refusal{At: a.opts.Now(), Verb: req.Verb, CommandID: reply.CommandID, Actor: req.Actor, Error: reply.Error})
 	}
 	ev.Str("verb", req.Verb).Str("command_id", reply.CommandID).Str("actor", req.Actor).
 		Int("events", len(reply.Events)).Dur("took", time.Since(began)).Msg("command")

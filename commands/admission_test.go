@@ -436,3 +436,23 @@ func TestAPanickingCommandIsAnsweredAndTheProcessLives(t *testing.T) {
 	assert.Contains(t, r.Error.Message, "a bug, logged")
 	require.True(t, servertest.Send(t, nc, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`).OK, "the next command")
 }
+
+// Admission keeps the last 1,000 refusals, newest first, with verb, actor and error
+// (LINSTOR's error reports show them); accepted commands are not among them.
+func TestRecentRefusals(t *testing.T) {
+	s := servertest.Start(t)
+	ctx := context.Background()
+	require.True(t, s.Admission.Submit(ctx, commands.Request{Verb: "cluster.create", Actor: "ops",
+		Body: []byte(`{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)}).OK)
+	for i := range 1005 {
+		r := s.Admission.Submit(ctx, commands.Request{Verb: "node.remove", Actor: "ops", Body: []byte(fmt.Sprintf(`{"name":"ghost%d"}`, i))})
+		require.False(t, r.OK)
+	}
+	got := s.Admission.RecentRefusals()
+	require.Len(t, got, 1000, "bounded")
+	assert.Equal(t, "node.remove", got[0].Verb)
+	assert.Equal(t, "ops", got[0].Actor)
+	assert.Contains(t, got[0].Error.Message, "ghost1004", "newest first")
+	assert.Contains(t, got[999].Error.Message, "ghost5 ", "the oldest five are gone")
+	assert.False(t, got[0].At.IsZero())
+}

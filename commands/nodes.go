@@ -112,8 +112,63 @@ func DecideNodeSetState(existing *projections.Node, c NodeSetState) (*events.Nod
 
 // nodeHandlers returns the handlers of the cluster and node verbs. Each computes its
 // consistency boundary first, so that a refusal can be checked against the stream too.
+// NodeModify is the body of node.modify: the operator's node properties to set and to
+// remove.
+type NodeModify struct {
+	Name       string            `json:"name"`
+	Properties map[string]string `json:"properties,omitempty"`
+	Unset      []string          `json:"unset,omitempty"`
+}
+
+// DecideNodeModify changes a node's properties (what replicas_on_same/different refer
+// to; placements already made stay). Refuses with not_found for an unknown node and
+// invalid_argument (field unset) for a key both set and removed; a change that changes
+// nothing is a no-op with a warning.
+func DecideNodeModify(n *projections.Node, c NodeModify) (*events.NodePropertiesChanged, []string, error) {
+	if n == nil {
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name).About(cairn.ObjNode)
+	}
+	ev := &events.NodePropertiesChanged{Name: c.Name}
+	for i, k := range c.Unset {
+		if _, both := c.Properties[k]; both {
+			return nil, nil, cairn.InvalidField(fmt.Sprintf("unset[%d]", i), "property %s is both set and removed", k)
+		}
+		if _, has := n.Spec.Properties[k]; has {
+			ev.Unset = append(ev.Unset, k)
+		}
+	}
+	for k, v := range c.Properties {
+		if old, has := n.Spec.Properties[k]; !has || old != v {
+			if ev.Set == nil {
+				ev.Set = map[string]string{}
+			}
+			ev.Set[k] = v
+		}
+	}
+	if len(ev.Set) == 0 && len(ev.Unset) == 0 {
+		return nil, []string{"node " + c.Name + " already has these properties; nothing changed"}, nil
+	}
+	if len(n.Spec.Properties)+len(ev.Set)-len(ev.Unset) > 32 {
+		return nil, nil, cairn.InvalidField("properties", "a node has at most 32 properties")
+	}
+	return ev, nil, nil
+}
+
 func nodeHandlers() []Handler {
 	return []Handler{
+		{Verb: "node.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c NodeModify
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Name)) })
+			if err != nil {
+				return d, err
+			}
+			n, found, err := v.Node(c.Name)
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := DecideNodeModify(ptrIf(n, found), c)
+			return d.with(names.Event("node", c.Name), ev, warnings), err
+		}},
 		{Verb: "cluster.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ClusterCreate
 			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return aggregateBoundary(v, names, "cluster") })

@@ -422,3 +422,37 @@ func TestAutoplaceTakesOverTheTiebreaker(t *testing.T) {
 	// A fourth disk has nowhere to go: the refusal still says why.
 	refused(t, s, "replica.add", `{"resource":"r1","place_count":4}`, cairn.CodePreconditionFailed, "already holds a replica")
 }
+
+// node.modify sets and removes the operator's node properties, and placement reads
+// them: replicas_on_same puts both disks on the two nodes node.modify gave the same site.
+func TestNodeModifyProperties(t *testing.T) {
+	s := servertest.Start(t)
+	must(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= 3; i++ {
+		must(t, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","properties":{"room":"r%d"}}`, i, i, i, i))
+		must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":10485760}`, i))
+	}
+	r := must(t, s, "node.modify", `{"name":"n1","properties":{"site":"a"}}`)
+	require.Len(t, r.Events, 1)
+	assert.Equal(t, "node.properties-changed", r.Events[0].Type)
+	r = must(t, s, "node.modify", `{"name":"n1","properties":{"site":"a"}}`)
+	assert.Empty(t, r.Events, "nothing changed")
+	assert.Contains(t, r.Warnings[0], "nothing changed")
+	must(t, s, "node.modify", `{"name":"n2","properties":{"site":"b"},"unset":["room"]}`)
+	must(t, s, "node.modify", `{"name":"n3","properties":{"site":"b"}}`)
+	refused(t, s, "node.modify", `{"name":"n3","properties":{"site":"c"},"unset":["site"]}`, cairn.CodeInvalidArgument, "both set and removed")
+	refused(t, s, "node.modify", `{"name":"ghost","properties":{"site":"c"}}`, cairn.CodeNotFound, "not in the cluster")
+	refused(t, s, "node.modify", `{"name":"n3"}`, cairn.CodeInvalidArgument, "")
+
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	n2, _, err := v.Node("n2")
+	require.NoError(t, err)
+	v.Close()
+	assert.Equal(t, map[string]string{"site": "b"}, n2.Spec.Properties)
+
+	must(t, s, "rg.create", `{"name":"same","place_count":2,"storage_pool":"thin","replicas_on_same":["site"]}`)
+	must(t, s, "rg.spawn", `{"resource_group":"same","name":"r1","size_kib":4096}`)
+	rd := definition(t, s, "r1")
+	assert.Equal(t, "n1:tb n2:disk n3:disk", layout(rd), "the two nodes of site b")
+}

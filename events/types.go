@@ -78,6 +78,15 @@ type NodeAdded struct {
 	Properties map[string]string `json:"properties,omitempty"`
 }
 
+// NodePropertiesChanged: the operator set (Set) and removed (Unset) node properties.
+type NodePropertiesChanged struct {
+	Name  string            `json:"name"`
+	Set   map[string]string `json:"set,omitempty"`
+	Unset []string          `json:"unset,omitempty"`
+}
+
+func (*NodePropertiesChanged) EventType() string { return "node.properties-changed" }
+
 // NodeRemoved: a node left the cluster.
 type NodeRemoved struct {
 	Name string `json:"name"`
@@ -154,5 +163,6 @@ func init() {
 	Register(Type{Name: "snapshot.created", Version: 1, New: func() Payload { return new(SnapshotCreated) }})
 	Register(Type{Name: "snapshot.deleted", Version: 1, New: func() Payload { return new(SnapshotDeleted) }})
 	Register(Type{Name: "node.removed", Version: 1, New: func() Payload { return new(NodeRemoved) }})
+	Register(Type{Name: "node.properties-changed", Version: 1, New: func() Payload { return new(NodePropertiesChanged) }})
 	Register(Type{Name: "node.state-changed", Version: 1, New: func() Payload { return new(NodeStateChanged) }})
 }

@@ -41,6 +41,9 @@ type Gateway struct {
 	Leader func() any
 	// Auth admits requests by token; nil: no authentication (loopback only, see serve).
 	Auth *Authenticator
+	// Refusals lists the commands this serve refused lately (commands.Admission.
+	// RecentRefusals); nil: none.
+	Refusals func() []commands.Refusal
 }
 
 // Handler returns the routes.
@@ -77,7 +80,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /cairn/v1/views/digest", g.digest)
 	mux.HandleFunc("POST /cairn/v1/commands/{verb}", g.postCommand)
 	mux.HandleFunc("GET /cairn/v1/tokens", g.listTokens)
-	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Actor: func(r *http.Request) string {
+	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Refusals: g.Refusals, Actor: func(r *http.Request) string {
 		return actorOf(r, "linstor:"+r.RemoteAddr)
 	}}).Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

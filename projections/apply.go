@@ -3,6 +3,7 @@ package projections
 import (
 	"fmt"
 	json "github.com/segmentio/encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,6 +223,9 @@ func apply(t *tx, names events.Names, it Item) error {
 	if handled, err := applyToken(t, ev); handled || err != nil {
 		return err
 	}
+	if handled, err := applyKV(t, ev); handled || err != nil {
+		return err
+	}
 	switch d := ev.Data.(type) {
 	case *events.ClusterCreated:
 		return t.put(clusterKey, Cluster{Name: d.Name, FailureDomains: d.FailureDomains,
@@ -374,6 +378,22 @@ func apply(t *tx, names events.Names, it Item) error {
 		t.delNodeSpec(d.Name)
 		t.del(nodeStatusKey(d.Name))
 		return nil
+	case *events.NodePropertiesChanged:
+		spec, found, err := t.nodeSpec(d.Name)
+		if err != nil || !found {
+			return err
+		}
+		props := make(map[string]string, len(spec.Properties)+len(d.Set))
+		maps.Copy(props, spec.Properties)
+		maps.Copy(props, d.Set)
+		for _, k := range d.Unset {
+			delete(props, k)
+		}
+		if len(props) == 0 {
+			props = nil
+		}
+		spec.Properties = props
+		return t.putNodeSpec(spec)
 	case *events.NodeStateChanged:
 		spec, _, err := t.nodeSpec(d.Name)
 		if err != nil {

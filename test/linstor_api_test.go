@@ -2,11 +2,13 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -143,6 +145,21 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, "n2", nodes[0].Name)
 	rc = l.rcs(404, "GET", "/v1/nodes/ghost", "")
 	assert.Equal(t, retCode(lsError, lsNode, 300), rc[0].RetCode, "FAIL_NOT_FOUND_NODE")
+
+	// Node properties: Aux/* set and removed (node.modify); Cairn's own stay.
+	rc = l.rcs(200, "PUT", "/v1/nodes/n4", `{"override_props":{"Aux/rack":"r9"},"delete_props":["Aux/site"]}`)
+	assert.Equal(t, retCode(lsModify, lsNode, lsMod), rc[0].RetCode)
+	var n4 struct {
+		Props map[string]string `json:"props"`
+	}
+	l.get("/v1/nodes/n4", &n4)
+	assert.Equal(t, "r9", n4.Props["Aux/rack"])
+	assert.NotContains(t, n4.Props, "Aux/site")
+	l.rcs(200, "PUT", "/v1/nodes/n4", `{"override_props":{"Aux/site":"par1"},"delete_props":["Aux/rack"]}`)
+	rc = l.rcs(500, "PUT", "/v1/nodes/n4", `{"override_props":{"Cairn/Host":"elsewhere"}}`)
+	assert.Equal(t, retCode(lsError, lsModify, lsNode, 213), rc[0].RetCode, "FAIL_INVLD_PROP")
+	rc = l.rcs(404, "PUT", "/v1/nodes/ghost", `{"override_props":{"Aux/x":"1"}}`)
+	assert.Equal(t, retCode(lsError, lsModify, lsNode, 300), rc[0].RetCode)
 
 	// Storage pools: the capacity travels as Cairn/CapacityKiB; without it, a clear error.
 	rc = l.rcs(500, "POST", "/v1/nodes/n1/storage-pools", `{"storage_pool_name":"thin","provider_kind":"LVM_THIN","props":{"StorDriver/StorPoolName":"vg0/thin"}}`)
@@ -381,8 +398,54 @@ func TestLinstorAPIContract(t *testing.T) {
 		rc = l.rcs(501, c[0], c[1], `{}`)
 		assert.Contains(t, rc[0].Message, "Cairn does not serve")
 	}
-	var reports []any
+	// Error reports: the refusals above, newest first; without content on request.
+	var reports []struct {
+		Filename  string `json:"filename"`
+		ErrorTime int64  `json:"error_time"`
+		Node      string `json:"node_name"`
+		Text      string `json:"text"`
+	}
+	l.get("/v1/error-reports", &reports)
+	require.NotEmpty(t, reports)
+	assert.True(t, strings.HasPrefix(reports[0].Filename, "refusal-"), reports[0].Filename)
+	assert.Contains(t, reports[0].Text, "refused")
+	var dup string
+	for _, r := range reports {
+		if strings.Contains(r.Text, "node.add") && strings.Contains(r.Text, "already_exists") {
+			dup = r.Filename
+		}
+	}
+	require.NotEmpty(t, dup, "the duplicate node create is reported")
 	l.get("/v1/error-reports?withContent=False", &reports)
+	assert.Empty(t, reports[0].Text)
+	l.get("/v1/error-reports/"+dup, &reports)
+	require.Len(t, reports, 1)
+	assert.Contains(t, reports[0].Text, "node n1 already exists")
+	l.get(fmt.Sprintf("/v1/error-reports?since=%d", time.Now().Add(time.Hour).UnixMilli()), &reports)
+	assert.Empty(t, reports)
+
+	// The key-value store: kv.modify and kv.delete, namespaces removed key by key.
+	rc = l.rcs(200, "PUT", "/v1/key-value-store/csi", `{"override_props":{"a/b":"1","a/c":"2","x":"3"}}`)
+	assert.Equal(t, retCode(lsModify, 0x400000, lsMod), rc[0].RetCode)
+	type kvs struct {
+		Name  string            `json:"name"`
+		Props map[string]string `json:"props"`
+	}
+	var stores []kvs
+	l.get("/v1/key-value-store/csi", &stores)
+	require.Len(t, stores, 1)
+	assert.Equal(t, map[string]string{"a/b": "1", "a/c": "2", "x": "3"}, stores[0].Props)
+	l.rcs(200, "PUT", "/v1/key-value-store/csi", `{"override_props":{"y":"4"},"delete_namespaces":["a"]}`)
+	l.get("/v1/key-value-store", &stores)
+	require.Len(t, stores, 1)
+	assert.Equal(t, kvs{Name: "csi", Props: map[string]string{"x": "3", "y": "4"}}, stores[0])
+	rc = l.rcs(500, "PUT", "/v1/key-value-store/csi", `{"override_props":{"z":"1"},"delete_props":["z"]}`)
+	assert.Equal(t, retCode(lsError, lsModify, 0x400000, 213), rc[0].RetCode, "FAIL_INVLD_PROP: %s", rc[0].Message)
+	l.rcs(200, "DELETE", "/v1/key-value-store/csi", "")
+	rc = l.rcs(200, "DELETE", "/v1/key-value-store/csi", "")
+	assert.Equal(t, retCode(lsWarn, lsDelete, 0x400000, 3000), rc[0].RetCode)
+	l.get("/v1/key-value-store/csi", &stores)
+	assert.Empty(t, stores)
 }
 
 func contains(list []string, s string) bool {

@@ -112,6 +112,11 @@ func TestLinstorCLISession(t *testing.T) {
 	require.Len(t, fq[0], 1)
 	assert.Equal(t, fqdn, fq[0][0].Name, "the name comes back exactly as given")
 
+	ok("node", "set-property", "n1", "Aux/site", "fra1")
+	assert.Contains(t, ok("node", "list-properties", "n1"), "fra1")
+	ok("node", "set-property", "n1", "Aux/site")
+	assert.NotContains(t, ok("node", "list-properties", "n1"), "fra1")
+
 	// The CLI cannot say a pool's capacity: Cairn says so and what to do instead.
 	assert.Contains(t, failed("storage-pool", "create", "filethin", "n1", "more", "/var/lib/cairn/more"), "Cairn/CapacityKiB")
 	pools := ok("storage-pool", "list")

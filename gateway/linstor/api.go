@@ -39,6 +39,9 @@ type API struct {
 	// Actor names the caller of a request in the commands it sends (e.g. the token's
 	// name); nil: "linstor:<remote address>".
 	Actor func(r *http.Request) string
+	// Refusals lists the commands this serve refused lately, for the error reports (nil:
+	// none).
+	Refusals func() []commands.Refusal
 }
 
 // Register adds LINSTOR's routes under /v1/ to mux. Every other /v1/ path and method
@@ -46,11 +49,15 @@ type API struct {
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/controller/version", a.version)
 	mux.HandleFunc("GET /v1/controller/properties", a.emptyObject)
-	mux.HandleFunc("GET /v1/key-value-store", a.emptyList)
+	mux.HandleFunc("GET /v1/key-value-store", a.listKV)
+	mux.HandleFunc("GET /v1/key-value-store/{instance}", a.getKV)
+	mux.HandleFunc("PUT /v1/key-value-store/{instance}", a.modifyKV)
+	mux.HandleFunc("DELETE /v1/key-value-store/{instance}", a.deleteKV)
 
 	mux.HandleFunc("GET /v1/nodes", a.listNodes)
 	mux.HandleFunc("POST /v1/nodes", a.createNode)
 	mux.HandleFunc("GET /v1/nodes/{node}", a.getNode)
+	mux.HandleFunc("PUT /v1/nodes/{node}", a.modifyNode)
 	mux.HandleFunc("DELETE /v1/nodes/{node}", a.deleteNode)
 	mux.HandleFunc("DELETE /v1/nodes/{node}/lost", a.lostNode)
 
@@ -112,8 +119,6 @@ func (a *API) version(w http.ResponseWriter, r *http.Request) {
 func (a *API) emptyObject(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{})
 }
-
-func (a *API) emptyList(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, []any{}) }
 
 // actor names the caller in the commands a request sends.
 func (a *API) actor(r *http.Request) string {

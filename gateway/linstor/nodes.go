@@ -169,6 +169,71 @@ func created(op, obj uint64, format, name string, refs map[string]string) ApiCal
 	return e
 }
 
+// modifyNode maps LINSTOR's node modify to node.modify: Aux/<key> properties set and
+// removed. Cairn's own (Cairn/*) are settled at node.add; other keys are refused.
+func (a *API) modifyNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	var in struct {
+		NodeType      string            `json:"node_type"`
+		OverrideProps map[string]string `json:"override_props"`
+		DeleteProps   []string          `json:"delete_props"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	if in.NodeType != "" && !strings.EqualFold(in.NodeType, "satellite") {
+		writeFailure(w, opModify, objNode, cairn.InvalidField("role", "node type %q: Cairn runs satellite (storage) nodes only", in.NodeType))
+		return
+	}
+	set := map[string]string{}
+	var unset []string
+	for _, k := range sortedKeys(in.OverrideProps) {
+		key, err := auxKey(k)
+		if err != nil {
+			writeFailure(w, opModify, objNode, err)
+			return
+		}
+		set[key] = in.OverrideProps[k]
+	}
+	for _, k := range in.DeleteProps {
+		key, err := auxKey(k)
+		if err != nil {
+			writeFailure(w, opModify, objNode, err)
+			return
+		}
+		unset = append(unset, key)
+	}
+	cmd := map[string]any{"name": name}
+	if len(set) > 0 {
+		cmd["properties"] = set
+	}
+	if len(unset) > 0 {
+		cmd["unset"] = unset
+	}
+	if len(set) == 0 && len(unset) == 0 {
+		e := rc(maskWarn, opModify, objNode, codeNoEffect, "nothing to change on node "+name)
+		writeResults(w, []ApiCallRc{e})
+		return
+	}
+	reply, err := a.command(r, "node.modify", cmd)
+	if err != nil {
+		writeFailure(w, opModify, objNode, err)
+		return
+	}
+	writeResults(w, results(created(opModify, objNode, "Node '%s' modified.", name, map[string]string{"Node": name}), reply, opModify, objNode))
+}
+
+// auxKey is the Cairn node property of a LINSTOR Aux/<key> property.
+func auxKey(k string) (string, error) {
+	if key, ok := strings.CutPrefix(k, propAuxPrefix); ok && key != "" {
+		return key, nil
+	}
+	if strings.HasPrefix(k, "Cairn/") {
+		return "", cairn.InvalidField("properties", "node property %s is set at node creation and stays", k)
+	}
+	return "", cairn.InvalidField("properties", "node property %s has no meaning in Cairn (node properties are Aux/<key>)", k)
+}
+
 func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("node")
 	reply, err := a.command(r, "node.remove", map[string]any{"name": name})

@@ -184,7 +184,7 @@ func invalidCode(field string, obj uint64) uint64 {
 		return codeInvldVlmNr
 	case "provider", "pool":
 		return codeInvldStorDriver
-	case "drbd_options", "unset", "properties", "failure_domain", "physical_label", "replicas_on_same", "replicas_on_different":
+	case "drbd_options", "unset", "set", "properties", "failure_domain", "physical_label", "replicas_on_same", "replicas_on_different":
 		return codeInvldProp
 	case "role":
 		return codeInvldNodeType

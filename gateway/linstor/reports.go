@@ -6,12 +6,13 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/projections"
 )
 
-// ErrorReport is LINSTOR's error report. Cairn's reports are the agents' failures
-// (a replica whose desired state failed to apply, latest per replica) and the stored
-// messages the projector refused as events.
+// ErrorReport is LINSTOR's error report. Cairn's reports are the commands this serve
+// refused (the last 1,000), the agents' failures (a replica whose desired state failed
+// to apply, latest per replica) and the stored messages the projector refused as events.
 type ErrorReport struct {
 	NodeName  string `json:"node_name"`
 	ErrorTime int64  `json:"error_time"`
@@ -21,8 +22,13 @@ type ErrorReport struct {
 }
 
 // errorReports collects every report, newest first.
-func errorReports(v *projections.View) ([]ErrorReport, error) {
+func errorReports(v *projections.View, refusals []commands.Refusal) ([]ErrorReport, error) {
 	var out []ErrorReport
+	for _, f := range refusals {
+		out = append(out, ErrorReport{NodeName: "controller", ErrorTime: f.At.UnixMilli(), Module: "CONTROLLER",
+			Filename: "refusal-" + f.CommandID,
+			Text:     fmt.Sprintf("%s (command %s, actor %s) refused: %s: %s", f.Verb, f.CommandID, f.Actor, f.Error.Code, f.Error.Message)})
+	}
 	rds, err := v.ResourceDefinitions()
 	if err != nil {
 		return nil, err
@@ -61,7 +67,7 @@ func (a *API) listErrorReports(w http.ResponseWriter, r *http.Request) {
 	to, _ := strconv.ParseInt(q.Get("to"), 10, 64)
 	withContent := q.Get("withContent") == "" || truthy(q.Get("withContent"))
 	a.withView(w, 0, func(v *projections.View) (any, error) {
-		all, err := errorReports(v)
+		all, err := errorReports(v, a.refusals())
 		out := make([]ErrorReport, 0, len(all))
 		for _, e := range all {
 			if since > 0 && e.ErrorTime < since || to > 0 && e.ErrorTime > to {
@@ -79,7 +85,7 @@ func (a *API) listErrorReports(w http.ResponseWriter, r *http.Request) {
 func (a *API) getErrorReport(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	a.withView(w, 0, func(v *projections.View) (any, error) {
-		all, err := errorReports(v)
+		all, err := errorReports(v, a.refusals())
 		out := []ErrorReport{}
 		for _, e := range all {
 			if e.Filename == id {
@@ -88,4 +94,11 @@ func (a *API) getErrorReport(w http.ResponseWriter, r *http.Request) {
 		}
 		return out, err
 	})
+}
+
+func (a *API) refusals() []commands.Refusal {
+	if a.Refusals == nil {
+		return nil
+	}
+	return a.Refusals()
 }

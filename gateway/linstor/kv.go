@@ -1,0 +1,118 @@
+package linstor
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// KeyValueStore is LINSTOR's key-value store instance.
+type KeyValueStore struct {
+	Name  string            `json:"name"`
+	Props map[string]string `json:"props,omitempty"`
+}
+
+func (a *API) listKV(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	a.withView(w, objKVS, func(v *projections.View) (any, error) {
+		all, err := v.KVInstances()
+		out := make([]KeyValueStore, 0, len(all))
+		for _, kv := range all {
+			out = append(out, KeyValueStore{Name: kv.Name, Props: kv.Props})
+		}
+		return page(q, out), err
+	})
+}
+
+// getKV answers one instance as a list (empty for an instance without keys, as
+// LINSTOR answers an unknown one).
+func (a *API) getKV(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("instance")
+	a.withView(w, objKVS, func(v *projections.View) (any, error) {
+		kv, ok, err := v.KV(name)
+		if err != nil || !ok {
+			return []KeyValueStore{}, err
+		}
+		return []KeyValueStore{{Name: name, Props: kv}}, nil
+	})
+}
+
+// modifyKV maps override_props, delete_props and delete_namespaces (every key under
+// "<namespace>/") to kv.modify.
+func (a *API) modifyKV(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("instance")
+	var in struct {
+		OverrideProps    map[string]string `json:"override_props"`
+		DeleteProps      []string          `json:"delete_props"`
+		DeleteNamespaces []string          `json:"delete_namespaces"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	unset := append([]string(nil), in.DeleteProps...)
+	if len(in.DeleteNamespaces) > 0 {
+		v, err := a.DB.Read()
+		if err != nil {
+			writeFailure(w, opModify, objKVS, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+			return
+		}
+		kv, _, err := v.KV(name)
+		v.Close()
+		if err != nil {
+			writeFailure(w, opModify, objKVS, err)
+			return
+		}
+		for k := range kv {
+			for _, ns := range in.DeleteNamespaces {
+				if strings.HasPrefix(k, strings.TrimSuffix(ns, "/")+"/") {
+					unset = append(unset, k)
+				}
+			}
+		}
+	}
+	cmd := map[string]any{"instance": name}
+	if len(in.OverrideProps) > 0 {
+		cmd["set"] = in.OverrideProps
+	}
+	if len(unset) > 0 {
+		cmd["unset"] = dedupe(unset)
+	}
+	if len(in.OverrideProps) == 0 && len(unset) == 0 {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objKVS, codeNoEffect, "nothing to change in key-value store "+name)})
+		return
+	}
+	reply, err := a.command(r, "kv.modify", cmd)
+	if err != nil {
+		writeFailure(w, opModify, objKVS, err)
+		return
+	}
+	writeResults(w, results(created(opModify, objKVS, "Key-value store '%s' modified.", name, map[string]string{"KeyValueStore": name}), reply, opModify, objKVS))
+}
+
+func (a *API) deleteKV(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("instance")
+	reply, err := a.command(r, "kv.delete", map[string]any{"instance": name})
+	if cairn.ErrorCode(err) == cairn.CodeNotFound {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opDelete, objKVS, codeWarnNotFound, "Key-value store '"+name+"' not found.")})
+		return
+	}
+	if err != nil {
+		writeFailure(w, opDelete, objKVS, err)
+		return
+	}
+	writeResults(w, results(created(opDelete, objKVS, "Key-value store '%s' deleted.", name, map[string]string{"KeyValueStore": name}), reply, opDelete, objKVS))
+}
+
+func dedupe(keys []string) []string {
+	seen := map[string]bool{}
+	out := keys[:0]
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
