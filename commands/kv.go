@@ -1,9 +1,6 @@
 package commands
 
 import (
-	"fmt"
-	"slices"
-
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -25,27 +22,14 @@ type KVDelete struct {
 // Refuses with invalid_argument (field unset[i]) for a key both set and removed; what
 // changes nothing is a no-op with a warning.
 func DecideKVModify(current map[string]string, c KVModify) (*events.KVModified, []string, error) {
-	ev := &events.KVModified{Instance: c.Instance}
-	for i, k := range c.Unset {
-		if _, both := c.Set[k]; both {
-			return nil, nil, cairn.InvalidField(fmt.Sprintf("unset[%d]", i), "key %s is both set and removed", k)
-		}
-		if _, has := current[k]; has {
-			ev.Unset = append(ev.Unset, k)
-		}
+	set, unset, err := patchMap(current, c.Set, c.Unset, "unset")
+	if err != nil {
+		return nil, nil, err
 	}
-	for k, v := range c.Set {
-		if old, has := current[k]; !has || old != v {
-			if ev.Set == nil {
-				ev.Set = map[string]string{}
-			}
-			ev.Set[k] = v
-		}
-	}
+	ev := &events.KVModified{Instance: c.Instance, Set: set, Unset: unset}
 	if len(ev.Set) == 0 && len(ev.Unset) == 0 {
 		return nil, []string{"key-value store " + c.Instance + " already holds this; nothing changed"}, nil
 	}
-	slices.Sort(ev.Unset)
 	return ev, nil, nil
 }
 

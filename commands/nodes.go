@@ -128,27 +128,15 @@ func DecideNodeModify(n *projections.Node, c NodeModify) (*events.NodeProperties
 	if n == nil {
 		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name).About(cairn.ObjNode)
 	}
-	ev := &events.NodePropertiesChanged{Name: c.Name}
-	for i, k := range c.Unset {
-		if _, both := c.Properties[k]; both {
-			return nil, nil, cairn.InvalidField(fmt.Sprintf("unset[%d]", i), "property %s is both set and removed", k)
-		}
-		if _, has := n.Spec.Properties[k]; has {
-			ev.Unset = append(ev.Unset, k)
-		}
+	set, unset, err := patchMap(n.Spec.Properties, c.Properties, c.Unset, "unset")
+	if err != nil {
+		return nil, nil, err
 	}
-	for k, v := range c.Properties {
-		if old, has := n.Spec.Properties[k]; !has || old != v {
-			if ev.Set == nil {
-				ev.Set = map[string]string{}
-			}
-			ev.Set[k] = v
-		}
-	}
+	ev := &events.NodePropertiesChanged{Name: c.Name, Set: set, Unset: unset}
 	if len(ev.Set) == 0 && len(ev.Unset) == 0 {
 		return nil, []string{"node " + c.Name + " already has these properties; nothing changed"}, nil
 	}
-	if len(n.Spec.Properties)+len(ev.Set)-len(ev.Unset) > 32 {
+	if len(n.Spec.Properties)+countNew(n.Spec.Properties, ev.Set)-len(ev.Unset) > 32 {
 		return nil, nil, cairn.InvalidField("properties", "a node has at most 32 properties")
 	}
 	return ev, nil, nil

@@ -19,20 +19,32 @@ import (
 type (
 	// StoragePoolCreate is the body of sp.create.
 	StoragePoolCreate = events.StoragePoolCreated
-	// ResourceGroupCreate is the body of rg.create.
-	ResourceGroupCreate = events.ResourceGroupCreated
+	// ResourceGroupCreate is the body of rg.create: the group and its free-form
+	// properties.
+	ResourceGroupCreate struct {
+		events.ResourceGroupCreated
+		Properties map[string]string `json:"properties,omitempty"`
+	}
+	// ResourceGroupModify is the body of rg.modify.
+	ResourceGroupModify struct {
+		Name            string            `json:"name"`
+		Properties      map[string]string `json:"properties,omitempty"`
+		UnsetProperties []string          `json:"unset_properties,omitempty"`
+	}
 	// ResourceGroupSpawn is the body of rg.spawn: size_kib is one size or one per volume.
 	ResourceGroupSpawn struct {
-		ResourceGroup string          `json:"resource_group"`
-		Name          string          `json:"name"`
-		SizeKiB       json.RawMessage `json:"size_kib"`
-		DRBDOptions   drbd.Options    `json:"drbd_options"`
+		ResourceGroup string            `json:"resource_group"`
+		Name          string            `json:"name"`
+		SizeKiB       json.RawMessage   `json:"size_kib"`
+		DRBDOptions   drbd.Options      `json:"drbd_options"`
+		Properties    map[string]string `json:"properties"`
 	}
 	// ResourceDefinitionCreate is the body of rd.create.
 	ResourceDefinitionCreate struct {
-		Name          string       `json:"name"`
-		ResourceGroup string       `json:"resource_group"`
-		DRBDOptions   drbd.Options `json:"drbd_options"`
+		Name          string            `json:"name"`
+		ResourceGroup string            `json:"resource_group"`
+		DRBDOptions   drbd.Options      `json:"drbd_options"`
+		Properties    map[string]string `json:"properties"`
 	}
 	// VolumeDefinitionCreate is the body of vd.create.
 	VolumeDefinitionCreate struct {
@@ -56,9 +68,11 @@ type (
 	}
 	// ResourceModify is the body of rd.modify.
 	ResourceModify struct {
-		Name        string       `json:"name"`
-		DRBDOptions drbd.Options `json:"drbd_options"`
-		Unset       []string     `json:"unset"`
+		Name            string            `json:"name"`
+		DRBDOptions     drbd.Options      `json:"drbd_options"`
+		Unset           []string          `json:"unset"`
+		Properties      map[string]string `json:"properties"`
+		UnsetProperties []string          `json:"unset_properties"`
 	}
 	// ReplicaRef is the body of replica.remove.
 	ReplicaRef struct {
@@ -434,8 +448,13 @@ func (p *resourcePlan) takePort() (int, error) {
 	return ports[0], nil
 }
 
-// createDefinition emits rd.created with a fresh port. Refuses already_exists.
-func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options) error {
+// createDefinition emits rd.created with a fresh port, and rd.properties-changed with
+// its free-form properties, if any. Refuses already_exists, invalid_argument for a DRBD
+// option among the properties.
+func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options, props map[string]string) error {
+	if err := freeProperties(nil, props, nil, "properties"); err != nil {
+		return err
+	}
 	if _, exists, err := p.v.ResourceDefinition(name); err != nil {
 		return err
 	} else if exists {
@@ -450,6 +469,9 @@ func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options) e
 	}
 	p.rd = projections.ResourceDefinition{Name: name, ResourceGroup: group, Port: port, DRBDOptions: opts}
 	p.emit(&events.ResourceDefinitionCreated{Name: name, ResourceGroup: group, Port: port, DRBDOptions: opts})
+	if len(props) > 0 {
+		p.emit(&events.DefinitionPropertiesChanged{Name: name, Set: props})
+	}
 	return nil
 }
 
@@ -717,7 +739,35 @@ func resourceHandlers(opts Options) []Handler {
 				}
 				return d, err
 			}
-			return d.with(subject, &c, nil), nil
+			if err := freeProperties(nil, c.Properties, nil, "properties"); err != nil {
+				return d, err
+			}
+			d = d.with(subject, &c.ResourceGroupCreated, nil)
+			if len(c.Properties) > 0 {
+				d = d.with(subject, &events.GroupPropertiesChanged{Name: c.Name, Set: c.Properties}, nil)
+			}
+			return d, nil
+		}},
+		{Verb: "rg.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c ResourceGroupModify
+			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
+			}
+			subject := names.Event("rg", c.Name)
+			exp, err := subjectBoundary(v, subject)
+			d := Decision{Expect: exp}
+			if err != nil {
+				return d, err
+			}
+			g, ok, err := v.ResourceGroup(c.Name)
+			if err != nil || !ok {
+				if err == nil {
+					err = cairn.Errorf(cairn.CodeNotFound, "resource group %s does not exist", c.Name).About(cairn.ObjResourceGroup)
+				}
+				return d, err
+			}
+			ev, warnings, err := decidePropertiesPatch(c.Name, "resource group", g.Properties, c.Properties, c.UnsetProperties)
+			return d.with(subject, (*events.GroupPropertiesChanged)(ev), warnings), err
 		}},
 		{Verb: "rd.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceDefinitionCreate
@@ -729,7 +779,7 @@ func resourceHandlers(opts Options) []Handler {
 			if err != nil {
 				return d, err
 			}
-			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions); err != nil {
+			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions, c.Properties); err != nil {
 				return d, err
 			}
 			return p.d, nil
@@ -748,7 +798,7 @@ func resourceHandlers(opts Options) []Handler {
 			if err != nil {
 				return d, err
 			}
-			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions); err != nil {
+			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions, c.Properties); err != nil {
 				return d, err
 			}
 			for i, size := range sizes {
@@ -782,8 +832,28 @@ func resourceHandlers(opts Options) []Handler {
 			if !ok {
 				return d, cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Name).About(cairn.ObjResourceDefinition)
 			}
-			ev, warnings, err := DecideResourceModify(rd.DRBDOptions, c)
-			return d.with(subject, ev, warnings), err
+			var warnings []string
+			if !reflect.DeepEqual(c.DRBDOptions, drbd.Options{}) || len(c.Unset) > 0 {
+				ev, w, err := DecideResourceModify(rd.DRBDOptions, c)
+				if err != nil {
+					return d, err
+				}
+				d, warnings = d.with(subject, ev, nil), append(warnings, w...)
+			}
+			if len(c.Properties) > 0 || len(c.UnsetProperties) > 0 {
+				ev, w, err := decidePropertiesPatch(c.Name, "resource definition", rd.Properties, c.Properties, c.UnsetProperties)
+				if err != nil {
+					return d, err
+				}
+				if ev != nil {
+					d = d.with(subject, (*events.DefinitionPropertiesChanged)(ev), nil)
+				}
+				warnings = append(warnings, w...)
+			}
+			if len(d.Events) > 0 {
+				warnings = nil // a no-op warning of one half is noise when the other half changed
+			}
+			return d.with(subject, (*events.ResourceOptionsChanged)(nil), warnings), nil
 		}},
 		onResource("rd.delete", func() any { return new(ResourceDefinitionDelete) },
 			func(c any) string { return c.(*ResourceDefinitionDelete).Name },
@@ -810,6 +880,25 @@ func resourceHandlers(opts Options) []Handler {
 			func(c any) string { return c.(*ResourceActivate).Resource },
 			func(p *resourcePlan, c any) error { return p.activate(*c.(*ResourceActivate), false) }),
 	}
+}
+
+// decidePropertiesPatch patches the free-form properties of the object name (a kind, for
+// messages): the keys set and removed that change something, or nil and a warning when
+// nothing changes.
+// Refuses invalid_argument for a key both set and removed (unset_properties[i]), a DRBD
+// option among them, or more than 128.
+func decidePropertiesPatch(name, kind string, current, set map[string]string, unset []string) (*events.PropertiesChanged, []string, error) {
+	changed, removed, err := patchMap(current, set, unset, "unset_properties")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := freeProperties(current, changed, removed, "properties"); err != nil {
+		return nil, nil, err
+	}
+	if len(changed) == 0 && len(removed) == 0 {
+		return nil, []string{kind + " " + name + " already has these properties; nothing changed"}, nil
+	}
+	return &events.PropertiesChanged{Name: name, Set: changed, Unset: removed}, nil, nil
 }
 
 // DecideResourceModify patches a definition's options: fields in c.DRBDOptions are set,

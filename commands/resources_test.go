@@ -456,3 +456,43 @@ func TestNodeModifyProperties(t *testing.T) {
 	rd := definition(t, s, "r1")
 	assert.Equal(t, "n1:tb n2:disk n3:disk", layout(rd), "the two nodes of site b")
 }
+
+// Definitions and groups keep free-form properties (LINSTOR's outside DrbdOptions/):
+// set at creation (rd.create, rg.spawn, rg.create) and patched by rd.modify and
+// rg.modify, alongside the DRBD options.
+func TestFreeFormProperties(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 10485760)
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin","properties":{"Aux/sc":"gold"}}`)
+	must(t, s, "rd.create", `{"name":"r1","properties":{"Aux/csi":"v1","Foo/x":"1"}}`)
+	r := must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r2","size_kib":4096,"properties":{"Aux/pvc":"data"}}`)
+	assert.Equal(t, "rd.properties-changed", r.Events[1].Type, "in the spawn's one atomic append")
+	assert.Equal(t, map[string]string{"Aux/pvc": "data"}, definition(t, s, "r2").Properties)
+
+	r = must(t, s, "rd.modify", `{"name":"r1","properties":{"Aux/csi":"v2"},"unset_properties":["Foo/x"],"drbd_options":{"quorum":"majority"}}`)
+	assert.Len(t, r.Events, 2, "options and properties: two events")
+	rd := definition(t, s, "r1")
+	assert.Equal(t, map[string]string{"Aux/csi": "v2"}, rd.Properties)
+	assert.Equal(t, "majority", *rd.DRBDOptions.Quorum)
+	r = must(t, s, "rd.modify", `{"name":"r1","properties":{"Aux/csi":"v2"}}`)
+	assert.Empty(t, r.Events)
+	assert.Contains(t, r.Warnings[0], "nothing changed")
+	refused(t, s, "rd.modify", `{"name":"r1","properties":{"DrbdOptions/Net/protocol":"A"}}`, cairn.CodeInvalidArgument, "drbd_options")
+	refused(t, s, "rd.modify", `{"name":"r1","properties":{"a":"1"},"unset_properties":["a"]}`, cairn.CodeInvalidArgument, "both set and removed")
+	refused(t, s, "rd.create", `{"name":"r3","properties":{"DrbdOptions/Net/protocol":"A"}}`, cairn.CodeInvalidArgument, "drbd_options")
+	many := make([]string, 0, 128)
+	for i := range 128 {
+		many = append(many, fmt.Sprintf(`"k%d":"v"`, i))
+	}
+	refused(t, s, "rd.modify", `{"name":"r1","properties":{`+strings.Join(many, ",")+`}}`, cairn.CodeInvalidArgument, "at most 128")
+
+	must(t, s, "rg.modify", `{"name":"rg2","properties":{"Aux/sc":"silver","Aux/tier":"1"}}`)
+	must(t, s, "rg.modify", `{"name":"rg2","unset_properties":["Aux/tier"]}`)
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	g, _, err := v.ResourceGroup("rg2")
+	require.NoError(t, err)
+	v.Close()
+	assert.Equal(t, map[string]string{"Aux/sc": "silver"}, g.Properties)
+	refused(t, s, "rg.modify", `{"name":"ghost","properties":{"a":"1"}}`, cairn.CodeNotFound, "does not exist")
+}

@@ -3,7 +3,6 @@ package projections
 import (
 	"fmt"
 	json "github.com/segmentio/encoding/json"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -383,16 +382,7 @@ func apply(t *tx, names events.Names, it Item) error {
 		if err != nil || !found {
 			return err
 		}
-		props := make(map[string]string, len(spec.Properties)+len(d.Set))
-		maps.Copy(props, spec.Properties)
-		maps.Copy(props, d.Set)
-		for _, k := range d.Unset {
-			delete(props, k)
-		}
-		if len(props) == 0 {
-			props = nil
-		}
-		spec.Properties = props
+		spec.Properties = patched(spec.Properties, d.Set, d.Unset)
 		return t.putNodeSpec(spec)
 	case *events.NodeStateChanged:
 		spec, _, err := t.nodeSpec(d.Name)

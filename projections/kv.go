@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"maps"
 	"strings"
 
 	"github.com/cairn-io/cairn/events"
@@ -13,15 +12,11 @@ func kvKey(instance string) string { return "v/kv/" + instance }
 func applyKV(t *tx, ev events.Event) (handled bool, err error) {
 	switch d := ev.Data.(type) {
 	case *events.KVModified:
-		kv := map[string]string{}
+		var kv map[string]string
 		if _, err := getJSON(t, kvKey(d.Instance), &kv); err != nil {
 			return true, err
 		}
-		maps.Copy(kv, d.Set)
-		for _, k := range d.Unset {
-			delete(kv, k)
-		}
-		if len(kv) == 0 {
+		if kv = patched(kv, d.Set, d.Unset); kv == nil {
 			t.del(kvKey(d.Instance))
 			return true, nil
 		}

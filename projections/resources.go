@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,10 +32,11 @@ func (p StoragePool) FreeKiB() uint64 {
 	return p.CapacityKiB - p.AllocatedKiB
 }
 
-// ResourceGroup is a resource group as created.
+// ResourceGroup is a resource group as created, with its free-form properties.
 type ResourceGroup struct {
 	events.ResourceGroupCreated
-	CreatedSeq uint64 `json:"created_seq"`
+	Properties map[string]string `json:"properties,omitempty"`
+	CreatedSeq uint64            `json:"created_seq"`
 }
 
 // VolumeDefinition is one volume of a definition.
@@ -78,13 +80,15 @@ func (r Replica) Minor(volume int) (int, bool) {
 
 // ResourceDefinition is a DRBD resource: its port, volumes and replicas (by node id).
 type ResourceDefinition struct {
-	Name          string             `json:"name"`
-	ResourceGroup string             `json:"resource_group,omitempty"`
-	Port          int                `json:"port"`
-	DRBDOptions   drbd.Options       `json:"drbd_options,omitzero"`
-	Volumes       []VolumeDefinition `json:"volumes"`
-	Replicas      []Replica          `json:"replicas"`
-	CreatedSeq    uint64             `json:"created_seq"`
+	Name          string       `json:"name"`
+	ResourceGroup string       `json:"resource_group,omitempty"`
+	Port          int          `json:"port"`
+	DRBDOptions   drbd.Options `json:"drbd_options,omitzero"`
+	// Properties are the free-form properties (LINSTOR's outside DrbdOptions/), as given.
+	Properties map[string]string  `json:"properties,omitempty"`
+	Volumes    []VolumeDefinition `json:"volumes"`
+	Replicas   []Replica          `json:"replicas"`
+	CreatedSeq uint64             `json:"created_seq"`
 	// Seq is the sequence of the last event that changed the definition.
 	Seq uint64 `json:"seq"`
 }
@@ -106,6 +110,21 @@ func (rd *ResourceDefinition) SizeKiB() uint64 {
 		s += v.SizeKiB
 	}
 	return s
+}
+
+// patched is current with set applied and unset removed (nil when empty); current is
+// not changed.
+func patched(current, set map[string]string, unset []string) map[string]string {
+	out := make(map[string]string, len(current)+len(set))
+	maps.Copy(out, current)
+	maps.Copy(out, set)
+	for _, k := range unset {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func spKey(node, name string) string   { return "v/sp/" + node + "/" + name }
@@ -182,6 +201,18 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			rd.DRBDOptions = o
 			return err
 		})
+	case *events.DefinitionPropertiesChanged:
+		return true, updateRD(t, d.Name, ev.Seq, func(rd *ResourceDefinition) error {
+			rd.Properties = patched(rd.Properties, d.Set, d.Unset)
+			return nil
+		})
+	case *events.GroupPropertiesChanged:
+		var g ResourceGroup
+		if ok, err := getJSON(t, rgKey(d.Name), &g); err != nil || !ok {
+			return true, err
+		}
+		g.Properties = patched(g.Properties, d.Set, d.Unset)
+		return true, t.put(rgKey(d.Name), g)
 	case *events.VolumeDefinitionCreated:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Volumes = append(rd.Volumes, VolumeDefinition{Volume: d.Volume, SizeKiB: d.SizeKiB, Day0GI: d.Day0GI, CreatedSeq: ev.Seq})

@@ -204,9 +204,24 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, retCode(lsCreate, lsRscGrp, lsCreated), rc[0].RetCode)
 	rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rg2","select_filter":{"place_count":"2"}}`)
 	assert.Equal(t, retCode(lsError, lsCreate, lsRscGrp, 522), rc[0].RetCode, "FAIL_EXISTS_RSC_GRP")
-	rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rg3","props":{"Foo/bar":"1"}}`)
-	assert.Equal(t, retCode(lsError, lsCreate, lsRscGrp, 213), rc[0].RetCode, "FAIL_INVLD_PROP")
+	rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rg3","props":{"DrbdOptions/Resource/quorum":"most"}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRscGrp, 213), rc[0].RetCode, "FAIL_INVLD_PROP: %s", rc[0].Message)
 	l.rcs(404, "GET", "/v1/resource-groups/rg3", "")
+	// Properties outside DrbdOptions/ round-trip unchanged (rg.properties-changed).
+	l.rcs(201, "POST", "/v1/resource-groups", `{"name":"rg3","props":{"Foo/bar":"1","Aux/sc":"gold"}}`)
+	var rg3 struct {
+		Props map[string]string `json:"props"`
+	}
+	l.get("/v1/resource-groups/rg3", &rg3)
+	assert.Equal(t, map[string]string{"Foo/bar": "1", "Aux/sc": "gold"}, rg3.Props)
+	rc = l.rcs(200, "PUT", "/v1/resource-groups/rg3", `{"override_props":{"Aux/sc":"silver"},"delete_props":["Foo/bar"]}`)
+	assert.Equal(t, retCode(lsModify, lsRscGrp, lsMod), rc[0].RetCode)
+	l.get("/v1/resource-groups/rg3", &rg3)
+	assert.Equal(t, map[string]string{"Aux/sc": "silver"}, rg3.Props)
+	rc = l.rcs(501, "PUT", "/v1/resource-groups/rg3", `{"select_filter":{"place_count":3}}`)
+	assert.Contains(t, rc[0].Message, "placement")
+	l.get("/v1/resource-groups/rg3", &rg3)
+	assert.Equal(t, map[string]string{"Aux/sc": "silver"}, rg3.Props, "a 501 changes nothing")
 	var group struct {
 		Name         string            `json:"name"`
 		Props        map[string]string `json:"props"`
@@ -301,8 +316,11 @@ func TestLinstorAPIContract(t *testing.T) {
 	}
 	l.get("/v1/resource-definitions/r1", &rd)
 	assert.Equal(t, map[string]string{"DrbdOptions/Resource/quorum": "majority", "DrbdOptions/Net/max-buffers": "8000"}, rd.Props)
-	rc = l.rcs(500, "PUT", "/v1/resource-definitions/r1", `{"override_props":{"Aux/owner":"x"}}`)
-	assert.Equal(t, retCode(lsError, lsModify, lsRscDfn, 213), rc[0].RetCode, "FAIL_INVLD_PROP")
+	// linstor-csi marks what it provisioned: a free-form property, kept as given.
+	l.rcs(200, "PUT", "/v1/resource-definitions/r1", `{"override_props":{"Aux/csi-provisioning-completed-by":"linstor-csi/v1.6.0"}}`)
+	l.get("/v1/resource-definitions/r1", &rd)
+	assert.Equal(t, "linstor-csi/v1.6.0", rd.Props["Aux/csi-provisioning-completed-by"])
+	l.rcs(200, "PUT", "/v1/resource-definitions/r1", `{"delete_props":["Aux/csi-provisioning-completed-by"]}`)
 	rc = l.rcs(500, "PUT", "/v1/resource-definitions/r1", `{"override_props":{"DrbdOptions/Net/max-buffers":"lots"}}`)
 	assert.Equal(t, retCode(lsError, lsModify, lsRscDfn, 213), rc[0].RetCode, "FAIL_INVLD_PROP: %s", rc[0].Message)
 	l.rcs(200, "PUT", "/v1/resource-definitions/r1", `{"delete_props":["DrbdOptions/Net/max-buffers"]}`)

@@ -69,6 +69,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/resource-groups", a.listResourceGroups)
 	mux.HandleFunc("POST /v1/resource-groups", a.createResourceGroup)
 	mux.HandleFunc("GET /v1/resource-groups/{rg}", a.getResourceGroup)
+	mux.HandleFunc("PUT /v1/resource-groups/{rg}", a.modifyResourceGroup)
 	mux.HandleFunc("POST /v1/resource-groups/{rg}/spawn", a.spawn)
 	mux.HandleFunc("GET /v1/resource-groups/{rg}/volume-groups", a.listVolumeGroups)
 

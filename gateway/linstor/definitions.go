@@ -39,7 +39,7 @@ func definitionOf(rd projections.ResourceDefinition, withVolumes bool) ResourceD
 	if group == "" {
 		group = "DfltRscGrp"
 	}
-	out := ResourceDefinition{Name: rd.Name, Props: propsOf(rd.DRBDOptions), ResourceGroupName: group,
+	out := ResourceDefinition{Name: rd.Name, Props: propsOf(rd.DRBDOptions, rd.Properties), ResourceGroupName: group,
 		LayerData: []LayerData{{Type: "DRBD", Data: map[string]any{"port": rd.Port, "peer_slots": 7, "al_stripes": 1, "al_stripe_size_kib": 32}}, {Type: "STORAGE"}}}
 	if withVolumes {
 		for _, vd := range rd.Volumes {
@@ -114,15 +114,12 @@ func (a *API) createDefinition(w http.ResponseWriter, r *http.Request) {
 	if rd.ResourceGroupName != "" && rd.ResourceGroupName != "DfltRscGrp" {
 		cmd["resource_group"] = rd.ResourceGroupName
 	}
-	opts, err := optionsOf(rd.Props)
+	opts, free, err := optionsOf(rd.Props)
 	if err != nil {
 		writeFailure(w, opCreate, objRscDfn, err)
 		return
 	}
-	if len(opts) > 0 {
-		cmd["drbd_options"] = opts
-	}
-	reply, err := a.command(r, "rd.create", cmd)
+	reply, err := a.command(r, "rd.create", withProperties(cmd, opts, free))
 	if err != nil {
 		writeFailure(w, opCreate, objRscDfn, err)
 		return
@@ -159,22 +156,20 @@ func (a *API) modifyDefinition(w http.ResponseWriter, r *http.Request) {
 	writeResults(w, results(created(opModify, objRscDfn, "Resource definition '%s' modified.", name, map[string]string{"RscDfn": name}), reply, opModify, objRscDfn))
 }
 
-// modifyCommand builds rd.modify from LINSTOR's property changes.
+// modifyCommand builds rd.modify from LINSTOR's property changes: DrbdOptions/* as
+// options, the rest as free-form properties.
 func modifyCommand(name string, override map[string]string, remove []string) (map[string]any, error) {
-	opts, err := optionsOf(override)
+	opts, free, err := optionsOf(override)
 	if err != nil {
 		return nil, err
 	}
-	unset, err := unsetOf(remove)
-	if err != nil {
-		return nil, err
-	}
-	cmd := map[string]any{"name": name}
-	if len(opts) > 0 {
-		cmd["drbd_options"] = opts
-	}
+	unset, unsetFree := unsetOf(remove)
+	cmd := withProperties(map[string]any{"name": name}, opts, free)
 	if len(unset) > 0 {
 		cmd["unset"] = unset
+	}
+	if len(unsetFree) > 0 {
+		cmd["unset_properties"] = unsetFree
 	}
 	return cmd, nil
 }

@@ -48,7 +48,7 @@ func groupOf(g projections.ResourceGroup) ResourceGroup {
 	if g.Provider != "" {
 		f.ProviderList = []string{providerKinds[g.Provider]}
 	}
-	return ResourceGroup{Name: g.Name, Props: propsOf(g.DRBDOptions), SelectFilter: f}
+	return ResourceGroup{Name: g.Name, Props: propsOf(g.DRBDOptions, g.Properties), SelectFilter: f}
 }
 
 // Node properties Cairn knows under their own names; every other key of
@@ -154,21 +154,62 @@ func (a *API) createResourceGroup(w http.ResponseWriter, r *http.Request) {
 	if len(f.ReplicasOnDifferent) > 0 {
 		cmd["replicas_on_different"] = cairnKeys(f.ReplicasOnDifferent)
 	}
-	opts, err := optionsOf(in.Props)
+	opts, free, err := optionsOf(in.Props)
 	if err != nil {
 		writeFailure(w, opCreate, objRscGrp, err)
 		return
 	}
-	if len(opts) > 0 {
-		cmd["drbd_options"] = opts
-	}
-	reply, err := a.command(r, "rg.create", cmd)
+	reply, err := a.command(r, "rg.create", withProperties(cmd, opts, free))
 	if err != nil {
 		writeFailure(w, opCreate, objRscGrp, err)
 		return
 	}
 	writeResults(w, results(created(opCreate, objRscGrp, "New resource group '%s' created.", in.Name,
 		map[string]string{"RscGrp": in.Name}), reply, opCreate, objRscGrp))
+}
+
+// modifyResourceGroup maps LINSTOR's group modify to rg.modify: free-form properties
+// set and removed. Cairn does not yet change a group's placement or DRBD options after
+// creation: such a request answers 501 and changes nothing.
+func (a *API) modifyResourceGroup(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rg")
+	var in struct {
+		Description   string            `json:"description"`
+		OverrideProps map[string]string `json:"override_props"`
+		DeleteProps   []string          `json:"delete_props"`
+		SelectFilter  AutoSelectFilter  `json:"select_filter"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	opts, free, err := optionsOf(in.OverrideProps)
+	if err != nil {
+		writeFailure(w, opModify, objRscGrp, err)
+		return
+	}
+	unsetOpts, unsetFree := unsetOf(in.DeleteProps)
+	if len(opts) > 0 || len(unsetOpts) > 0 || !in.SelectFilter.IsZero() || in.Description != "" {
+		e := rc(maskError, opModify, objRscGrp, codeImplError, "Cairn does not change a resource group's placement, DRBD options or description after creation yet; only its other properties")
+		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
+		return
+	}
+	cmd := map[string]any{"name": name}
+	if len(free) > 0 {
+		cmd["properties"] = free
+	}
+	if len(unsetFree) > 0 {
+		cmd["unset_properties"] = unsetFree
+	}
+	if len(cmd) == 1 {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objRscGrp, codeNoEffect, "nothing to change on resource group "+name)})
+		return
+	}
+	reply, err := a.command(r, "rg.modify", cmd)
+	if err != nil {
+		writeFailure(w, opModify, objRscGrp, err)
+		return
+	}
+	writeResults(w, results(created(opModify, objRscGrp, "Resource group '%s' modified.", name, map[string]string{"RscGrp": name}), reply, opModify, objRscGrp))
 }
 
 // checkLayers accepts the layer stacks Cairn builds: DRBD on storage (or storage alone
@@ -205,7 +246,7 @@ func (a *API) spawn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := in.ResourceDefinitionName
-	opts, err := optionsOf(in.Props)
+	opts, free, err := optionsOf(in.Props)
 	if err != nil {
 		writeFailure(w, opCreate, objRscDfn, err)
 		return
@@ -213,10 +254,7 @@ func (a *API) spawn(w http.ResponseWriter, r *http.Request) {
 	var out []ApiCallRc
 	if in.DefinitionsOnly || len(in.VolumeSizes) == 0 {
 		cmd := map[string]any{"name": name, "resource_group": group}
-		if len(opts) > 0 {
-			cmd["drbd_options"] = opts
-		}
-		reply, err := a.command(r, "rd.create", cmd)
+		reply, err := a.command(r, "rd.create", withProperties(cmd, opts, free))
 		if err != nil {
 			writeFailure(w, opCreate, objRscDfn, err)
 			return
@@ -234,10 +272,7 @@ func (a *API) spawn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd := map[string]any{"resource_group": group, "name": name, "size_kib": in.VolumeSizes}
-	if len(opts) > 0 {
-		cmd["drbd_options"] = opts
-	}
-	reply, err := a.command(r, "rg.spawn", cmd)
+	reply, err := a.command(r, "rg.spawn", withProperties(cmd, opts, free))
 	if err != nil {
 		writeFailure(w, opCreate, objRscDfn, err)
 		return

@@ -1,6 +1,7 @@
 package linstor
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,12 +24,12 @@ var typedOptions = map[string]string{
 	"DrbdOptions/Disk/al-extents":         "al_extents",
 }
 
-// optionsOf turns LINSTOR DrbdOptions/* properties into Cairn's drbd_options (a JSON
-// object for the command; admission validates the values). A property outside
-// DrbdOptions/ is an invalid_argument naming it: Cairn keeps no free-form properties on
-// groups and definitions yet, and dropping one silently would lose it.
-func optionsOf(props map[string]string) (map[string]any, error) {
-	out := map[string]any{}
+// optionsOf splits LINSTOR properties into Cairn's drbd_options (DrbdOptions/*, a JSON
+// object for the command; admission validates the values) and the free-form properties
+// (everything else, kept and shown as given). A typed option's value that is not what
+// it takes is invalid_argument naming the option.
+func optionsOf(props map[string]string) (opts map[string]any, free map[string]string, err error) {
+	opts, free = map[string]any{}, map[string]string{}
 	extra := map[string]string{}
 	for _, k := range sortedKeys(props) {
 		v := props[k]
@@ -37,48 +38,62 @@ func optionsOf(props map[string]string) (map[string]any, error) {
 		case typed && (name == "allow_two_primaries" || name == "auto_promote"):
 			b, ok := map[string]bool{"yes": true, "true": true, "no": false, "false": false}[strings.ToLower(v)]
 			if !ok {
-				return nil, cairn.InvalidField("drbd_options."+name, "%s must be yes or no, got %q", k, v)
+				return nil, nil, cairn.InvalidField("drbd_options."+name, "%s must be yes or no, got %q", k, v)
 			}
-			out[name] = b
+			opts[name] = b
 		case typed && (name == "max_buffers" || name == "al_extents"):
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return nil, cairn.InvalidField("drbd_options."+name, "%s must be an integer, got %q", k, v)
+				return nil, nil, cairn.InvalidField("drbd_options."+name, "%s must be an integer, got %q", k, v)
 			}
-			out[name] = n
+			opts[name] = n
 		case typed:
-			out[name] = v
+			opts[name] = v
 		case strings.HasPrefix(k, "DrbdOptions/"):
 			extra[k] = v
 		default:
-			return nil, cairn.InvalidField("properties", "property %s: Cairn keeps DrbdOptions/* on resource groups and definitions, nothing else yet", k)
+			free[k] = v
 		}
 	}
 	if len(extra) > 0 {
-		out["extra"] = extra
+		opts["extra"] = extra
 	}
-	return out, nil
+	return opts, free, nil
 }
 
-// unsetOf turns LINSTOR delete_props into rd.modify's unset names.
-func unsetOf(keys []string) ([]string, error) {
-	out := make([]string, 0, len(keys))
+// unsetOf splits LINSTOR delete_props into rd.modify's unset (DRBD options) and
+// unset_properties (free-form).
+func unsetOf(keys []string) (options, free []string) {
 	for _, k := range keys {
 		switch name, typed := typedOptions[k]; {
 		case typed:
-			out = append(out, name)
+			options = append(options, name)
 		case strings.HasPrefix(k, "DrbdOptions/"):
-			out = append(out, k)
+			options = append(options, k)
 		default:
-			return nil, cairn.InvalidField("unset", "property %s: Cairn keeps DrbdOptions/* on definitions, nothing else yet", k)
+			free = append(free, k)
 		}
 	}
-	return out, nil
+	return options, free
 }
 
-// propsOf renders Cairn's DRBD options as LINSTOR properties.
-func propsOf(o drbd.Options) map[string]string {
-	out := map[string]string{}
+// withProperties adds the free-form properties to a command body.
+func withProperties(cmd map[string]any, opts map[string]any, free map[string]string) map[string]any {
+	if len(opts) > 0 {
+		cmd["drbd_options"] = opts
+	}
+	if len(free) > 0 {
+		cmd["properties"] = free
+	}
+	return cmd
+}
+
+// propsOf renders Cairn's DRBD options and free-form properties as LINSTOR properties.
+func propsOf(o drbd.Options, free map[string]string) map[string]string {
+	out := maps.Clone(free)
+	if out == nil {
+		out = map[string]string{}
+	}
 	yesNo := func(b bool) string {
 		if b {
 			return "yes"

@@ -82,27 +82,25 @@ func TestOptionsRoundTripAsProperties(t *testing.T) {
 		"DrbdOptions/Resource/auto-promote": "no", "DrbdOptions/Resource/quorum": "majority", "DrbdOptions/Resource/on-no-quorum": "io-error",
 		"DrbdOptions/Disk/on-io-error": "detach", "DrbdOptions/Disk/al-extents": "6007", "DrbdOptions/Net/ping-timeout": "10",
 	}
-	opts, err := optionsOf(props)
+	props["Aux/csi-provisioning-completed-by"] = "linstor-csi/v1" // free-form: kept as given
+	opts, free, err := optionsOf(props)
 	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"Aux/csi-provisioning-completed-by": "linstor-csi/v1"}, free)
 	b, err := json.Marshal(opts)
 	require.NoError(t, err)
 	var o drbd.Options
 	require.NoError(t, json.Unmarshal(b, &o), "what the command carries decodes as Cairn's options")
 	require.NoError(t, o.Validate())
-	assert.Equal(t, props, propsOf(o))
+	assert.Equal(t, props, propsOf(o, free))
 
-	_, err = optionsOf(map[string]string{"Aux/x": "1"})
-	assert.Equal(t, "properties", cairn.AsError(err).Field)
-	_, err = optionsOf(map[string]string{"DrbdOptions/Net/max-buffers": "many"})
+	_, _, err = optionsOf(map[string]string{"DrbdOptions/Net/max-buffers": "many"})
 	assert.Equal(t, "drbd_options.max_buffers", cairn.AsError(err).Field)
-	_, err = optionsOf(map[string]string{"DrbdOptions/Resource/auto-promote": "maybe"})
+	_, _, err = optionsOf(map[string]string{"DrbdOptions/Resource/auto-promote": "maybe"})
 	assert.Equal(t, "drbd_options.auto_promote", cairn.AsError(err).Field)
-	unset, err := unsetOf([]string{"DrbdOptions/Net/protocol", "DrbdOptions/Net/ping-timeout"})
-	require.NoError(t, err)
+	unset, unsetFree := unsetOf([]string{"DrbdOptions/Net/protocol", "DrbdOptions/Net/ping-timeout", "Aux/x"})
 	assert.Equal(t, []string{"protocol", "DrbdOptions/Net/ping-timeout"}, unset)
-	_, err = unsetOf([]string{"Aux/x"})
-	assert.Error(t, err)
-	assert.Nil(t, propsOf(drbd.Options{}), "no options: no props field")
+	assert.Equal(t, []string{"Aux/x"}, unsetFree)
+	assert.Nil(t, propsOf(drbd.Options{}, nil), "no options: no props field")
 }
 
 func TestFlexIntTakesNumbersAndStrings(t *testing.T) {

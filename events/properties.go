@@ -1,0 +1,24 @@
+package events
+
+// PropertiesChanged is the payload of every properties patch: Set are the keys set (to
+// these values), Unset the keys removed; other keys keep their value.
+type PropertiesChanged struct {
+	Name  string            `json:"name"`
+	Set   map[string]string `json:"set,omitempty"`
+	Unset []string          `json:"unset,omitempty"`
+}
+
+// DefinitionPropertiesChanged: a patch of a resource definition's free-form properties
+// (LINSTOR's properties outside DrbdOptions/, e.g. Aux/*), kept and shown as given.
+type DefinitionPropertiesChanged PropertiesChanged
+
+// GroupPropertiesChanged: a patch of a resource group's free-form properties.
+type GroupPropertiesChanged PropertiesChanged
+
+func (*DefinitionPropertiesChanged) EventType() string { return "rd.properties-changed" }
+func (*GroupPropertiesChanged) EventType() string      { return "rg.properties-changed" }
+
+func init() {
+	Register(Type{Name: "rd.properties-changed", Version: 1, New: func() Payload { return new(DefinitionPropertiesChanged) }})
+	Register(Type{Name: "rg.properties-changed", Version: 1, New: func() Payload { return new(GroupPropertiesChanged) }})
+}
