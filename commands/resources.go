@@ -25,6 +25,11 @@ type (
 		events.ResourceGroupCreated
 		Properties map[string]string `json:"properties,omitempty"`
 	}
+	// StoragePoolDelete is the body of sp.delete.
+	StoragePoolDelete struct {
+		Node string `json:"node"`
+		Name string `json:"name"`
+	}
 	// ResourceGroupModify is the body of rg.modify.
 	ResourceGroupModify struct {
 		Name            string            `json:"name"`
@@ -748,6 +753,44 @@ func resourceHandlers(opts Options) []Handler {
 			}
 			return d, nil
 		}},
+		{Verb: "sp.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c StoragePoolDelete
+			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
+			}
+			// The whole stream: a replica.add placing a disk on the pool anywhere in
+			// the stream must make this decision again.
+			d := Decision{Expect: streamBoundary(v)}
+			ev, err := decideStoragePoolDelete(v, c)
+			return d.with(names.Event("node", c.Node), ev, nil), err
+		}},
+		{Verb: "rg.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c NameOnly
+			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
+			}
+			// The whole stream: an rd.create in the group must make this decision again.
+			d := Decision{Expect: streamBoundary(v)}
+			if _, ok, err := v.ResourceGroup(c.Name); err != nil || !ok {
+				if err == nil {
+					err = cairn.Errorf(cairn.CodeNotFound, "resource group %s does not exist", c.Name).About(cairn.ObjResourceGroup)
+				}
+				return d, err
+			}
+			rds, err := v.GroupDefinitions(c.Name, 10)
+			if err != nil {
+				return d, err
+			}
+			if len(rds) > 0 {
+				more := ""
+				if len(rds) == 10 {
+					more = ", …"
+				}
+				return d, cairn.Errorf(cairn.CodePreconditionFailed, "resource group %s has resource definitions (%s%s); delete them first",
+					c.Name, strings.Join(rds, ", "), more).WithDetails(map[string]any{"resources": rds, "in_use": true})
+			}
+			return d.with(names.Event("rg", c.Name), &events.ResourceGroupDeleted{Name: c.Name}, nil), nil
+		}},
 		{Verb: "rg.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceGroupModify
 			if err := decodeBody(body, &c); err != nil {
@@ -880,6 +923,42 @@ func resourceHandlers(opts Options) []Handler {
 			func(c any) string { return c.(*ResourceActivate).Resource },
 			func(p *resourcePlan, c any) error { return p.activate(*c.(*ResourceActivate), false) }),
 	}
+}
+
+// decideStoragePoolDelete removes a storage pool no disk uses. Refuses not_found
+// (node, pool) and precondition_failed naming the resources whose disks are on it.
+func decideStoragePoolDelete(v *projections.View, c StoragePoolDelete) (*events.StoragePoolDeleted, error) {
+	if _, ok, err := v.Node(c.Node); err != nil || !ok {
+		if err == nil {
+			err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node).About(cairn.ObjNode)
+		}
+		return nil, err
+	}
+	if _, ok, err := v.StoragePool(c.Node, c.Name); err != nil || !ok {
+		if err == nil {
+			err = cairn.Errorf(cairn.CodeNotFound, "node %s has no storage pool %s", c.Node, c.Name).About(cairn.ObjStoragePool)
+		}
+		return nil, err
+	}
+	rds, err := v.NodeResources(c.Node)
+	if err != nil {
+		return nil, err
+	}
+	var users []string
+	for _, name := range rds {
+		rd, ok, err := v.ResourceDefinition(name)
+		if err != nil {
+			return nil, err
+		}
+		if rep, has := rd.Replica(c.Node); ok && has && !rep.Diskless && rep.StoragePool == c.Name {
+			users = append(users, name)
+		}
+	}
+	if len(users) > 0 {
+		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "storage pool %s on node %s holds the disks of %d resource(s) (%s); remove them or make them diskless first",
+			c.Name, c.Node, len(users), strings.Join(users[:min(len(users), 10)], ", ")).WithDetails(map[string]any{"resources": users, "in_use": true})
+	}
+	return &events.StoragePoolDeleted{Node: c.Node, Name: c.Name}, nil
 }
 
 // decidePropertiesPatch patches the free-form properties of the object name (a kind, for

@@ -496,3 +496,44 @@ func TestFreeFormProperties(t *testing.T) {
 	assert.Equal(t, map[string]string{"Aux/sc": "silver"}, g.Properties)
 	refused(t, s, "rg.modify", `{"name":"ghost","properties":{"a":"1"}}`, cairn.CodeNotFound, "does not exist")
 }
+
+// sp.delete and rg.delete remove what nothing uses, and say what still uses it.
+func TestStoragePoolAndGroupDelete(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 10485760)
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	rd := definition(t, s, "r1")
+	var disk string
+	for _, r := range rd.Replicas {
+		if !r.Diskless {
+			disk = r.Node
+		}
+	}
+	refused(t, s, "sp.delete", fmt.Sprintf(`{"node":%q,"name":"thin"}`, disk), cairn.CodePreconditionFailed, "holds the disks of 1 resource(s) (r1)")
+	refused(t, s, "rg.delete", `{"name":"rg2"}`, cairn.CodePreconditionFailed, "has resource definitions (r1)")
+	refused(t, s, "sp.delete", `{"node":"n1","name":"nope"}`, cairn.CodeNotFound, "no storage pool nope")
+	refused(t, s, "rg.delete", `{"name":"nope"}`, cairn.CodeNotFound, "does not exist")
+
+	// n2's thick pool holds nothing: it goes, and a new one of the name can come.
+	must(t, s, "sp.delete", `{"node":"n2","name":"thick"}`)
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	pools, err := v.NodeStoragePools("n2")
+	require.NoError(t, err)
+	v.Close()
+	require.Len(t, pools, 1)
+	assert.Equal(t, "thin", pools[0].Name)
+	must(t, s, "sp.create", `{"node":"n2","name":"thick","provider":"lvm","pool":"vg1","capacity_kib":4096}`)
+
+	for _, r := range rd.Replicas {
+		if r.Diskless {
+			continue
+		}
+		must(t, s, "replica.remove", fmt.Sprintf(`{"resource":"r1","node":%q}`, r.Node))
+	}
+	must(t, s, "rd.delete", `{"name":"r1"}`)
+	must(t, s, "sp.delete", fmt.Sprintf(`{"node":%q,"name":"thin"}`, disk))
+	must(t, s, "rg.delete", `{"name":"rg2"}`)
+	must(t, s, "rg.create", `{"name":"rg2","place_count":3}`)
+}

@@ -127,10 +127,14 @@ func patched(current, set map[string]string, unset []string) map[string]string {
 	return out
 }
 
-func spKey(node, name string) string   { return "v/sp/" + node + "/" + name }
-func spNamesKey(node string) string    { return "v/sp-names/" + node }
-func rgKey(name string) string         { return "v/rg/" + name }
-func rdKey(name string) string         { return "v/rd/" + name }
+func spKey(node, name string) string { return "v/sp/" + node + "/" + name }
+func spNamesKey(node string) string  { return "v/sp-names/" + node }
+func rgKey(name string) string       { return "v/rg/" + name }
+func rdKey(name string) string       { return "v/rd/" + name }
+
+// rgRDKey indexes a definition under its group (what rg.delete reads). Views built
+// before the index existed lack it: run cairn views rebuild once after upgrading.
+func rgRDKey(rg, rd string) string     { return "v/rg-rd/" + rg + "/" + rd }
 func nodeRDPrefix(node string) string  { return "v/node-rd/" + node + "/" }
 func nodeRDKey(node, rd string) string { return nodeRDPrefix(node) + rd }
 
@@ -184,6 +188,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		if err := takePort(t, d.Name, d.Port); err != nil {
 			return true, err
 		}
+		if d.ResourceGroup != "" {
+			t.mark(rgRDKey(d.ResourceGroup, d.Name))
+		}
 		return true, t.put(rdKey(d.Name), ResourceDefinition{Name: d.Name, ResourceGroup: d.ResourceGroup,
 			Port: d.Port, DRBDOptions: d.DRBDOptions, Volumes: []VolumeDefinition{}, Replicas: []Replica{},
 			CreatedSeq: ev.Seq, Seq: ev.Seq})
@@ -194,6 +201,25 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		}
 		freePort(t, rd.Port)
 		t.del(rdKey(d.Name))
+		if rd.ResourceGroup != "" {
+			t.del(rgRDKey(rd.ResourceGroup, d.Name))
+		}
+		return true, nil
+	case *events.ResourceGroupDeleted:
+		t.del(rgKey(d.Name))
+		return true, nil
+	case *events.StoragePoolDeleted:
+		var names []string
+		if _, err := getJSON(t, spNamesKey(d.Node), &names); err != nil {
+			return true, err
+		}
+		names = slices.DeleteFunc(names, func(n string) bool { return n == d.Name })
+		if len(names) == 0 {
+			t.del(spNamesKey(d.Node))
+		} else if err := t.put(spNamesKey(d.Node), names); err != nil {
+			return true, err
+		}
+		t.del(spKey(d.Node, d.Name))
 		return true, nil
 	case *events.ResourceOptionsChanged:
 		return true, updateRD(t, d.Name, ev.Seq, func(rd *ResourceDefinition) error {
@@ -457,6 +483,23 @@ func (v *View) ResourceGroups() ([]ResourceGroup, error) { return scanAll[Resour
 func (v *View) ResourceDefinition(name string) (rd ResourceDefinition, ok bool, err error) {
 	ok, err = getJSON(v.r, rdKey(name), &rd)
 	return
+}
+
+// GroupDefinitions lists up to limit definitions of a group, by name.
+func (v *View) GroupDefinitions(group string, limit int) ([]string, error) {
+	var out []string
+	prefix := "v/rg-rd/" + group + "/"
+	err := v.scan(prefix, func(key string, _ []byte) error {
+		if len(out) >= limit {
+			return errStopEach
+		}
+		out = append(out, strings.TrimPrefix(key, prefix))
+		return nil
+	})
+	if errors.Is(err, errStopEach) {
+		err = nil
+	}
+	return out, err
 }
 
 // ResourceDefinitions lists every resource definition by name.

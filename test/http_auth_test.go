@@ -212,3 +212,28 @@ func TestHTTPAuthAndTLS(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, status)
 	assert.Contains(t, s.log.String(), "http sign-in failed")
 }
+
+// A token revoked through one serve is refused by another serve of the same stream
+// within a second: each looks tokens up in its own views, which the revocation reaches
+// through the stream.
+func TestTokenRevocationReachesEveryServe(t *testing.T) {
+	a := startServe(t, t.TempDir(), "--http-auth", "--name", "a")
+	b := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
+	b.args = []string{"serve", "--data", b.data, "--nats", a.natsURL(), "--http", b.httpAddr, "--http-auth", "--name", "b"}
+	b.run("b")
+	out, errb, code := runAll(t, "auth", "token", "create", "csi", "--role", "viewer", "--nats", a.natsURL())
+	require.Equal(t, 0, code, errb)
+	token := strings.TrimSpace(out)
+	get := func(s *serve) int {
+		status, _ := httpJSON(t, "GET", s.url("/cairn/v1/nodes"), "", "Authorization", "Bearer "+token)
+		return status
+	}
+	require.Eventually(t, func() bool { return get(b) == 200 }, 10*time.Second, 20*time.Millisecond, "serve b never accepted the token")
+
+	_, code = run(t, "auth", "token", "revoke", "csi", "--nats", a.natsURL())
+	require.Equal(t, 0, code)
+	revoked := time.Now()
+	assert.Equal(t, 401, get(a), "the serve that answered the revoke refuses at once")
+	require.Eventually(t, func() bool { return get(b) == 401 }, time.Second, 10*time.Millisecond, "serve b still accepts a revoked token after 1 s")
+	t.Logf("serve b refused the revoked token %s after the revoke was answered", time.Since(revoked).Round(time.Millisecond))
+}

@@ -395,6 +395,19 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(404, "POST", "/v1/resource-definitions/nope/autoplace", `{"select_filter":{"place_count":2}}`)
 	assert.Equal(t, retCode(lsError, lsCreate, lsRscDfn, 301), rc[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
 
+	// Deletes of what is in use say so (FAIL_IN_USE); unused, they go.
+	rc = l.rcs(500, "DELETE", "/v1/nodes/"+rs[0].Node+"/storage-pools/thin", "")
+	assert.Equal(t, retCode(lsError, lsDelete, lsStorPl, 997), rc[0].RetCode, "FAIL_IN_USE: %s", rc[0].Message)
+	rc = l.rcs(500, "DELETE", "/v1/resource-groups/rg2", "")
+	assert.Equal(t, retCode(lsError, lsDelete, lsRscGrp, 997), rc[0].RetCode, "FAIL_IN_USE: %s", rc[0].Message)
+	rc = l.rcs(200, "DELETE", "/v1/resource-groups/rg3", "")
+	assert.Equal(t, retCode(lsDelete, lsRscGrp, lsDeleted), rc[0].RetCode)
+	l.rcs(404, "DELETE", "/v1/resource-groups/rg3", "")
+	l.rcs(201, "POST", "/v1/nodes/n1/storage-pools", `{"storage_pool_name":"spare","provider_kind":"ZFS","props":{"StorDriver/StorPoolName":"tank","Cairn/CapacityKiB":"1048576"}}`)
+	rc = l.rcs(200, "DELETE", "/v1/nodes/n1/storage-pools/spare", "")
+	assert.Equal(t, retCode(lsDelete, lsStorPl, lsDeleted), rc[0].RetCode)
+	l.rcs(404, "GET", "/v1/nodes/n1/storage-pools/spare", "")
+
 	// Deleting a definition removes its resources first, as LINSTOR does.
 	rc = l.rcs(200, "DELETE", "/v1/resource-definitions/r1", "")
 	assert.Equal(t, retCode(lsDelete, lsRscDfn, lsDeleted), rc[len(rc)-1].RetCode, "%+v", rc)
@@ -402,6 +415,22 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, retCode(lsError, lsRscDfn, 301), rc[0].RetCode)
 	rc = l.rcs(404, "DELETE", "/v1/resource-definitions/r1", "")
 	assert.Equal(t, retCode(lsError, lsDelete, lsRscDfn, 301), rc[0].RetCode)
+
+	// A node lost for good takes its resources with it; a node without any just goes.
+	l.rcs(201, "POST", "/v1/resource-definitions/r2/resources", `[{"resource":{"node_name":"n4"}}]`)
+	rc = l.rcs(500, "DELETE", "/v1/nodes/n4", "")
+	assert.Contains(t, rc[0].Message, "holds replicas")
+	rc = l.rcs(200, "DELETE", "/v1/nodes/n4/lost", "")
+	require.Len(t, rc, 2, "%+v", rc)
+	assert.Equal(t, retCode(lsDelete, lsRsc, lsDeleted), rc[0].RetCode)
+	assert.Equal(t, retCode(lsDelete, lsNode, lsDeleted), rc[1].RetCode)
+	l.rcs(404, "GET", "/v1/nodes/n4", "")
+	l.get("/v1/resource-definitions/r2/resources", &rs)
+	assert.Empty(t, rs)
+	rc = l.rcs(200, "DELETE", "/v1/nodes/n3", "")
+	assert.Equal(t, retCode(lsDelete, lsNode, lsDeleted), rc[0].RetCode)
+	rc = l.rcs(404, "DELETE", "/v1/nodes/n3", "")
+	assert.Equal(t, retCode(lsError, lsDelete, lsNode, 300), rc[0].RetCode)
 
 	// Every command carried the LINSTOR caller as its actor.
 	out, code := run(t, "audit", "--nats", s.natsURL(), "--type", "rd.deleted", "--json")

@@ -65,11 +65,13 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/nodes/{node}/storage-pools", a.nodeStoragePools)
 	mux.HandleFunc("GET /v1/nodes/{node}/storage-pools/{pool}", a.getStoragePool)
 	mux.HandleFunc("POST /v1/nodes/{node}/storage-pools", a.createStoragePool)
+	mux.HandleFunc("DELETE /v1/nodes/{node}/storage-pools/{pool}", a.deleteStoragePool)
 
 	mux.HandleFunc("GET /v1/resource-groups", a.listResourceGroups)
 	mux.HandleFunc("POST /v1/resource-groups", a.createResourceGroup)
 	mux.HandleFunc("GET /v1/resource-groups/{rg}", a.getResourceGroup)
 	mux.HandleFunc("PUT /v1/resource-groups/{rg}", a.modifyResourceGroup)
+	mux.HandleFunc("DELETE /v1/resource-groups/{rg}", a.deleteResourceGroup)
 	mux.HandleFunc("POST /v1/resource-groups/{rg}/spawn", a.spawn)
 	mux.HandleFunc("GET /v1/resource-groups/{rg}/volume-groups", a.listVolumeGroups)
 

@@ -212,6 +212,18 @@ func (a *API) modifyResourceGroup(w http.ResponseWriter, r *http.Request) {
 	writeResults(w, results(created(opModify, objRscGrp, "Resource group '%s' modified.", name, map[string]string{"RscGrp": name}), reply, opModify, objRscGrp))
 }
 
+// deleteResourceGroup maps to rg.delete (refused, FAIL_IN_USE, while definitions
+// belong to the group).
+func (a *API) deleteResourceGroup(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rg")
+	reply, err := a.command(r, "rg.delete", map[string]any{"name": name})
+	if err != nil {
+		writeFailure(w, opDelete, objRscGrp, err)
+		return
+	}
+	writeResults(w, results(created(opDelete, objRscGrp, "Resource group '%s' deleted.", name, map[string]string{"RscGrp": name}), reply, opDelete, objRscGrp))
+}
+
 // checkLayers accepts the layer stacks Cairn builds: DRBD on storage (or storage alone
 // named with it), in any case.
 func checkLayers(stack []string) error {

@@ -224,7 +224,7 @@ func fromError(op, obj uint64, err error) ApiCallRc {
 			code = codeNotEnoughNodes
 		case e.Details["free_kib"] != nil:
 			code = codeNotEnoughSpace
-		case e.Details["nodes"] != nil:
+		case e.Details["nodes"] != nil || e.Details["in_use"] != nil:
 			code = codeInUse
 		}
 	}

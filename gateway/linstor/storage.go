@@ -151,3 +151,14 @@ func (a *API) createStoragePool(w http.ResponseWriter, r *http.Request) {
 	writeResults(w, results(created(opCreate, objStorPool, "Storage pool '%s' created.", in.StoragePoolName,
 		map[string]string{"Node": node, "StorPool": in.StoragePoolName}), reply, opCreate, objStorPool))
 }
+
+// deleteStoragePool maps to sp.delete (refused, FAIL_IN_USE, while disks are on it).
+func (a *API) deleteStoragePool(w http.ResponseWriter, r *http.Request) {
+	node, pool := r.PathValue("node"), r.PathValue("pool")
+	reply, err := a.command(r, "sp.delete", map[string]any{"node": node, "name": pool})
+	if err != nil {
+		writeFailure(w, opDelete, objStorPool, err)
+		return
+	}
+	writeResults(w, results(created(opDelete, objStorPool, "Storage pool '%s' deleted.", pool, map[string]string{"Node": node, "StorPool": pool}), reply, opDelete, objStorPool))
+}
