@@ -141,6 +141,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
 	handlers = append(append(handlers, poolHandlers(opts)...), resourceHandlers(opts)...)
 	handlers = append(append(handlers, tokenHandlers()...), kvHandlers()...)
+	handlers = append(handlers, controllerHandler())
 	for _, h := range handlers {
 		a.Register(h)
 	}

@@ -25,6 +25,11 @@ type (
 		events.ResourceGroupCreated
 		Properties map[string]string `json:"properties,omitempty"`
 	}
+	// ControllerModify is the body of controller.modify.
+	ControllerModify struct {
+		Properties      map[string]string `json:"properties,omitempty"`
+		UnsetProperties []string          `json:"unset_properties,omitempty"`
+	}
 	// StoragePoolDelete is the body of sp.delete.
 	StoragePoolDelete struct {
 		Node string `json:"node"`
@@ -999,4 +1004,27 @@ func DecideResourceModify(current drbd.Options, c ResourceModify) (*events.Resou
 		return nil, []string{fmt.Sprintf("resource %s already has these options; nothing changed", c.Name)}, nil
 	}
 	return &events.ResourceOptionsChanged{Name: c.Name, Set: c.DRBDOptions, Unset: c.Unset}, nil, nil
+}
+
+// controllerHandler decides controller.modify: the deployment's free-form properties,
+// bounded by their one subject.
+func controllerHandler() Handler {
+	return Handler{Verb: "controller.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+		var c ControllerModify
+		if err := decodeBody(body, &c); err != nil {
+			return Decision{}, err
+		}
+		subject := names.Event("controller", "properties")
+		exp, err := subjectBoundary(v, subject)
+		d := Decision{Expect: exp}
+		if err != nil {
+			return d, err
+		}
+		current, err := v.ControllerProperties()
+		if err != nil {
+			return d, err
+		}
+		ev, warnings, err := decidePropertiesPatch("controller", "the", current, c.Properties, c.UnsetProperties)
+		return d.with(subject, (*events.ControllerPropertiesChanged)(ev), warnings), err
+	}}
 }

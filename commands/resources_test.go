@@ -495,6 +495,18 @@ func TestFreeFormProperties(t *testing.T) {
 	v.Close()
 	assert.Equal(t, map[string]string{"Aux/sc": "silver"}, g.Properties)
 	refused(t, s, "rg.modify", `{"name":"ghost","properties":{"a":"1"}}`, cairn.CodeNotFound, "does not exist")
+
+	must(t, s, "controller.modify", `{"properties":{"Aux/cluster":"prod"}}`)
+	r = must(t, s, "controller.modify", `{"properties":{"Aux/cluster":"prod"}}`)
+	assert.Contains(t, r.Warnings[0], "the controller already has these properties")
+	refused(t, s, "controller.modify", `{"properties":{"DrbdOptions/Net/protocol":"C"}}`, cairn.CodeInvalidArgument, "drbd_options")
+	must(t, s, "controller.modify", `{"unset_properties":["Aux/cluster"]}`)
+	v, err = s.DB.Read()
+	require.NoError(t, err)
+	props, err := v.ControllerProperties()
+	require.NoError(t, err)
+	v.Close()
+	assert.Nil(t, props)
 }
 
 // sp.delete and rg.delete remove what nothing uses, and say what still uses it.

@@ -15,10 +15,16 @@ type DefinitionPropertiesChanged PropertiesChanged
 // GroupPropertiesChanged: a patch of a resource group's free-form properties.
 type GroupPropertiesChanged PropertiesChanged
 
+// ControllerPropertiesChanged: a patch of the deployment's free-form properties
+// (LINSTOR's controller properties outside DrbdOptions/); Name is "controller".
+type ControllerPropertiesChanged PropertiesChanged
+
+func (*ControllerPropertiesChanged) EventType() string { return "controller.properties-changed" }
 func (*DefinitionPropertiesChanged) EventType() string { return "rd.properties-changed" }
 func (*GroupPropertiesChanged) EventType() string      { return "rg.properties-changed" }
 
 func init() {
 	Register(Type{Name: "rd.properties-changed", Version: 1, New: func() Payload { return new(DefinitionPropertiesChanged) }})
 	Register(Type{Name: "rg.properties-changed", Version: 1, New: func() Payload { return new(GroupPropertiesChanged) }})
+	Register(Type{Name: "controller.properties-changed", Version: 1, New: func() Payload { return new(ControllerPropertiesChanged) }})
 }

@@ -232,6 +232,16 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			rd.Properties = patched(rd.Properties, d.Set, d.Unset)
 			return nil
 		})
+	case *events.ControllerPropertiesChanged:
+		var props map[string]string
+		if _, err := getJSON(t, controllerPropsKey, &props); err != nil {
+			return true, err
+		}
+		if props = patched(props, d.Set, d.Unset); props == nil {
+			t.del(controllerPropsKey)
+			return true, nil
+		}
+		return true, t.put(controllerPropsKey, props)
 	case *events.GroupPropertiesChanged:
 		var g ResourceGroup
 		if ok, err := getJSON(t, rgKey(d.Name), &g); err != nil || !ok {
@@ -483,6 +493,15 @@ func (v *View) ResourceGroups() ([]ResourceGroup, error) { return scanAll[Resour
 func (v *View) ResourceDefinition(name string) (rd ResourceDefinition, ok bool, err error) {
 	ok, err = getJSON(v.r, rdKey(name), &rd)
 	return
+}
+
+const controllerPropsKey = "v/controller/properties"
+
+// ControllerProperties returns the deployment's free-form properties (nil when none).
+func (v *View) ControllerProperties() (map[string]string, error) {
+	var props map[string]string
+	_, err := getJSON(v.r, controllerPropsKey, &props)
+	return props, err
 }
 
 // GroupDefinitions lists up to limit definitions of a group, by name.

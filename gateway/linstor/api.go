@@ -48,7 +48,8 @@ type API struct {
 // answers 501 with an ApiCallRc.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/controller/version", a.version)
-	mux.HandleFunc("GET /v1/controller/properties", a.emptyObject)
+	mux.HandleFunc("GET /v1/controller/properties", a.controllerProperties)
+	mux.HandleFunc("POST /v1/controller/properties", a.modifyControllerProperties)
 	mux.HandleFunc("GET /v1/key-value-store", a.listKV)
 	mux.HandleFunc("GET /v1/key-value-store/{instance}", a.getKV)
 	mux.HandleFunc("PUT /v1/key-value-store/{instance}", a.modifyKV)
@@ -117,10 +118,6 @@ func (a *API) unsupported(w http.ResponseWriter, r *http.Request) {
 func (a *API) version(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"version": a.Version, "git_hash": "cairn-" + a.Version,
 		"build_time": "", "rest_api_version": RESTAPIVersion})
-}
-
-func (a *API) emptyObject(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{})
 }
 
 // actor names the caller in the commands a request sends.

@@ -116,3 +116,57 @@ func dedupe(keys []string) []string {
 	}
 	return out
 }
+
+// controllerProperties serves the deployment's free-form properties.
+func (a *API) controllerProperties(w http.ResponseWriter, r *http.Request) {
+	a.withView(w, objCtrlConf, func(v *projections.View) (any, error) {
+		props, err := v.ControllerProperties()
+		if props == nil {
+			props = map[string]string{}
+		}
+		return props, err
+	})
+}
+
+// modifyControllerProperties maps to controller.modify. Cairn keeps DRBD options on
+// groups, definitions and replicas, not for the whole deployment: a DrbdOptions/*
+// change answers 501 and changes nothing. Success answers 201, as the OpenAPI
+// document declares.
+func (a *API) modifyControllerProperties(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		OverrideProps    map[string]string `json:"override_props"`
+		DeleteProps      []string          `json:"delete_props"`
+		DeleteNamespaces []string          `json:"delete_namespaces"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	opts, free, err := optionsOf(in.OverrideProps)
+	if err != nil {
+		writeFailure(w, opModify, objCtrlConf, err)
+		return
+	}
+	unsetOpts, unsetFree := unsetOf(in.DeleteProps)
+	if len(opts) > 0 || len(unsetOpts) > 0 || len(in.DeleteNamespaces) > 0 {
+		e := rc(maskError, opModify, objCtrlConf, codeImplError, "Cairn keeps DRBD options on resource groups, definitions and replicas, not for the whole deployment; only other controller properties (and no namespace deletes)")
+		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
+		return
+	}
+	cmd := map[string]any{}
+	if len(free) > 0 {
+		cmd["properties"] = free
+	}
+	if len(unsetFree) > 0 {
+		cmd["unset_properties"] = unsetFree
+	}
+	if len(cmd) == 0 {
+		writeRCs(w, http.StatusCreated, []ApiCallRc{rc(maskWarn, opModify, objCtrlConf, codeNoEffect, "nothing to change")})
+		return
+	}
+	reply, err := a.command(r, "controller.modify", cmd)
+	if err != nil {
+		writeFailure(w, opModify, objCtrlConf, err)
+		return
+	}
+	writeRCs(w, http.StatusCreated, results(created(opModify, objCtrlConf, "Controller properties modified%s.", "", nil), reply, opModify, objCtrlConf))
+}
