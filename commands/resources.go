@@ -759,23 +759,23 @@ func resourceHandlers(opts Options) []Handler {
 			return d, nil
 		}},
 		{Verb: "sp.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			var c StoragePoolDelete
-			if err := decodeBody(body, &c); err != nil {
-				return Decision{}, err
-			}
 			// The whole stream: a replica.add placing a disk on the pool anywhere in
 			// the stream must make this decision again.
-			d := Decision{Expect: streamBoundary(v)}
+			var c StoragePoolDelete
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
+			if err != nil {
+				return d, err
+			}
 			ev, err := decideStoragePoolDelete(v, c)
 			return d.with(names.Event("node", c.Node), ev, nil), err
 		}},
 		{Verb: "rg.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			var c NameOnly
-			if err := decodeBody(body, &c); err != nil {
-				return Decision{}, err
-			}
 			// The whole stream: an rd.create in the group must make this decision again.
-			d := Decision{Expect: streamBoundary(v)}
+			var c NameOnly
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
+			if err != nil {
+				return d, err
+			}
 			if _, ok, err := v.ResourceGroup(c.Name); err != nil || !ok {
 				if err == nil {
 					err = cairn.Errorf(cairn.CodeNotFound, "resource group %s does not exist", c.Name).About(cairn.ObjResourceGroup)
@@ -798,15 +798,11 @@ func resourceHandlers(opts Options) []Handler {
 		}},
 		{Verb: "rg.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceGroupModify
-			if err := decodeBody(body, &c); err != nil {
-				return Decision{}, err
-			}
-			subject := names.Event("rg", c.Name)
-			exp, err := subjectBoundary(v, subject)
-			d := Decision{Expect: exp}
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("rg", c.Name)) })
 			if err != nil {
 				return d, err
 			}
+			subject := names.Event("rg", c.Name)
 			g, ok, err := v.ResourceGroup(c.Name)
 			if err != nil || !ok {
 				if err == nil {
@@ -864,15 +860,11 @@ func resourceHandlers(opts Options) []Handler {
 		}},
 		{Verb: "rd.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceModify
-			if err := decodeBody(body, &c); err != nil {
-				return Decision{}, err
-			}
-			subject := names.Event("rd", c.Name)
-			exp, err := subjectBoundary(v, subject)
-			d := Decision{Expect: exp}
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("rd", c.Name)) })
 			if err != nil {
 				return d, err
 			}
+			subject := names.Event("rd", c.Name)
 			rd, ok, err := v.ResourceDefinition(c.Name)
 			if err != nil {
 				return d, err
@@ -1011,12 +1003,8 @@ func DecideResourceModify(current drbd.Options, c ResourceModify) (*events.Resou
 func controllerHandler() Handler {
 	return Handler{Verb: "controller.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 		var c ControllerModify
-		if err := decodeBody(body, &c); err != nil {
-			return Decision{}, err
-		}
 		subject := names.Event("controller", "properties")
-		exp, err := subjectBoundary(v, subject)
-		d := Decision{Expect: exp}
+		d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, subject) })
 		if err != nil {
 			return d, err
 		}

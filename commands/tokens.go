@@ -50,13 +50,9 @@ func DecideTokenRevoke(existing *projections.Token, c NameOnly) (*events.TokenRe
 func tokenHandlers() []Handler {
 	return []Handler{
 		{Verb: "token.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			var c TokenCreate
-			if err := decodeBody(body, &c); err != nil {
-				return Decision{}, err
-			}
 			// Every token subject: a hash is unique across names.
-			exp, err := aggregateBoundary(v, names, "token")
-			d := Decision{Expect: exp}
+			var c TokenCreate
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return aggregateBoundary(v, names, "token") })
 			if err != nil {
 				return d, err
 			}
@@ -73,15 +69,11 @@ func tokenHandlers() []Handler {
 		}},
 		{Verb: "token.revoke", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NameOnly
-			if err := decodeBody(body, &c); err != nil {
-				return Decision{}, err
-			}
-			subject := names.Event("token", c.Name)
-			exp, err := subjectBoundary(v, subject)
-			d := Decision{Expect: exp}
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("token", c.Name)) })
 			if err != nil {
 				return d, err
 			}
+			subject := names.Event("token", c.Name)
 			t, ok, err := v.Token(c.Name)
 			if err != nil {
 				return d, err

@@ -71,6 +71,16 @@ func sendCommand(natsURL, creds, verb string, body []byte, commandID, actor stri
 	return reply, nil
 }
 
+// printReply prints a command's reply as indented JSON; a refusal exits 1.
+func printReply(reply commands.Reply) error {
+	out, _ := json.MarshalIndent(reply, "", "  ")
+	fmt.Println(string(out))
+	if !reply.OK {
+		return exitError{1}
+	}
+	return nil
+}
+
 func cmdCmd() *cobra.Command {
 	var (
 		natsURL, creds, commandID, actor string
@@ -103,12 +113,7 @@ Exit status: 0 accepted, 1 refused (the reply says why), 2 no answer.`,
 			if err != nil {
 				return err
 			}
-			out, _ := json.MarshalIndent(reply, "", "  ")
-			fmt.Println(string(out))
-			if !reply.OK {
-				return exitError{1}
-			}
-			return nil
+			return printReply(reply)
 		},
 	}
 	f := c.Flags()

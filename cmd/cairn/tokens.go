@@ -70,12 +70,7 @@ func tokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, _ := json.MarshalIndent(reply, "", "  ")
-			fmt.Println(string(out))
-			if !reply.OK {
-				return exitError{1}
-			}
-			return nil
+			return printReply(reply)
 		},
 	}
 	for _, sub := range []*cobra.Command{create, revoke} {

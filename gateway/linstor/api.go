@@ -245,6 +245,26 @@ func page[T any](q url.Values, items []T) []T {
 	return items
 }
 
+// read runs fn on one consistent snapshot of the views (unavailable when they cannot be
+// read) and returns its error.
+func (a *API) read(fn func(v *projections.View) error) error {
+	v, err := a.DB.Read()
+	if err != nil {
+		return cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err)
+	}
+	defer v.Close()
+	return fn(v)
+}
+
+// definitionNow reads one definition as the views hold it now (not_found about it).
+func (a *API) definitionNow(name string) (rd projections.ResourceDefinition, err error) {
+	err = a.read(func(v *projections.View) error {
+		rd, err = definition(v, name)
+		return err
+	})
+	return rd, err
+}
+
 // withView runs fn on one consistent snapshot of the views; an error fn returns is
 // answered as LINSTOR's entry for (op, obj).
 func (a *API) withView(w http.ResponseWriter, obj uint64, fn func(v *projections.View) (any, error)) {

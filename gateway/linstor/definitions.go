@@ -181,13 +181,7 @@ func (a *API) deleteDefinition(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("rd")
 	var out []ApiCallRc
 	for range 64 {
-		v, err := a.DB.Read()
-		if err != nil {
-			writeFailure(w, opDelete, objRscDfn, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
-			return
-		}
-		rd, err := definition(v, name)
-		v.Close()
+		rd, err := a.definitionNow(name)
 		if err != nil {
 			writeResults(w, append(out, fromError(opDelete, objRscDfn, err)))
 			return
@@ -268,13 +262,7 @@ func (a *API) createVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 	if in.VolumeDefinition.VolumeNumber != nil {
 		nr = *in.VolumeDefinition.VolumeNumber
 	} else {
-		v, err := a.DB.Read()
-		if err != nil {
-			writeFailure(w, opCreate, objVlmDfn, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
-			return
-		}
-		rd, err := definition(v, name)
-		v.Close()
+		rd, err := a.definitionNow(name)
 		if err != nil {
 			writeFailure(w, opCreate, objVlmDfn, err)
 			return

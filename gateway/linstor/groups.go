@@ -32,6 +32,15 @@ type ResourceGroup struct {
 	SelectFilter AutoSelectFilter  `json:"select_filter,omitzero"`
 }
 
+// pool is the storage pool the filter names: storage_pool, else the first of
+// storage_pool_list ("" for none).
+func (f AutoSelectFilter) pool() string {
+	if f.StoragePool == "" && len(f.StoragePoolList) > 0 {
+		return f.StoragePoolList[0]
+	}
+	return f.StoragePool
+}
+
 // IsZero lets omitzero drop an empty filter.
 func (f AutoSelectFilter) IsZero() bool {
 	return !f.PlaceCount.Set && !f.AdditionalPlaceCount.Set && f.StoragePool == "" && len(f.StoragePoolList) == 0 &&
@@ -129,11 +138,7 @@ func (a *API) createResourceGroup(w http.ResponseWriter, r *http.Request) {
 	if f.PlaceCount.Set {
 		cmd["place_count"] = f.PlaceCount.Value
 	}
-	pool := f.StoragePool
-	if pool == "" && len(f.StoragePoolList) > 0 {
-		pool = f.StoragePoolList[0]
-	}
-	if pool != "" {
+	if pool := f.pool(); pool != "" {
 		cmd["storage_pool"] = pool
 	}
 	if len(f.ProviderList) > 0 {

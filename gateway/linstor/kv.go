@@ -53,13 +53,11 @@ func (a *API) modifyKV(w http.ResponseWriter, r *http.Request) {
 	}
 	unset := append([]string(nil), in.DeleteProps...)
 	if len(in.DeleteNamespaces) > 0 {
-		v, err := a.DB.Read()
-		if err != nil {
-			writeFailure(w, opModify, objKVS, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
-			return
-		}
-		kv, _, err := v.KV(name)
-		v.Close()
+		var kv map[string]string
+		err := a.read(func(v *projections.View) (err error) {
+			kv, _, err = v.KV(name)
+			return err
+		})
 		if err != nil {
 			writeFailure(w, opModify, objKVS, err)
 			return

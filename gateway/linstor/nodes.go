@@ -248,13 +248,11 @@ func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) {
 // one command each, so a refusal stops with what was removed reported), then the node.
 func (a *API) lostNode(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("node")
-	v, err := a.DB.Read()
-	if err != nil {
-		writeFailure(w, opDelete, objNode, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
-		return
-	}
-	rds, err := v.NodeResources(name)
-	v.Close()
+	var rds []string
+	err := a.read(func(v *projections.View) (err error) {
+		rds, err = v.NodeResources(name)
+		return err
+	})
 	if err != nil {
 		writeFailure(w, opDelete, objNode, err)
 		return

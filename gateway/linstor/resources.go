@@ -390,13 +390,7 @@ func (a *API) autoplace(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objRsc, err)
 		return
 	}
-	v, err := a.DB.Read()
-	if err != nil {
-		writeFailure(w, opCreate, objRsc, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
-		return
-	}
-	rd, err := definition(v, name)
-	v.Close()
+	rd, err := a.definitionNow(name)
 	if err != nil {
 		writeFailure(w, opCreate, objRsc, err)
 		return
@@ -414,11 +408,7 @@ func (a *API) autoplace(w http.ResponseWriter, r *http.Request) {
 	case f.PlaceCount.Set:
 		cmd["place_count"] = f.PlaceCount.Value
 	}
-	pool := f.StoragePool
-	if pool == "" && len(f.StoragePoolList) > 0 {
-		pool = f.StoragePoolList[0]
-	}
-	if pool != "" {
+	if pool := f.pool(); pool != "" {
 		cmd["storage_pool"] = pool
 	}
 	reply, err := a.command(r, "replica.add", cmd)
@@ -436,16 +426,14 @@ func (a *API) autoplace(w http.ResponseWriter, r *http.Request) {
 // disklessOnRemaining adds a diskless replica of name on every online storage node
 // without one.
 func (a *API) disklessOnRemaining(r *http.Request, name string) []ApiCallRc {
-	v, err := a.DB.Read()
-	if err != nil {
-		return []ApiCallRc{fromError(opCreate, objRsc, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))}
-	}
-	rd, err := definition(v, name)
+	var rd projections.ResourceDefinition
 	var nodes []projections.Node
-	if err == nil {
-		nodes, err = v.Nodes()
-	}
-	v.Close()
+	err := a.read(func(v *projections.View) (err error) {
+		if rd, err = definition(v, name); err == nil {
+			nodes, err = v.Nodes()
+		}
+		return err
+	})
 	if err != nil {
 		return []ApiCallRc{fromError(opCreate, objRsc, err)}
 	}
@@ -472,13 +460,7 @@ func (a *API) makeAvailable(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &in) {
 		return
 	}
-	v, err := a.DB.Read()
-	if err != nil {
-		writeFailure(w, opCreate, objRsc, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
-		return
-	}
-	rd, err := definition(v, name)
-	v.Close()
+	rd, err := a.definitionNow(name)
 	if err != nil {
 		writeFailure(w, opCreate, objRsc, err)
 		return

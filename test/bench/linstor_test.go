@@ -35,12 +35,7 @@ func BenchmarkLinstorViewResources(b *testing.B) {
 			c.NoSyncAlways = true
 			c.Admission = commands.Options{Ports: replicas.Range{Min: 7000, Max: 7000 + n}}
 		})
-		submit(b, s, "cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
-		for i := range 12 {
-			submit(b, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"RACK%d"}`, i, i, i+1, i%3))
-			submit(b, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":%d}`, i, uint64(1)<<50))
-		}
-		submit(b, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+		spawnCluster(b, s)
 		built := time.Now()
 		for i := range n {
 			submit(b, s, "rg.spawn", fmt.Sprintf(`{"resource_group":"rg3","name":"pvc-%05d","size_kib":1048576}`, i))

@@ -13,6 +13,17 @@ import (
 	"github.com/cairn-io/cairn/server/servertest"
 )
 
+// spawnCluster makes the cluster the spawn benchmarks fill: 12 nodes in three racks,
+// each with a thin pool too large to run out, and group rg3 placing three disks.
+func spawnCluster(b *testing.B, s *server.Server) {
+	submit(b, s, "cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
+	for i := range 12 {
+		submit(b, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"RACK%d"}`, i, i, i+1, i%3))
+		submit(b, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":%d}`, i, uint64(1)<<50))
+	}
+	submit(b, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+}
+
 // BenchmarkSpawnDefinitions creates 10,000 resource definitions with three diskful
 // replicas each (rg.spawn: rd.created, vd.created and three replica.added in one atomic
 // batch, with port, node ids and minors allocated) through admission on a 12-node
@@ -30,12 +41,7 @@ func BenchmarkSpawnDefinitions(b *testing.B) {
 			c.NoSyncAlways = os.Getenv("CAIRN_BENCH_NOSYNC") != ""
 			c.Admission = commands.Options{Ports: replicas.Range{Min: 7000, Max: 7000 + n}}
 		})
-		submit(b, s, "cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
-		for i := range 12 {
-			submit(b, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"RACK%d"}`, i, i, i+1, i%3))
-			submit(b, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":%d}`, i, uint64(1)<<50))
-		}
-		submit(b, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+		spawnCluster(b, s)
 		start := time.Now()
 		var first, last time.Duration
 		t0, tk := start, start
