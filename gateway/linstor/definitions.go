@@ -1,6 +1,7 @@
 package linstor
 
 import (
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -124,7 +125,7 @@ func (a *API) createDefinition(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objRscDfn, err)
 		return
 	}
-	writeResults(w, results(created(opCreate, objRscDfn, "New resource definition '%s' created.", rd.Name, map[string]string{"RscDfn": rd.Name}), reply, opCreate, objRscDfn))
+	writeResults(w, results(success(opCreate, objRscDfn, fmt.Sprintf("New resource definition '%s' created.", rd.Name), map[string]string{"RscDfn": rd.Name}), reply, opCreate, objRscDfn))
 }
 
 // modifyDefinition maps override_props/delete_props of DrbdOptions/* to rd.modify.
@@ -153,7 +154,7 @@ func (a *API) modifyDefinition(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opModify, objRscDfn, err)
 		return
 	}
-	writeResults(w, results(created(opModify, objRscDfn, "Resource definition '%s' modified.", name, map[string]string{"RscDfn": name}), reply, opModify, objRscDfn))
+	writeResults(w, results(success(opModify, objRscDfn, fmt.Sprintf("Resource definition '%s' modified.", name), map[string]string{"RscDfn": name}), reply, opModify, objRscDfn))
 }
 
 // modifyCommand builds rd.modify from LINSTOR's property changes: DrbdOptions/* as
@@ -194,14 +195,14 @@ func (a *API) deleteDefinition(w http.ResponseWriter, r *http.Request) {
 			writeResults(w, append(out, fromError(opDelete, objRsc, err)))
 			return
 		}
-		out = append(out, created(opDelete, objRsc, "Resource '%s' on node "+next+" deleted.", name, map[string]string{"RscDfn": name, "Node": next}))
+		out = append(out, success(opDelete, objRsc, fmt.Sprintf("Resource '%s' on node %s deleted.", name, next), map[string]string{"RscDfn": name, "Node": next}))
 	}
 	reply, err := a.command(r, "rd.delete", map[string]any{"name": name})
 	if err != nil {
 		writeResults(w, append(out, fromError(opDelete, objRscDfn, err)))
 		return
 	}
-	writeResults(w, append(out, results(created(opDelete, objRscDfn, "Resource definition '%s' deleted.", name, map[string]string{"RscDfn": name}), reply, opDelete, objRscDfn)...))
+	writeResults(w, append(out, results(success(opDelete, objRscDfn, fmt.Sprintf("Resource definition '%s' deleted.", name), map[string]string{"RscDfn": name}), reply, opDelete, objRscDfn)...))
 }
 
 // nextToRemove picks the replica a definition delete removes next: a diskless one that
@@ -276,6 +277,5 @@ func (a *API) createVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objVlmDfn, err)
 		return
 	}
-	writeResults(w, results(created(opCreate, objVlmDfn, "New volume definition with number '"+strconv.Itoa(nr)+"' of resource definition '%s' created.", name,
-		map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)}), reply, opCreate, objVlmDfn))
+	writeResults(w, results(success(opCreate, objVlmDfn, fmt.Sprintf("New volume definition with number '%d' of resource definition '%s' created.", nr, name), map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)}), reply, opCreate, objVlmDfn))
 }

@@ -1,6 +1,7 @@
 package linstor
 
 import (
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -169,8 +170,7 @@ func (a *API) createResourceGroup(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objRscGrp, err)
 		return
 	}
-	writeResults(w, results(created(opCreate, objRscGrp, "New resource group '%s' created.", in.Name,
-		map[string]string{"RscGrp": in.Name}), reply, opCreate, objRscGrp))
+	writeResults(w, results(success(opCreate, objRscGrp, fmt.Sprintf("New resource group '%s' created.", in.Name), map[string]string{"RscGrp": in.Name}), reply, opCreate, objRscGrp))
 }
 
 // modifyResourceGroup maps LINSTOR's group modify to rg.modify: free-form properties
@@ -214,7 +214,7 @@ func (a *API) modifyResourceGroup(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opModify, objRscGrp, err)
 		return
 	}
-	writeResults(w, results(created(opModify, objRscGrp, "Resource group '%s' modified.", name, map[string]string{"RscGrp": name}), reply, opModify, objRscGrp))
+	writeResults(w, results(success(opModify, objRscGrp, fmt.Sprintf("Resource group '%s' modified.", name), map[string]string{"RscGrp": name}), reply, opModify, objRscGrp))
 }
 
 // deleteResourceGroup maps to rg.delete (refused, FAIL_IN_USE, while definitions
@@ -226,7 +226,7 @@ func (a *API) deleteResourceGroup(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opDelete, objRscGrp, err)
 		return
 	}
-	writeResults(w, results(created(opDelete, objRscGrp, "Resource group '%s' deleted.", name, map[string]string{"RscGrp": name}), reply, opDelete, objRscGrp))
+	writeResults(w, results(success(opDelete, objRscGrp, fmt.Sprintf("Resource group '%s' deleted.", name), map[string]string{"RscGrp": name}), reply, opDelete, objRscGrp))
 }
 
 // checkLayers accepts the layer stacks Cairn builds: DRBD on storage (or storage alone
@@ -276,14 +276,14 @@ func (a *API) spawn(w http.ResponseWriter, r *http.Request) {
 			writeFailure(w, opCreate, objRscDfn, err)
 			return
 		}
-		out = results(created(opCreate, objRscDfn, "New resource definition '%s' created.", name, map[string]string{"RscDfn": name}), reply, opCreate, objRscDfn)
+		out = results(success(opCreate, objRscDfn, fmt.Sprintf("New resource definition '%s' created.", name), map[string]string{"RscDfn": name}), reply, opCreate, objRscDfn)
 		for i, size := range in.VolumeSizes {
 			reply, err := a.command(r, "vd.create", map[string]any{"resource": name, "volume": i, "size_kib": size})
 			if err != nil {
 				writeResults(w, append(out, fromError(opCreate, objVlmDfn, err)))
 				return
 			}
-			out = append(out, results(created(opCreate, objVlmDfn, "New volume definition of '%s' created.", name, map[string]string{"RscDfn": name}), reply, opCreate, objVlmDfn)...)
+			out = append(out, results(success(opCreate, objVlmDfn, fmt.Sprintf("New volume definition of '%s' created.", name), map[string]string{"RscDfn": name}), reply, opCreate, objVlmDfn)...)
 		}
 		writeResults(w, out)
 		return
@@ -294,14 +294,14 @@ func (a *API) spawn(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objRscDfn, err)
 		return
 	}
-	out = results(created(opCreate, objRscDfn, "Resource definition '%s' spawned and placed.", name, map[string]string{"RscDfn": name, "RscGrp": group}), reply, opCreate, objRscDfn)
+	out = results(success(opCreate, objRscDfn, fmt.Sprintf("Resource definition '%s' spawned and placed.", name), map[string]string{"RscDfn": name, "RscGrp": group}), reply, opCreate, objRscDfn)
 	if f := in.SelectFilter; f.PlaceCount.Set {
 		reply, err := a.command(r, "replica.add", map[string]any{"resource": name, "place_count": f.PlaceCount.Value})
 		if err != nil {
 			writeResults(w, append(out, fromError(opCreate, objRsc, err)))
 			return
 		}
-		out = append(out, results(created(opCreate, objRsc, "Resource '%s' placed.", name, map[string]string{"RscDfn": name}), reply, opCreate, objRsc)...)
+		out = append(out, results(success(opCreate, objRsc, fmt.Sprintf("Resource '%s' placed.", name), map[string]string{"RscDfn": name}), reply, opCreate, objRsc)...)
 	}
 	writeResults(w, out)
 }

@@ -1,6 +1,7 @@
 package linstor
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -86,7 +87,7 @@ func (a *API) modifyKV(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opModify, objKVS, err)
 		return
 	}
-	writeResults(w, results(created(opModify, objKVS, "Key-value store '%s' modified.", name, map[string]string{"KeyValueStore": name}), reply, opModify, objKVS))
+	writeResults(w, results(success(opModify, objKVS, fmt.Sprintf("Key-value store '%s' modified.", name), map[string]string{"KeyValueStore": name}), reply, opModify, objKVS))
 }
 
 func (a *API) deleteKV(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +101,7 @@ func (a *API) deleteKV(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opDelete, objKVS, err)
 		return
 	}
-	writeResults(w, results(created(opDelete, objKVS, "Key-value store '%s' deleted.", name, map[string]string{"KeyValueStore": name}), reply, opDelete, objKVS))
+	writeResults(w, results(success(opDelete, objKVS, fmt.Sprintf("Key-value store '%s' deleted.", name), map[string]string{"KeyValueStore": name}), reply, opDelete, objKVS))
 }
 
 func dedupe(keys []string) []string {
@@ -166,5 +167,5 @@ func (a *API) modifyControllerProperties(w http.ResponseWriter, r *http.Request)
 		writeFailure(w, opModify, objCtrlConf, err)
 		return
 	}
-	writeRCs(w, http.StatusCreated, results(created(opModify, objCtrlConf, "Controller properties modified%s.", "", nil), reply, opModify, objCtrlConf))
+	writeRCs(w, http.StatusCreated, results(success(opModify, objCtrlConf, "Controller properties modified.", nil), reply, opModify, objCtrlConf))
 }

@@ -1,6 +1,7 @@
 package linstor
 
 import (
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -152,21 +153,7 @@ func (a *API) createNode(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objNode, err)
 		return
 	}
-	writeResults(w, results(created(opCreate, objNode, "New node '%s' registered.", in.Name, map[string]string{"Node": in.Name}), reply, opCreate, objNode))
-}
-
-// created is the success entry of a call (CREATED, DELETED or MODIFIED by op).
-func created(op, obj uint64, format, name string, refs map[string]string) ApiCallRc {
-	code := codeCreated
-	switch op {
-	case opDelete:
-		code = codeDeleted
-	case opModify:
-		code = codeModified
-	}
-	e := rc(0, op, obj, code, strings.Replace(format, "%s", name, 1))
-	e.ObjRefs = refs
-	return e
+	writeResults(w, results(success(opCreate, objNode, fmt.Sprintf("New node '%s' registered.", in.Name), map[string]string{"Node": in.Name}), reply, opCreate, objNode))
 }
 
 // modifyNode maps LINSTOR's node modify to node.modify: Aux/<key> properties set and
@@ -220,7 +207,7 @@ func (a *API) modifyNode(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opModify, objNode, err)
 		return
 	}
-	writeResults(w, results(created(opModify, objNode, "Node '%s' modified.", name, map[string]string{"Node": name}), reply, opModify, objNode))
+	writeResults(w, results(success(opModify, objNode, fmt.Sprintf("Node '%s' modified.", name), map[string]string{"Node": name}), reply, opModify, objNode))
 }
 
 // auxKey is the Cairn node property of a LINSTOR Aux/<key> property.
@@ -241,7 +228,7 @@ func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opDelete, objNode, err)
 		return
 	}
-	writeResults(w, results(created(opDelete, objNode, "Node '%s' deleted.", name, map[string]string{"Node": name}), reply, opDelete, objNode))
+	writeResults(w, results(success(opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name}), reply, opDelete, objNode))
 }
 
 // lostNode removes a node that is gone for good: each of its replicas (replica.remove,
@@ -263,12 +250,12 @@ func (a *API) lostNode(w http.ResponseWriter, r *http.Request) {
 			writeResults(w, append(out, fromError(opDelete, objRsc, err)))
 			return
 		}
-		out = append(out, created(opDelete, objRsc, "Resource '%s' on the lost node deleted.", rd, map[string]string{"RscDfn": rd, "Node": name}))
+		out = append(out, success(opDelete, objRsc, fmt.Sprintf("Resource '%s' on the lost node deleted.", rd), map[string]string{"RscDfn": rd, "Node": name}))
 	}
 	reply, err := a.command(r, "node.remove", map[string]any{"name": name})
 	if err != nil {
 		writeResults(w, append(out, fromError(opDelete, objNode, err)))
 		return
 	}
-	writeResults(w, append(out, results(created(opDelete, objNode, "Node '%s' deleted.", name, map[string]string{"Node": name}), reply, opDelete, objNode)...))
+	writeResults(w, append(out, results(success(opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name}), reply, opDelete, objNode)...))
 }

@@ -97,6 +97,20 @@ func rc(typ, op, obj, code uint64, message string) ApiCallRc {
 	return ApiCallRc{RetCode: int64(typ | op | obj | code), Message: message, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 }
 
+// success is the success entry of a call: CREATED, DELETED or MODIFIED by op.
+func success(op, obj uint64, message string, refs map[string]string) ApiCallRc {
+	code := codeCreated
+	switch op {
+	case opDelete:
+		code = codeDeleted
+	case opModify:
+		code = codeModified
+	}
+	e := rc(0, op, obj, code, message)
+	e.ObjRefs = refs
+	return e
+}
+
 // isError reports whether a ret_code has both error bits (test it before warning).
 func isError(retCode int64) bool { return uint64(retCode)&maskTypes == maskError }
 

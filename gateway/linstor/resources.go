@@ -2,6 +2,7 @@ package linstor
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -349,7 +350,7 @@ func (a *API) createResources(w http.ResponseWriter, r *http.Request) {
 			writeResults(w, append(out, fromError(opCreate, objRsc, err)))
 			return
 		}
-		out = append(out, results(created(opCreate, objRsc, "Resource '%s' on node "+node+" created.", name, map[string]string{"RscDfn": name, "Node": node}), reply, opCreate, objRsc)...)
+		out = append(out, results(success(opCreate, objRsc, fmt.Sprintf("Resource '%s' on node %s created.", name, node), map[string]string{"RscDfn": name, "Node": node}), reply, opCreate, objRsc)...)
 	}
 	writeResults(w, out)
 }
@@ -369,7 +370,7 @@ func (a *API) deleteResource(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opDelete, objRsc, err)
 		return
 	}
-	writeResults(w, results(created(opDelete, objRsc, "Resource '%s' on node "+node+" deleted.", name, map[string]string{"RscDfn": name, "Node": node}), reply, opDelete, objRsc))
+	writeResults(w, results(success(opDelete, objRsc, fmt.Sprintf("Resource '%s' on node %s deleted.", name, node), map[string]string{"RscDfn": name, "Node": node}), reply, opDelete, objRsc))
 }
 
 // autoplace maps to replica.add without a node: place_count diskful replicas in all
@@ -416,7 +417,7 @@ func (a *API) autoplace(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objRsc, err)
 		return
 	}
-	out := results(created(opCreate, objRsc, "Resource '%s' successfully autoplaced.", name, map[string]string{"RscDfn": name}), reply, opCreate, objRsc)
+	out := results(success(opCreate, objRsc, fmt.Sprintf("Resource '%s' successfully autoplaced.", name), map[string]string{"RscDfn": name}), reply, opCreate, objRsc)
 	if in.DisklessOnRemaining || f.DisklessOnRemaining {
 		out = append(out, a.disklessOnRemaining(r, name)...)
 	}
@@ -445,7 +446,7 @@ func (a *API) disklessOnRemaining(r *http.Request, name string) []ApiCallRc {
 		if _, err := a.command(r, "replica.add", map[string]any{"resource": name, "node": n.Spec.Name, "diskless": true}); err != nil {
 			return append(out, fromError(opCreate, objRsc, err))
 		}
-		out = append(out, created(opCreate, objRsc, "Diskless resource '%s' on node "+n.Spec.Name+" created.", name, map[string]string{"RscDfn": name, "Node": n.Spec.Name}))
+		out = append(out, success(opCreate, objRsc, fmt.Sprintf("Diskless resource '%s' on node %s created.", name, n.Spec.Name), map[string]string{"RscDfn": name, "Node": n.Spec.Name}))
 	}
 	return out
 }
@@ -478,7 +479,7 @@ func (a *API) makeAvailable(w http.ResponseWriter, r *http.Request) {
 			writeFailure(w, opModify, objRsc, err)
 			return
 		}
-		writeResults(w, results(created(opModify, objRsc, "Resource '%s' on node "+node+" got a disk.", name, refs), reply, opModify, objRsc))
+		writeResults(w, results(success(opModify, objRsc, fmt.Sprintf("Resource '%s' on node %s got a disk.", name, node), refs), reply, opModify, objRsc))
 		return
 	}
 	reply, err := a.command(r, "replica.add", map[string]any{"resource": name, "node": node, "diskless": !in.Diskful})
@@ -486,7 +487,7 @@ func (a *API) makeAvailable(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objRsc, err)
 		return
 	}
-	writeResults(w, results(created(opCreate, objRsc, "Resource '%s' on node "+node+" made available.", name, refs), reply, opCreate, objRsc))
+	writeResults(w, results(success(opCreate, objRsc, fmt.Sprintf("Resource '%s' on node %s made available.", name, node), refs), reply, opCreate, objRsc))
 }
 
 // toggleDisk maps to replica.toggle-disk (the pool from the path, if any).
@@ -502,7 +503,7 @@ func (a *API) toggleDisk(diskless bool) http.HandlerFunc {
 			writeFailure(w, opModify, objRsc, err)
 			return
 		}
-		writeResults(w, results(created(opModify, objRsc, "Resource '%s' on node "+node+" toggled.", name, map[string]string{"RscDfn": name, "Node": node}), reply, opModify, objRsc))
+		writeResults(w, results(success(opModify, objRsc, fmt.Sprintf("Resource '%s' on node %s toggled.", name, node), map[string]string{"RscDfn": name, "Node": node}), reply, opModify, objRsc))
 	}
 }
 
@@ -515,6 +516,6 @@ func (a *API) activation(verb string) http.HandlerFunc {
 			writeFailure(w, opModify, objRsc, err)
 			return
 		}
-		writeResults(w, results(created(opModify, objRsc, "Resource '%s' on node "+node+" "+strings.TrimPrefix(verb, "resource.")+"d.", name, map[string]string{"RscDfn": name, "Node": node}), reply, opModify, objRsc))
+		writeResults(w, results(success(opModify, objRsc, fmt.Sprintf("Resource '%s' on node %s %sd.", name, node, strings.TrimPrefix(verb, "resource.")), map[string]string{"RscDfn": name, "Node": node}), reply, opModify, objRsc))
 	}
 }

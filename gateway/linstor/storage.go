@@ -1,6 +1,7 @@
 package linstor
 
 import (
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -148,8 +149,7 @@ func (a *API) createStoragePool(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objStorPool, err)
 		return
 	}
-	writeResults(w, results(created(opCreate, objStorPool, "Storage pool '%s' created.", in.StoragePoolName,
-		map[string]string{"Node": node, "StorPool": in.StoragePoolName}), reply, opCreate, objStorPool))
+	writeResults(w, results(success(opCreate, objStorPool, fmt.Sprintf("Storage pool '%s' created.", in.StoragePoolName), map[string]string{"Node": node, "StorPool": in.StoragePoolName}), reply, opCreate, objStorPool))
 }
 
 // deleteStoragePool maps to sp.delete (refused, FAIL_IN_USE, while disks are on it).
@@ -160,5 +160,5 @@ func (a *API) deleteStoragePool(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opDelete, objStorPool, err)
 		return
 	}
-	writeResults(w, results(created(opDelete, objStorPool, "Storage pool '%s' deleted.", pool, map[string]string{"Node": node, "StorPool": pool}), reply, opDelete, objStorPool))
+	writeResults(w, results(success(opDelete, objStorPool, fmt.Sprintf("Storage pool '%s' deleted.", pool), map[string]string{"Node": node, "StorPool": pool}), reply, opDelete, objStorPool))
 }

@@ -2,6 +2,7 @@ package linstor
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -21,7 +22,7 @@ const (
 )
 
 func TestRetCodesAsLINSTORSerialisesThem(t *testing.T) {
-	assert.Equal(t, wantNodeCreated, created(opCreate, objNode, "New node '%s' registered.", "n1", nil).RetCode)
+	assert.Equal(t, wantNodeCreated, success(opCreate, objNode, fmt.Sprintf("New node '%s' registered.", "n1"), nil).RetCode)
 	assert.Equal(t, wantNodeExists, fromError(opCreate, objNode, cairn.Errorf(cairn.CodeAlreadyExists, "x").About(cairn.ObjNode)).RetCode)
 	assert.Equal(t, wantRscDfnNotFound, fromError(opDelete, objRscDfn, cairn.Errorf(cairn.CodeNotFound, "x").About(cairn.ObjResourceDefinition)).RetCode)
 	b, err := json.Marshal(rc(maskError, 0, 0, codeImplError, "m"))
@@ -67,12 +68,12 @@ func TestFromErrorMapsEveryCairnCode(t *testing.T) {
 }
 
 func TestStatusOfResults(t *testing.T) {
-	assert.Equal(t, http.StatusCreated, statusOf([]ApiCallRc{created(opCreate, objRsc, "%s", "r", nil)}))
-	assert.Equal(t, http.StatusOK, statusOf([]ApiCallRc{created(opDelete, objRsc, "%s", "r", nil)}))
+	assert.Equal(t, http.StatusCreated, statusOf([]ApiCallRc{success(opCreate, objRsc, "r", nil)}))
+	assert.Equal(t, http.StatusOK, statusOf([]ApiCallRc{success(opDelete, objRsc, "r", nil)}))
 	assert.Equal(t, http.StatusOK, statusOf([]ApiCallRc{rc(maskWarn, opDelete, objRsc, codeWarnNotFound, "w")}))
 	assert.Equal(t, http.StatusNotImplemented, statusOf([]ApiCallRc{rc(maskError, 0, 0, codeImplError, "x")}))
 	// The first error decides, whatever succeeded before it.
-	assert.Equal(t, http.StatusNotFound, statusOf([]ApiCallRc{created(opCreate, objRsc, "%s", "r", nil),
+	assert.Equal(t, http.StatusNotFound, statusOf([]ApiCallRc{success(opCreate, objRsc, "r", nil),
 		fromError(opCreate, objRsc, cairn.Errorf(cairn.CodeNotFound, "x"))}))
 }
 
