@@ -28,6 +28,10 @@ import (
 type Authenticator struct {
 	DB  *projections.DB
 	Log zerolog.Logger
+	// Ready says whether this serve sees the stream (views caught up, projector running,
+	// NATS connected); while it does not, it could miss a revocation, so it answers 503
+	// to every request but the probes. nil: always.
+	Ready func() error
 	// FailureRate and FailureBurst bound failed sign-ins per client address (default 1
 	// per second, burst 10); beyond them the address gets 429 until the budget refills.
 	FailureRate  rate.Limit
@@ -80,6 +84,13 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 		if need == "" {
 			next.ServeHTTP(w, r)
 			return
+		}
+		if a.Ready != nil {
+			if err := a.Ready(); err != nil {
+				refuse(w, r, http.StatusServiceUnavailable, cairn.Errorf(cairn.CodeUnavailable,
+					"this serve does not see the event stream (%v), so it could miss a token's revocation: try another serve", err))
+				return
+			}
 		}
 		addr := clientAddr(r)
 		if a.limiter(addr).Tokens() < 1 {

@@ -296,7 +296,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready,
 			Leader: func() any { return s.Lease.Info() }, Refusals: s.Admission.RecentRefusals}
 		if cfg.HTTPAuth {
-			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger()}
+			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger(), Ready: s.ready}
 		}
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {

@@ -236,4 +236,15 @@ func TestTokenRevocationReachesEveryServe(t *testing.T) {
 	assert.Equal(t, 401, get(a), "the serve that answered the revoke refuses at once")
 	require.Eventually(t, func() bool { return get(b) == 401 }, time.Second, 10*time.Millisecond, "serve b still accepts a revoked token after 1 s")
 	t.Logf("serve b refused the revoked token %s after the revoke was answered", time.Since(revoked).Round(time.Millisecond))
+
+	// A serve that no longer sees the stream could miss the next revocation: it refuses
+	// every authenticated request (503) until it sees the stream again; probes stay open.
+	out, errb, code = runAll(t, "auth", "token", "create", "ops", "--role", "viewer", "--nats", a.natsURL())
+	require.Equal(t, 0, code, errb)
+	token = strings.TrimSpace(out)
+	require.Eventually(t, func() bool { return get(b) == 200 }, 10*time.Second, 20*time.Millisecond)
+	a.kill9()
+	require.Eventually(t, func() bool { return get(b) == 503 }, 10*time.Second, 20*time.Millisecond, "serve b kept vouching for tokens without the stream")
+	status, _ := httpJSON(t, "GET", b.url("/healthz"), "")
+	assert.Equal(t, 200, status)
 }

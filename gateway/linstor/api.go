@@ -302,10 +302,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // WriteAuthError answers a refused sign-in as LINSTOR does: 401 with
 // FAIL_SIGN_IN_MISSING_CREDENTIALS (no credentials sent) or FAIL_SIGN_IN, 403 with
-// FAIL_ACC_DENIED_COMMAND, 429 with FAIL_SIGN_IN.
+// FAIL_ACC_DENIED_COMMAND, 429 with FAIL_SIGN_IN, 503 (a serve that cannot vouch for
+// tokens) with FAIL_UNKNOWN_ERROR.
 func WriteAuthError(w http.ResponseWriter, status int, missing bool, message string) {
 	code := codeSignIn
 	switch {
+	case status == http.StatusServiceUnavailable:
+		code = codeUnknownError
 	case status == http.StatusForbidden:
 		code = codeAccDenied
 	case status == http.StatusUnauthorized && missing:
