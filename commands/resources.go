@@ -152,7 +152,8 @@ func newResourcePlan(v *projections.View, names events.Names, opts Options, d De
 			return nil, err
 		}
 		for _, sp := range pools {
-			c.Pools = append(c.Pools, replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB()})
+			c.Pools = append(c.Pools, replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB(),
+				NoCapacity: sp.CapacityKiB == 0})
 		}
 		p.cands = append(p.cands, c)
 	}
@@ -271,6 +272,11 @@ func (p *resourcePlan) pickPool(node, named string) (replicas.StoragePool, error
 		if sp.FreeKiB > best.FreeKiB {
 			best = sp
 		}
+	}
+	if best.FreeKiB < need && best.NoCapacity {
+		return replicas.StoragePool{}, cairn.Errorf(cairn.CodePreconditionFailed,
+			"storage pool %s on node %s has no capacity yet: give it one with sp.modify", best.Name, node).
+			WithDetails(map[string]any{"node": node, "storage_pool": best.Name, "free_kib": 0, "needed_kib": need})
 	}
 	if best.FreeKiB < need {
 		return replicas.StoragePool{}, cairn.Errorf(cairn.CodePreconditionFailed,
@@ -758,6 +764,17 @@ func resourceHandlers(opts Options) []Handler {
 			}
 			return d, nil
 		}},
+		{Verb: "sp.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			// The whole stream: a replica.add taking room in the pool must make this
+			// decision again, and this one makes theirs again.
+			var c events.StoragePoolModified
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := decideStoragePoolModify(v, c)
+			return d.with(names.Event("node", c.Node), ev, warnings), err
+		}},
 		{Verb: "sp.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			// The whole stream: a replica.add placing a disk on the pool anywhere in
 			// the stream must make this decision again.
@@ -920,6 +937,27 @@ func resourceHandlers(opts Options) []Handler {
 			func(c any) string { return c.(*ResourceActivate).Resource },
 			func(p *resourcePlan, c any) error { return p.activate(*c.(*ResourceActivate), false) }),
 	}
+}
+
+// decideStoragePoolModify gives a pool its capacity. Refuses not_found (node, pool) and
+// precondition_failed below what replicas already take; the capacity it has is a no-op
+// with a warning.
+func decideStoragePoolModify(v *projections.View, c events.StoragePoolModified) (*events.StoragePoolModified, []string, error) {
+	sp, ok, err := v.StoragePool(c.Node, c.Name)
+	if err != nil || !ok {
+		if err == nil {
+			err = cairn.Errorf(cairn.CodeNotFound, "node %s has no storage pool %s", c.Node, c.Name).About(cairn.ObjStoragePool)
+		}
+		return nil, nil, err
+	}
+	if c.CapacityKiB < sp.AllocatedKiB {
+		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "storage pool %s on node %s: replicas take %d KiB, more than %d KiB",
+			c.Name, c.Node, sp.AllocatedKiB, c.CapacityKiB).WithDetails(map[string]any{"allocated_kib": sp.AllocatedKiB, "in_use": true})
+	}
+	if c.CapacityKiB == sp.CapacityKiB {
+		return nil, []string{fmt.Sprintf("storage pool %s on node %s already has %d KiB; nothing changed", c.Name, c.Node, c.CapacityKiB)}, nil
+	}
+	return &c, nil, nil
 }
 
 // decideStoragePoolDelete removes a storage pool no disk uses. Refuses not_found

@@ -549,3 +549,30 @@ func TestStoragePoolAndGroupDelete(t *testing.T) {
 	must(t, s, "rg.delete", `{"name":"rg2"}`)
 	must(t, s, "rg.create", `{"name":"rg2","place_count":3}`)
 }
+
+// A pool created without its capacity takes nothing until sp.modify gives one; the
+// refusals say so, and sp.modify never goes below what replicas take.
+func TestStoragePoolCapacityGivenLater(t *testing.T) {
+	s := servertest.Start(t)
+	must(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= 3; i++ {
+		must(t, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d"}`, i, i, i))
+		must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin"}`, i))
+	}
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	refused(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`, cairn.CodePreconditionFailed, "has no capacity yet (sp.modify gives it one)")
+	must(t, s, "rd.create", `{"name":"r1","resource_group":"rg2"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	refused(t, s, "replica.add", `{"resource":"r1","node":"n1"}`, cairn.CodePreconditionFailed, "has no capacity yet: give it one with sp.modify")
+
+	r := must(t, s, "sp.modify", `{"node":"n1","name":"thin","capacity_kib":10485760}`)
+	assert.Equal(t, "sp.modified", r.Events[0].Type)
+	must(t, s, "sp.modify", `{"node":"n2","name":"thin","capacity_kib":10485760}`)
+	must(t, s, "replica.add", `{"resource":"r1"}`)
+	assert.Equal(t, "n1:disk n2:disk n3:tb", layout(definition(t, s, "r1")))
+	refused(t, s, "sp.modify", `{"node":"n1","name":"thin","capacity_kib":4096}`, cairn.CodePreconditionFailed, "replicas take 8192 KiB")
+	r = must(t, s, "sp.modify", `{"node":"n1","name":"thin","capacity_kib":10485760}`)
+	assert.Empty(t, r.Events)
+	assert.Contains(t, r.Warnings[0], "nothing changed")
+	refused(t, s, "sp.modify", `{"node":"n9","name":"thin","capacity_kib":10485760}`, cairn.CodeNotFound, "no storage pool")
+}

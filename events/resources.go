@@ -14,8 +14,17 @@ type StoragePoolCreated struct {
 	Name        string        `json:"name"`
 	Provider    drbd.Provider `json:"provider"`
 	Pool        string        `json:"pool"`
-	CapacityKiB uint64        `json:"capacity_kib"`
+	CapacityKiB uint64        `json:"capacity_kib,omitempty"` // 0: not given yet
 }
+
+// StoragePoolModified: a storage pool's capacity as the operator gives it.
+type StoragePoolModified struct {
+	Node        string `json:"node"`
+	Name        string `json:"name"`
+	CapacityKiB uint64 `json:"capacity_kib"`
+}
+
+func (*StoragePoolModified) EventType() string { return "sp.modified" }
 
 // ResourceGroupCreated: a template for resource definitions and their placement.
 type ResourceGroupCreated struct {
@@ -148,8 +157,12 @@ func (*ResourceDeactivated) EventType() string       { return "resource.deactiva
 
 func init() {
 	for _, t := range []Type{
-		{Name: "sp.created", Version: 1, New: func() Payload { return new(StoragePoolCreated) }},
+		// v2: capacity_kib may be absent (not given yet: nothing is placed on the pool
+		// until sp.modify gives one); v1 always had it.
+		{Name: "sp.created", Version: 2, New: func() Payload { return new(StoragePoolCreated) },
+			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},
 		{Name: "rg.created", Version: 1, New: func() Payload { return new(ResourceGroupCreated) }},
+		{Name: "sp.modified", Version: 1, New: func() Payload { return new(StoragePoolModified) }},
 		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},
 		{Name: "rd.options-changed", Version: 1, New: func() Payload { return new(ResourceOptionsChanged) }},

@@ -208,6 +208,13 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.ResourceGroupDeleted:
 		t.del(rgKey(d.Name))
 		return true, nil
+	case *events.StoragePoolModified:
+		var sp StoragePool
+		if ok, err := getJSON(t, spKey(d.Node, d.Name), &sp); err != nil || !ok {
+			return true, err
+		}
+		sp.CapacityKiB = d.CapacityKiB
+		return true, t.put(spKey(d.Node, d.Name), sp)
 	case *events.StoragePoolDeleted:
 		var names []string
 		if _, err := getJSON(t, spNamesKey(d.Node), &names); err != nil {

@@ -161,11 +161,17 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(404, "PUT", "/v1/nodes/ghost", `{"override_props":{"Aux/x":"1"}}`)
 	assert.Equal(t, retCode(lsError, lsModify, lsNode, 300), rc[0].RetCode)
 
-	// Storage pools: the capacity travels as Cairn/CapacityKiB; without it, a clear error.
-	rc = l.rcs(500, "POST", "/v1/nodes/n1/storage-pools", `{"storage_pool_name":"thin","provider_kind":"LVM_THIN","props":{"StorDriver/StorPoolName":"vg0/thin"}}`)
-	assert.Equal(t, retCode(lsError, lsCreate, lsStorPl, 600), rc[0].RetCode, "FAIL_MISSING_PROPS")
-	assert.Contains(t, rc[0].Correction, "Cairn/CapacityKiB")
-	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+	// Storage pools: the capacity travels as Cairn/CapacityKiB; without it the pool
+	// takes nothing until set-property gives one (sp.modify), and a warning says so.
+	rc = l.rcs(201, "POST", "/v1/nodes/n1/storage-pools", `{"storage_pool_name":"thin","provider_kind":"LVM_THIN","props":{"StorDriver/StorPoolName":"vg0/thin"}}`)
+	require.Len(t, rc, 2)
+	assert.Equal(t, retCode(lsWarn, lsCreate, lsStorPl, 3001), rc[1].RetCode)
+	assert.Contains(t, rc[1].Correction, "Cairn/CapacityKiB")
+	rc = l.rcs(200, "PUT", "/v1/nodes/n1/storage-pools/thin", `{"override_props":{"Cairn/CapacityKiB":"104857600"}}`)
+	assert.Equal(t, retCode(lsModify, lsStorPl, lsMod), rc[0].RetCode)
+	rc = l.rcs(500, "PUT", "/v1/nodes/n1/storage-pools/thin", `{"override_props":{"StorDriver/StorPoolName":"vg1/thin"}}`)
+	assert.Equal(t, retCode(lsError, lsModify, lsStorPl, 213), rc[0].RetCode, "FAIL_INVLD_PROP")
+	for _, n := range []string{"n2", "n3", "n4"} {
 		rc = l.rcs(201, "POST", "/v1/nodes/"+n+"/storage-pools", `{"storage_pool_name":"thin","provider_kind":"LVM_THIN","props":{"StorDriver/StorPoolName":"vg0/thin","Cairn/CapacityKiB":"104857600"}}`)
 		assert.Equal(t, retCode(lsCreate, lsStorPl, lsCreated), rc[0].RetCode)
 	}
@@ -396,6 +402,8 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, retCode(lsError, lsCreate, lsRscDfn, 301), rc[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
 
 	// Deletes of what is in use say so (FAIL_IN_USE); unused, they go.
+	rc = l.rcs(500, "PUT", "/v1/nodes/"+rs[0].Node+"/storage-pools/thin", `{"override_props":{"Cairn/CapacityKiB":"4096"}}`)
+	assert.Equal(t, retCode(lsError, lsModify, lsStorPl, 997), rc[0].RetCode, "FAIL_IN_USE: below what replicas take: %s", rc[0].Message)
 	rc = l.rcs(500, "DELETE", "/v1/nodes/"+rs[0].Node+"/storage-pools/thin", "")
 	assert.Equal(t, retCode(lsError, lsDelete, lsStorPl, 997), rc[0].RetCode, "FAIL_IN_USE: %s", rc[0].Message)
 	rc = l.rcs(500, "DELETE", "/v1/resource-groups/rg2", "")

@@ -26,6 +26,9 @@ type StoragePool struct {
 	Provider drbd.Provider `json:"provider"`
 	Pool     string        `json:"pool"`
 	FreeKiB  uint64        `json:"free_kib"`
+	// NoCapacity: the operator has not given the pool's capacity yet (sp.modify), so
+	// nothing is placed on it.
+	NoCapacity bool `json:"no_capacity,omitempty"`
 }
 
 // Candidate is a node placement may choose.
@@ -188,9 +191,13 @@ func disqualify(rules Rules, needKiB uint64, members []Member, holding map[strin
 		return strings.TrimSpace("no storage pool " + describePool(rules))
 	}
 	if bestPool(rules, needKiB, c.Pools).Name == "" {
-		most := uint64(0)
+		most, unknown := uint64(0), true
 		for _, p := range matching {
 			most = max(most, p.FreeKiB)
+			unknown = unknown && p.NoCapacity
+		}
+		if unknown {
+			return fmt.Sprintf("%s has no capacity yet (sp.modify gives it one)", strings.TrimSpace("storage pool "+describePool(rules)))
 		}
 		return fmt.Sprintf("only %d KiB free in %s (needs %d)", most, strings.TrimSpace("storage pool "+describePool(rules)), needKiB)
 	}

@@ -66,6 +66,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/nodes/{node}/storage-pools", a.nodeStoragePools)
 	mux.HandleFunc("GET /v1/nodes/{node}/storage-pools/{pool}", a.getStoragePool)
 	mux.HandleFunc("POST /v1/nodes/{node}/storage-pools", a.createStoragePool)
+	mux.HandleFunc("PUT /v1/nodes/{node}/storage-pools/{pool}", a.modifyStoragePool)
 	mux.HandleFunc("DELETE /v1/nodes/{node}/storage-pools/{pool}", a.deleteStoragePool)
 
 	mux.HandleFunc("GET /v1/resource-groups", a.listResourceGroups)

@@ -47,11 +47,15 @@ func providerOf(kind string) (drbd.Provider, bool) {
 }
 
 func storagePoolOf(sp projections.StoragePool) StoragePool {
-	return StoragePool{StoragePoolName: sp.Name, NodeName: sp.Node, ProviderKind: providerKinds[sp.Provider],
-		Props:        map[string]string{propStorPoolName: sp.Pool, propCapacityKiB: strconv.FormatUint(sp.CapacityKiB, 10)},
+	out := StoragePool{StoragePoolName: sp.Name, NodeName: sp.Node, ProviderKind: providerKinds[sp.Provider],
+		Props:        map[string]string{propStorPoolName: sp.Pool},
 		FreeCapacity: int64(sp.FreeKiB()), TotalCapacity: int64(sp.CapacityKiB),
 		// Cairn takes no snapshots of DRBD resources yet.
 		FreeSpaceMgrName: sp.Node + ";" + sp.Name, SupportsSnapshots: false}
+	if sp.CapacityKiB > 0 {
+		out.Props[propCapacityKiB] = strconv.FormatUint(sp.CapacityKiB, 10)
+	}
+	return out
 }
 
 // poolsMatching lists storage pools passing the node and pool name filters, ordered
@@ -132,24 +136,75 @@ func (a *API) createStoragePool(w http.ResponseWriter, r *http.Request) {
 	}
 	cmd := map[string]any{"node": node, "name": in.StoragePoolName, "provider": provider, "pool": pool}
 	capacity, set := in.Props[propCapacityKiB]
-	if !set {
-		e := rc(maskError, opCreate, objStorPool, codeMissingProps, "storage pool "+in.StoragePoolName+" needs its capacity: Cairn places replicas by capacity, and its agents do not report it yet")
-		e.Correction = "set property " + propCapacityKiB + " (KiB) in the request, or create the pool with: cairn cmd sp.create '{\"node\":\"" + node + "\",\"name\":\"" + in.StoragePoolName + "\",\"provider\":\"" + string(provider) + "\",\"pool\":\"" + pool + "\",\"capacity_kib\":N}'"
-		writeResults(w, []ApiCallRc{e})
-		return
+	if set {
+		n, err := capacityOf(capacity)
+		if err != nil {
+			writeFailure(w, opCreate, objStorPool, err)
+			return
+		}
+		cmd["capacity_kib"] = n
 	}
-	n, err := strconv.ParseUint(capacity, 10, 64)
-	if err != nil {
-		writeFailure(w, opCreate, objStorPool, cairn.InvalidField("capacity_kib", "%s must be a number of KiB, got %q", propCapacityKiB, capacity))
-		return
-	}
-	cmd["capacity_kib"] = n
 	reply, err := a.command(r, "sp.create", cmd)
 	if err != nil {
 		writeFailure(w, opCreate, objStorPool, err)
 		return
 	}
-	writeResults(w, results(success(opCreate, objStorPool, fmt.Sprintf("Storage pool '%s' created.", in.StoragePoolName), map[string]string{"Node": node, "StorPool": in.StoragePoolName}), reply, opCreate, objStorPool))
+	out := results(success(opCreate, objStorPool, fmt.Sprintf("Storage pool '%s' created.", in.StoragePoolName), map[string]string{"Node": node, "StorPool": in.StoragePoolName}), reply, opCreate, objStorPool)
+	if !set {
+		e := rc(maskWarn, opCreate, objStorPool, codeNoEffect, "storage pool "+in.StoragePoolName+" on node "+node+" has no capacity yet: Cairn places nothing on it until it has one (its agents do not report it yet)")
+		e.Correction = "linstor storage-pool set-property " + node + " " + in.StoragePoolName + " " + propCapacityKiB + " <KiB>"
+		out = append(out, e)
+	}
+	writeResults(w, out)
+}
+
+// capacityOf reads a Cairn/CapacityKiB value.
+func capacityOf(s string) (uint64, error) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, cairn.InvalidField("capacity_kib", "%s must be a number of KiB, got %q", propCapacityKiB, s)
+	}
+	return n, nil
+}
+
+// modifyStoragePool maps LINSTOR's pool modify: Cairn/CapacityKiB to sp.modify; a pool's
+// other properties are settled at creation.
+func (a *API) modifyStoragePool(w http.ResponseWriter, r *http.Request) {
+	node, pool := r.PathValue("node"), r.PathValue("pool")
+	var in struct {
+		OverrideProps map[string]string `json:"override_props"`
+		DeleteProps   []string          `json:"delete_props"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	for k := range in.OverrideProps {
+		if k != propCapacityKiB {
+			writeFailure(w, opModify, objStorPool, cairn.InvalidField("properties", "storage pool property %s is settled at creation; only %s changes", k, propCapacityKiB))
+			return
+		}
+	}
+	if len(in.DeleteProps) > 0 {
+		writeFailure(w, opModify, objStorPool, cairn.InvalidField("properties", "storage pool properties are not removed (%s)", strings.Join(in.DeleteProps, ", ")))
+		return
+	}
+	capacity, set := in.OverrideProps[propCapacityKiB]
+	if !set {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objStorPool, codeNoEffect, "nothing to change on storage pool "+pool)})
+		return
+	}
+	n, err := capacityOf(capacity)
+	if err != nil {
+		writeFailure(w, opModify, objStorPool, err)
+		return
+	}
+	reply, err := a.command(r, "sp.modify", map[string]any{"node": node, "name": pool, "capacity_kib": n})
+	if err != nil {
+		writeFailure(w, opModify, objStorPool, err)
+		return
+	}
+	writeResults(w, results(success(opModify, objStorPool, fmt.Sprintf("Storage pool '%s' on node %s modified.", pool, node),
+		map[string]string{"Node": node, "StorPool": pool}), reply, opModify, objStorPool))
 }
 
 // deleteStoragePool maps to sp.delete (refused, FAIL_IN_USE, while disks are on it).
