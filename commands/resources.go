@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/cairn-io/cairn"
@@ -192,13 +193,35 @@ func (p *resourcePlan) loadGroup(name string) error {
 // it and its port is free again. Refuses precondition_failed naming the nodes that
 // still hold replicas (remove them first, which tears them down on the nodes).
 func (p *resourcePlan) deleteDefinition() error {
-	if n := len(p.rd.Replicas); n > 0 {
-		nodes := make([]string, 0, n)
-		for _, r := range p.rd.Replicas {
-			nodes = append(nodes, r.Node)
+	observed, err := p.v.ResourceStatus(p.rd.Name)
+	if err != nil {
+		return err
+	}
+	var primaries []string
+	for node, st := range observed {
+		if _, has := p.rd.Replica(node); has && st.Role == "Primary" {
+			primaries = append(primaries, node)
 		}
-		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s still has %d replica(s), on %s; remove them first with replica.remove",
-			p.rd.Name, n, strings.Join(nodes, ", ")).WithDetails(map[string]any{"nodes": nodes})
+	}
+	if len(primaries) > 0 {
+		slices.Sort(primaries)
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is in use (Primary on %s); stop what uses it first",
+			p.rd.Name, strings.Join(primaries, ", ")).WithDetails(map[string]any{"nodes": primaries})
+	}
+	// Its replicas go with it, in the same append: diskless ones first, then the disks.
+	var nodes []string
+	for _, diskless := range []bool{true, false} {
+		for _, r := range slices.Clone(p.rd.Replicas) {
+			if r.Diskless == diskless {
+				nodes = append(nodes, r.Node)
+				if err := p.removeReplica(r.Node, "definition deleted"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if len(nodes) > 0 {
+		p.warn("resource definition %s was deleted with its %d replica(s), on %s (torn down there)", p.rd.Name, len(nodes), strings.Join(nodes, ", "))
 	}
 	p.emit(&events.ResourceDefinitionDeleted{Name: p.rd.Name, Port: p.rd.Port, Volumes: len(p.rd.Volumes)})
 	return nil

@@ -1,11 +1,14 @@
 package commands_test
 
 import (
+	"context"
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands"
@@ -345,41 +348,65 @@ func TestModifyIsAPatch(t *testing.T) {
 	refused(t, s, "rd.modify", `{"name":"ghost","unset":["protocol"]}`, cairn.CodeNotFound, "ghost")
 }
 
-// TestDeleteDefinition: rd.delete takes a definition without replicas away with its
-// volumes and frees its port; one that still has replicas is refused with the nodes
-// named; the name can be used again.
+// TestDeleteDefinition: rd.delete takes a definition away with its replicas (diskless
+// first, then the disks, in one atomic append, as LINSTOR does), its volumes and its
+// port; one in use (Primary on a node, as its agent reports) is refused naming the node;
+// the name can be used again.
 func TestDeleteDefinition(t *testing.T) {
 	s := servertest.Start(t)
 	drbdCluster(t, s, 3, 1<<30)
 	must(t, s, "rg.create", `{"name":"rg","place_count":2}`)
 	must(t, s, "rg.spawn", `{"resource_group":"rg","name":"r1","size_kib":[4096]}`)
 	port := definition(t, s, "r1").Port
-	nodes := strings.Fields(layout(definition(t, s, "r1")))
-	require.Len(t, nodes, 3, "two disks and a tiebreaker")
-
-	refused(t, s, "rd.delete", `{"name":"r1"}`, cairn.CodePreconditionFailed, "still has 3 replica(s)")
+	rd := definition(t, s, "r1")
+	require.Len(t, rd.Replicas, 3, "two disks and a tiebreaker")
 	refused(t, s, "rd.delete", `{"name":"ghost"}`, cairn.CodeNotFound, "ghost")
 	refused(t, s, "rd.delete", `{"name":"r1","force":true}`, cairn.CodeInvalidArgument, "force")
-	// Remove the disks (the tiebreaker goes by itself when it is no longer needed).
-	for rd := definition(t, s, "r1"); len(rd.Replicas) > 0; rd = definition(t, s, "r1") {
-		node := rd.Replicas[0].Node
-		for _, rep := range rd.Replicas {
-			if !rep.Tiebreaker {
-				node = rep.Node
-				break
-			}
+
+	// An agent reports r1 Primary on a disk's node: in use, refused.
+	var disk string
+	for _, r := range rd.Replicas {
+		if !r.Diskless {
+			disk = r.Node
 		}
-		must(t, s, "replica.remove", fmt.Sprintf(`{"resource":"r1","node":%q}`, node))
 	}
+	nc := servertest.Client(t, s)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	report := func(role string) {
+		body := fmt.Sprintf(`{"resource":"r1","node":%q,"at":"2026-12-02T00:00:00Z","revision":1,"phase":"applied","role":%q}`, disk, role)
+		_, err := js.Publish(context.Background(), "cairn.status."+disk+".drbd.r1", []byte(body))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			v, err := s.DB.Read()
+			require.NoError(t, err)
+			defer v.Close()
+			st, err := v.ResourceStatus("r1")
+			require.NoError(t, err)
+			return st[disk].Role == role
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	report("Primary")
+	refused(t, s, "rd.delete", `{"name":"r1"}`, cairn.CodePreconditionFailed, "in use (Primary on "+disk+")")
+	report("Secondary")
 
 	r := must(t, s, "rd.delete", `{"name":"r1"}`)
-	require.Len(t, r.Events, 1)
-	assert.Equal(t, "rd.deleted", r.Events[0].Type)
+	var types []string
+	for _, e := range r.Events {
+		types = append(types, e.Type)
+	}
+	assert.Equal(t, []string{"replica.removed", "replica.removed", "replica.removed", "rd.deleted"}, types)
+	assert.Contains(t, r.Warnings[0], "deleted with its 3 replica(s)")
 	v, err := s.DB.Read()
 	require.NoError(t, err)
 	_, ok, err := v.ResourceDefinition("r1")
-	v.Close()
 	require.NoError(t, err)
+	for _, rep := range rd.Replicas {
+		held, err := v.NodeResources(rep.Node)
+		require.NoError(t, err)
+		assert.NotContains(t, held, "r1", "%s no longer holds r1", rep.Node)
+	}
+	v.Close()
 	assert.False(t, ok, "the definition is gone")
 	refused(t, s, "rd.delete", `{"name":"r1"}`, cairn.CodeNotFound, "r1")
 

@@ -418,7 +418,10 @@ func TestLinstorAPIContract(t *testing.T) {
 
 	// Deleting a definition removes its resources first, as LINSTOR does.
 	rc = l.rcs(200, "DELETE", "/v1/resource-definitions/r1", "")
-	assert.Equal(t, retCode(lsDelete, lsRscDfn, lsDeleted), rc[len(rc)-1].RetCode, "%+v", rc)
+	assert.Equal(t, retCode(lsDelete, lsRscDfn, lsDeleted), rc[0].RetCode, "%+v", rc)
+	require.Len(t, rc, 2, "%+v", rc)
+	assert.Equal(t, retCode(lsInfo, lsDelete, lsRscDfn), rc[1].RetCode)
+	assert.Contains(t, rc[1].Message, "deleted with its 3 replica(s)")
 	rc = l.rcs(404, "GET", "/v1/resource-definitions/r1", "")
 	assert.Equal(t, retCode(lsError, lsRscDfn, 301), rc[0].RetCode)
 	rc = l.rcs(404, "DELETE", "/v1/resource-definitions/r1", "")

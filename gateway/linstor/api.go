@@ -146,17 +146,22 @@ func (a *API) command(r *http.Request, verb string, body any) (commands.Reply, e
 	return reply, nil
 }
 
-// results answers an accepted command: the success entry, then its warnings. A command
-// that appended nothing (Cairn kept the state as it was, e.g. a tiebreaker that stays)
-// answers its warnings alone, without a success entry that would claim a change.
-func results(success ApiCallRc, reply commands.Reply, op, obj uint64) []ApiCallRc {
+// results answers an accepted command: the success entry, then what Cairn said about it
+// as INFO entries. A command that appended nothing (Cairn kept the state as it was,
+// e.g. a tiebreaker that stays) answers its warnings alone, as WARN_NO_EFFECT, without
+// a success entry that would claim a change.
+func results(ok ApiCallRc, reply commands.Reply, op, obj uint64) []ApiCallRc {
+	changed := len(reply.Events) > 0 || len(reply.Warnings) == 0
 	var out []ApiCallRc
-	if len(reply.Events) > 0 || len(reply.Warnings) == 0 {
-		out = append(out, success)
+	if changed {
+		out = append(out, ok)
 	}
 	for _, w := range reply.Warnings {
 		e := rc(maskWarn, op, obj, codeNoEffect, w)
-		e.ObjRefs = success.ObjRefs
+		if changed {
+			e = rc(maskInfo, op, obj, 0, w)
+		}
+		e.ObjRefs = ok.ObjRefs
 		out = append(out, e)
 	}
 	return out

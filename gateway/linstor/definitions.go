@@ -175,50 +175,16 @@ func modifyCommand(name string, override map[string]string, remove []string) (ma
 	return cmd, nil
 }
 
-// deleteDefinition removes a definition as LINSTOR does, its resources first: diskless
-// replicas, then the disks (the tiebreaker goes by rule), one replica.remove each, then
-// rd.delete. A refusal stops there and says what was removed.
+// deleteDefinition maps to rd.delete, which takes the definition's resources with it
+// in the same atomic append (as LINSTOR does); in use (Primary somewhere) it is refused.
 func (a *API) deleteDefinition(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("rd")
-	var out []ApiCallRc
-	for range 64 {
-		rd, err := a.definitionNow(name)
-		if err != nil {
-			writeResults(w, append(out, fromError(opDelete, objRscDfn, err)))
-			return
-		}
-		if len(rd.Replicas) == 0 {
-			break
-		}
-		next := nextToRemove(rd.Replicas)
-		if _, err := a.command(r, "replica.remove", map[string]any{"resource": name, "node": next}); err != nil {
-			writeResults(w, append(out, fromError(opDelete, objRsc, err)))
-			return
-		}
-		out = append(out, success(opDelete, objRsc, fmt.Sprintf("Resource '%s' on node %s deleted.", name, next), map[string]string{"RscDfn": name, "Node": next}))
-	}
 	reply, err := a.command(r, "rd.delete", map[string]any{"name": name})
 	if err != nil {
-		writeResults(w, append(out, fromError(opDelete, objRscDfn, err)))
+		writeFailure(w, opDelete, objRscDfn, err)
 		return
 	}
-	writeResults(w, append(out, results(success(opDelete, objRscDfn, fmt.Sprintf("Resource definition '%s' deleted.", name), map[string]string{"RscDfn": name}), reply, opDelete, objRscDfn)...))
-}
-
-// nextToRemove picks the replica a definition delete removes next: a diskless one that
-// is no tiebreaker, else a disk, else the tiebreaker.
-func nextToRemove(reps []projections.Replica) string {
-	for _, rep := range reps {
-		if rep.Diskless && !rep.Tiebreaker {
-			return rep.Node
-		}
-	}
-	for _, rep := range reps {
-		if !rep.Diskless {
-			return rep.Node
-		}
-	}
-	return reps[0].Node
+	writeResults(w, results(success(opDelete, objRscDfn, fmt.Sprintf("Resource definition '%s' deleted.", name), map[string]string{"RscDfn": name}), reply, opDelete, objRscDfn))
 }
 
 func (a *API) listVolumeDefinitions(w http.ResponseWriter, r *http.Request) {
