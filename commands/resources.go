@@ -38,9 +38,16 @@ type (
 	}
 	// ResourceGroupModify is the body of rg.modify.
 	ResourceGroupModify struct {
-		Name            string            `json:"name"`
-		Properties      map[string]string `json:"properties,omitempty"`
-		UnsetProperties []string          `json:"unset_properties,omitempty"`
+		Name                string            `json:"name"`
+		PlaceCount          int               `json:"place_count,omitempty"`
+		StoragePool         *string           `json:"storage_pool,omitempty"`
+		Provider            *drbd.Provider    `json:"provider,omitempty"`
+		ReplicasOnSame      *[]string         `json:"replicas_on_same,omitempty"`
+		ReplicasOnDifferent *[]string         `json:"replicas_on_different,omitempty"`
+		DRBDOptions         drbd.Options      `json:"drbd_options"`
+		Unset               []string          `json:"unset,omitempty"`
+		Properties          map[string]string `json:"properties,omitempty"`
+		UnsetProperties     []string          `json:"unset_properties,omitempty"`
 	}
 	// ResourceGroupSpawn is the body of rg.spawn: size_kib is one size or one per volume.
 	ResourceGroupSpawn struct {
@@ -850,8 +857,22 @@ func resourceHandlers(opts Options) []Handler {
 				}
 				return d, err
 			}
-			ev, warnings, err := decidePropertiesPatch(c.Name, "resource group", g.Properties, c.Properties, c.UnsetProperties)
-			return d.with(subject, (*events.GroupPropertiesChanged)(ev), warnings), err
+			mod, warnings, err := DecideGroupModify(g, c)
+			if err != nil {
+				return d, err
+			}
+			d = d.with(subject, mod, nil)
+			if len(c.Properties) > 0 || len(c.UnsetProperties) > 0 {
+				ev, w, err := decidePropertiesPatch(c.Name, "resource group", g.Properties, c.Properties, c.UnsetProperties)
+				if err != nil {
+					return d, err
+				}
+				d, warnings = d.with(subject, (*events.GroupPropertiesChanged)(ev), nil), append(warnings, w...)
+			}
+			if len(d.Events) > 0 {
+				warnings = nil
+			}
+			return d.with(subject, (*events.GroupPropertiesChanged)(nil), warnings), nil
 		}},
 		{Verb: "rd.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceDefinitionCreate
@@ -1038,22 +1059,91 @@ func decidePropertiesPatch(name, kind string, current, set map[string]string, un
 	return &events.PropertiesChanged{Name: name, Set: changed, Unset: removed}, nil, nil
 }
 
+// DecideGroupModify patches a group's placement (place count, pool, provider, the
+// replicas_on lists) and DRBD options; what it does not name keeps its value. Existing
+// definitions keep their replicas (the next autoplace uses the new placement), and their
+// nodes get the new options. Refuses invalid_argument for an option both set and unset
+// or an unknown unset name; nothing changed is nil and a warning (none when the patch
+// named no placement or option at all).
+func DecideGroupModify(g projections.ResourceGroup, c ResourceGroupModify) (*events.ResourceGroupModified, []string, error) {
+	ev := &events.ResourceGroupModified{Name: c.Name}
+	named := false
+	if c.PlaceCount != 0 {
+		named = true
+		if c.PlaceCount != g.PlaceCount {
+			ev.PlaceCount = c.PlaceCount
+		}
+	}
+	if c.StoragePool != nil {
+		named = true
+		if *c.StoragePool != g.StoragePool {
+			ev.StoragePool = c.StoragePool
+		}
+	}
+	if c.Provider != nil {
+		named = true
+		if *c.Provider != g.Provider {
+			ev.Provider = c.Provider
+		}
+	}
+	if c.ReplicasOnSame != nil {
+		named = true
+		if !slices.Equal(*c.ReplicasOnSame, g.ReplicasOnSame) {
+			ev.ReplicasOnSame = c.ReplicasOnSame
+		}
+	}
+	if c.ReplicasOnDifferent != nil {
+		named = true
+		if !slices.Equal(*c.ReplicasOnDifferent, g.ReplicasOnDifferent) {
+			ev.ReplicasOnDifferent = c.ReplicasOnDifferent
+		}
+	}
+	if !reflect.DeepEqual(c.DRBDOptions, drbd.Options{}) || len(c.Unset) > 0 {
+		named = true
+		changed, err := optionsPatch(g.DRBDOptions, c.DRBDOptions, c.Unset)
+		if err != nil {
+			return nil, nil, err
+		}
+		if changed {
+			ev.Set, ev.Unset = c.DRBDOptions, c.Unset
+		}
+	}
+	if reflect.DeepEqual(*ev, events.ResourceGroupModified{Name: c.Name}) {
+		if !named {
+			return nil, nil, nil
+		}
+		return nil, []string{fmt.Sprintf("resource group %s already has this placement and these options; nothing changed", c.Name)}, nil
+	}
+	return ev, nil, nil
+}
+
+// optionsPatch reports whether setting set and unsetting unset changes current.
+// Refuses invalid_argument (unset[i]) for an option both set and unset, or a name that
+// is no option.
+func optionsPatch(current, set drbd.Options, unset []string) (bool, error) {
+	next, err := drbd.Resolve(current, set).Without(unset)
+	if err != nil {
+		return false, err
+	}
+	both := drbd.Resolve(set)
+	for i, n := range unset {
+		if without, _ := both.Without([]string{n}); !reflect.DeepEqual(without, both) {
+			return false, cairn.InvalidField(fmt.Sprintf("unset[%d]", i), "%s is both set and unset", n)
+		}
+	}
+	return !reflect.DeepEqual(next, drbd.Resolve(current)), nil
+}
+
 // DecideResourceModify patches a definition's options: fields in c.DRBDOptions are set,
 // names in c.Unset inherit again, everything else keeps its value. Refuses
 // invalid_argument for an unknown unset name or a field both set and unset; a patch
 // that changes nothing is a no-op with a warning.
 func DecideResourceModify(current drbd.Options, c ResourceModify) (*events.ResourceOptionsChanged, []string, error) {
-	next, err := drbd.Resolve(current, c.DRBDOptions).Without(c.Unset)
+	changed, err := optionsPatch(current, c.DRBDOptions, c.Unset)
 	if err != nil {
 		return nil, nil, err
 	}
-	set := drbd.Resolve(c.DRBDOptions)
-	for i, n := range c.Unset {
-		if without, _ := set.Without([]string{n}); !reflect.DeepEqual(without, set) {
-			return nil, nil, cairn.InvalidField(fmt.Sprintf("unset[%d]", i), "%s is both set and unset", n)
-		}
-	}
-	if reflect.DeepEqual(next, drbd.Resolve(current)) {
+	if !changed {
 		return nil, []string{fmt.Sprintf("resource %s already has these options; nothing changed", c.Name)}, nil
 	}
 	return &events.ResourceOptionsChanged{Name: c.Name, Set: c.DRBDOptions, Unset: c.Unset}, nil, nil

@@ -2,7 +2,9 @@ package commands_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/nats-io/nats.go/jetstream"
 	"sort"
 	"strings"
@@ -602,4 +604,73 @@ func TestStoragePoolCapacityGivenLater(t *testing.T) {
 	assert.Empty(t, r.Events)
 	assert.Contains(t, r.Warnings[0], "nothing changed")
 	refused(t, s, "sp.modify", `{"node":"n9","name":"thin","capacity_kib":10485760}`, cairn.CodeNotFound, "no storage pool")
+}
+
+// rg.modify patches a group's placement and DRBD options: the next autoplace uses the
+// new placement, and every node holding a replica of one of the group's definitions gets
+// desired state with the new options (the dispatcher publishes it again).
+func TestGroupModify(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 4, 1<<30)
+	must(t, s, "rg.create", `{"name":"rg","place_count":2,"storage_pool":"thin"}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg","name":"r1","size_kib":4096}`)
+	must(t, s, "rd.create", `{"name":"loose"}`) // no group: not touched
+
+	r := must(t, s, "rg.modify", `{"name":"rg","place_count":3,"drbd_options":{"protocol":"A","extra":{"DrbdOptions/Net/ping-timeout":"11"}},"properties":{"Aux/tier":"1"}}`)
+	var types []string
+	for _, e := range r.Events {
+		types = append(types, e.Type)
+	}
+	assert.Equal(t, []string{"rg.modified", "rg.properties-changed"}, types)
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	g, _, err := v.ResourceGroup("rg")
+	require.NoError(t, err)
+	v.Close()
+	assert.Equal(t, 3, g.PlaceCount)
+	assert.Equal(t, "A", *g.DRBDOptions.Protocol)
+	assert.Equal(t, "thin", g.StoragePool, "what the patch does not name keeps its value")
+
+	// The nodes of r1 get the group's new options.
+	nc := servertest.Client(t, s)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	rd := definition(t, s, "r1")
+	for _, rep := range rd.Replicas {
+		require.Eventually(t, func() bool {
+			st, err := js.Stream(context.Background(), "CAIRN_NODES")
+			require.NoError(t, err)
+			m, err := st.GetLastMsgForSubject(context.Background(), "cairn.node."+rep.Node+".drbd.r1")
+			if err != nil {
+				return false
+			}
+			var d drbd.Desired
+			require.NoError(t, json.Unmarshal(m.Data, &d))
+			return d.Options.Protocol != nil && *d.Options.Protocol == "A" && d.Options.Extra["DrbdOptions/Net/ping-timeout"] == "11"
+		}, 10*time.Second, 20*time.Millisecond, "%s never got the group's new options", rep.Node)
+	}
+
+	// The next autoplace follows the new place count.
+	must(t, s, "replica.add", `{"resource":"r1"}`)
+	disks := 0
+	for _, rep := range definition(t, s, "r1").Replicas {
+		if !rep.Diskless {
+			disks++
+		}
+	}
+	assert.Equal(t, 3, disks)
+
+	r = must(t, s, "rg.modify", `{"name":"rg","place_count":3,"drbd_options":{"protocol":"A"}}`)
+	assert.Empty(t, r.Events)
+	assert.Contains(t, r.Warnings[0], "nothing changed")
+	refused(t, s, "rg.modify", `{"name":"rg","drbd_options":{"protocol":"C"},"unset":["protocol"]}`, cairn.CodeInvalidArgument, "both set and unset")
+	refused(t, s, "rg.modify", `{"name":"rg","unset":["bogus"]}`, cairn.CodeInvalidArgument, "bogus")
+	must(t, s, "rg.modify", `{"name":"rg","unset":["protocol"],"storage_pool":""}`)
+	v, err = s.DB.Read()
+	require.NoError(t, err)
+	g, _, err = v.ResourceGroup("rg")
+	require.NoError(t, err)
+	v.Close()
+	assert.Nil(t, g.DRBDOptions.Protocol)
+	assert.Empty(t, g.StoragePool)
 }

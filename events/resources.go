@@ -26,6 +26,22 @@ type StoragePoolModified struct {
 
 func (*StoragePoolModified) EventType() string { return "sp.modified" }
 
+// ResourceGroupModified: a patch of a group's placement and DRBD options; a field left
+// out keeps its value (the replicas_on lists are replaced when present). Existing
+// definitions keep their replicas; their nodes get the new options.
+type ResourceGroupModified struct {
+	Name                string         `json:"name"`
+	PlaceCount          int            `json:"place_count,omitempty"`
+	StoragePool         *string        `json:"storage_pool,omitempty"`
+	Provider            *drbd.Provider `json:"provider,omitempty"`
+	ReplicasOnSame      *[]string      `json:"replicas_on_same,omitempty"`
+	ReplicasOnDifferent *[]string      `json:"replicas_on_different,omitempty"`
+	Set                 drbd.Options   `json:"set,omitzero"`
+	Unset               []string       `json:"unset,omitempty"`
+}
+
+func (*ResourceGroupModified) EventType() string { return "rg.modified" }
+
 // ResourceGroupCreated: a template for resource definitions and their placement.
 type ResourceGroupCreated struct {
 	Name                string        `json:"name"`
@@ -163,6 +179,7 @@ func init() {
 			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},
 		{Name: "rg.created", Version: 1, New: func() Payload { return new(ResourceGroupCreated) }},
 		{Name: "sp.modified", Version: 1, New: func() Payload { return new(StoragePoolModified) }},
+		{Name: "rg.modified", Version: 1, New: func() Payload { return new(ResourceGroupModified) }},
 		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},
 		{Name: "rd.options-changed", Version: 1, New: func() Payload { return new(ResourceOptionsChanged) }},

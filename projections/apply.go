@@ -107,6 +107,35 @@ func (t *tx) Get(key []byte) ([]byte, error) {
 	return v, err
 }
 
+// keysWithPrefix lists the keys under prefix as this transaction sees them: committed,
+// and written (or deleted) in it, sorted.
+func (t *tx) keysWithPrefix(prefix string) ([]string, error) {
+	it, err := t.db.pdb.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd([]byte(prefix))})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for it.First(); it.Valid(); it.Next() {
+		seen[string(it.Key())] = true
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	for k, v := range t.dirty {
+		if strings.HasPrefix(k, prefix) {
+			seen[k] = v != nil
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k, live := range seen {
+		if live {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func (t *tx) put(key string, v any) error {
 	if a, ok := v.(jsonAppender); ok { // the hot views of node state changes
 		t.dirty[key] = a.appendJSON(nil)

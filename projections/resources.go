@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +113,58 @@ func (rd *ResourceDefinition) SizeKiB() uint64 {
 	return s
 }
 
+// modifyGroup applies a group patch; when its DRBD options change, every node holding a
+// replica of one of the group's definitions gets its desired state again (the outbox).
+func modifyGroup(t *tx, d *events.ResourceGroupModified, seq uint64) error {
+	var g ResourceGroup
+	if ok, err := getJSON(t, rgKey(d.Name), &g); err != nil || !ok {
+		return err
+	}
+	if d.PlaceCount != 0 {
+		g.PlaceCount = d.PlaceCount
+	}
+	if d.StoragePool != nil {
+		g.StoragePool = *d.StoragePool
+	}
+	if d.Provider != nil {
+		g.Provider = *d.Provider
+	}
+	if d.ReplicasOnSame != nil {
+		g.ReplicasOnSame = *d.ReplicasOnSame
+	}
+	if d.ReplicasOnDifferent != nil {
+		g.ReplicasOnDifferent = *d.ReplicasOnDifferent
+	}
+	optionsChanged := !reflect.DeepEqual(d.Set, drbd.Options{}) || len(d.Unset) > 0
+	if optionsChanged {
+		o, err := drbd.Resolve(g.DRBDOptions, d.Set).Without(d.Unset)
+		if err != nil {
+			return err
+		}
+		g.DRBDOptions = o
+	}
+	if err := t.put(rgKey(d.Name), g); err != nil {
+		return err
+	}
+	if !optionsChanged {
+		return nil
+	}
+	keys, err := t.keysWithPrefix(rgRDPrefix(d.Name))
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		var rd ResourceDefinition
+		if ok, err := getJSON(t, rdKey(strings.TrimPrefix(k, rgRDPrefix(d.Name))), &rd); err != nil || !ok {
+			return err
+		}
+		for _, r := range rd.Replicas {
+			outbox(t, seq, r.Node, rd.Name)
+		}
+	}
+	return nil
+}
+
 // patched is current with set applied and unset removed (nil when empty); current is
 // not changed.
 func patched(current, set map[string]string, unset []string) map[string]string {
@@ -134,7 +187,8 @@ func rdKey(name string) string       { return "v/rd/" + name }
 
 // rgRDKey indexes a definition under its group (what rg.delete reads). Views built
 // before the index existed lack it: run cairn views rebuild once after upgrading.
-func rgRDKey(rg, rd string) string     { return "v/rg-rd/" + rg + "/" + rd }
+func rgRDKey(rg, rd string) string     { return rgRDPrefix(rg) + rd }
+func rgRDPrefix(rg string) string      { return "v/rg-rd/" + rg + "/" }
 func nodeRDPrefix(node string) string  { return "v/node-rd/" + node + "/" }
 func nodeRDKey(node, rd string) string { return nodeRDPrefix(node) + rd }
 
@@ -249,6 +303,8 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			return true, nil
 		}
 		return true, t.put(controllerPropsKey, props)
+	case *events.ResourceGroupModified:
+		return true, modifyGroup(t, d, ev.Seq)
 	case *events.GroupPropertiesChanged:
 		var g ResourceGroup
 		if ok, err := getJSON(t, rgKey(d.Name), &g); err != nil || !ok {
@@ -514,7 +570,7 @@ func (v *View) ControllerProperties() (map[string]string, error) {
 // GroupDefinitions lists up to limit definitions of a group, by name.
 func (v *View) GroupDefinitions(group string, limit int) ([]string, error) {
 	var out []string
-	prefix := "v/rg-rd/" + group + "/"
+	prefix := rgRDPrefix(group)
 	err := v.scan(prefix, func(key string, _ []byte) error {
 		if len(out) >= limit {
 			return errStopEach

@@ -224,10 +224,22 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, retCode(lsModify, lsRscGrp, lsMod), rc[0].RetCode)
 	l.get("/v1/resource-groups/rg3", &rg3)
 	assert.Equal(t, map[string]string{"Aux/sc": "silver"}, rg3.Props)
-	rc = l.rcs(501, "PUT", "/v1/resource-groups/rg3", `{"select_filter":{"place_count":3}}`)
-	assert.Contains(t, rc[0].Message, "placement")
-	l.get("/v1/resource-groups/rg3", &rg3)
-	assert.Equal(t, map[string]string{"Aux/sc": "silver"}, rg3.Props, "a 501 changes nothing")
+	// Placement and options (rg.modify): what the CLI's resource-group modify sends.
+	rc = l.rcs(200, "PUT", "/v1/resource-groups/rg3", `{"select_filter":{"place_count":"3","storage_pool_list":["thin"]},"override_props":{"DrbdOptions/Net/protocol":"A"}}`)
+	assert.Equal(t, retCode(lsModify, lsRscGrp, lsMod), rc[0].RetCode)
+	var rg3f struct {
+		Props        map[string]string `json:"props"`
+		SelectFilter struct {
+			PlaceCount  int    `json:"place_count"`
+			StoragePool string `json:"storage_pool"`
+		} `json:"select_filter"`
+	}
+	l.get("/v1/resource-groups/rg3", &rg3f)
+	assert.Equal(t, 3, rg3f.SelectFilter.PlaceCount)
+	assert.Equal(t, "thin", rg3f.SelectFilter.StoragePool)
+	assert.Equal(t, map[string]string{"Aux/sc": "silver", "DrbdOptions/Net/protocol": "A"}, rg3f.Props)
+	rc = l.rcs(501, "PUT", "/v1/resource-groups/rg3", `{"description":"gold tier"}`)
+	assert.Contains(t, rc[0].Message, "description")
 	var group struct {
 		Name         string            `json:"name"`
 		Props        map[string]string `json:"props"`

@@ -176,6 +176,17 @@ func TestLinstorCLISession(t *testing.T) {
 		assert.NotContains(t, r.Flags, "TIE_BREAKER")
 	}
 
+	// A group's DRBD option reaches every node's resource file (rg.modify, dispatched
+	// again, adjusted by each agent with the real drbdadm).
+	ok("resource-group", "set-property", "rg2", "DrbdOptions/Net/max-buffers", "8000")
+	for _, n := range []string{"n1", "n2", fqdn} {
+		res := filepath.Join(base, n, "etc", "drbd.d", "r1.res")
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(res)
+			return err == nil && strings.Contains(string(b), "max-buffers 8000")
+		}, 30*time.Second, 100*time.Millisecond, "%s never got the group's option", res)
+	}
+
 	// Errors: exit code 10 in a table, the ret_code with -m.
 	assert.Contains(t, failed("node", "create", "n1", "10.0.0.1"), "already exists")
 	var rcs []apiCallRc

@@ -173,9 +173,11 @@ func (a *API) createResourceGroup(w http.ResponseWriter, r *http.Request) {
 	writeResults(w, results(success(opCreate, objRscGrp, fmt.Sprintf("New resource group '%s' created.", in.Name), map[string]string{"RscGrp": in.Name}), reply, opCreate, objRscGrp))
 }
 
-// modifyResourceGroup maps LINSTOR's group modify to rg.modify: free-form properties
-// set and removed. Cairn does not yet change a group's placement or DRBD options after
-// creation: such a request answers 501 and changes nothing.
+// modifyResourceGroup maps LINSTOR's group modify to rg.modify: select_filter's place
+// count, pool, provider and replicas_on lists, DrbdOptions/* as options, other
+// properties kept as given. Existing definitions keep their replicas (the next
+// autoplace follows the new placement); their nodes get new options. A description
+// change answers 501 and changes nothing.
 func (a *API) modifyResourceGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("rg")
 	var in struct {
@@ -187,23 +189,44 @@ func (a *API) modifyResourceGroup(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &in) {
 		return
 	}
+	if in.Description != "" {
+		e := rc(maskError, opModify, objRscGrp, codeImplError, "Cairn keeps no description on resource groups")
+		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
+		return
+	}
 	opts, free, err := optionsOf(in.OverrideProps)
 	if err != nil {
 		writeFailure(w, opModify, objRscGrp, err)
 		return
 	}
 	unsetOpts, unsetFree := unsetOf(in.DeleteProps)
-	if len(opts) > 0 || len(unsetOpts) > 0 || !in.SelectFilter.IsZero() || in.Description != "" {
-		e := rc(maskError, opModify, objRscGrp, codeImplError, "Cairn does not change a resource group's placement, DRBD options or description after creation yet; only its other properties")
-		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
-		return
-	}
-	cmd := map[string]any{"name": name}
-	if len(free) > 0 {
-		cmd["properties"] = free
+	cmd := withProperties(map[string]any{"name": name}, opts, free)
+	if len(unsetOpts) > 0 {
+		cmd["unset"] = unsetOpts
 	}
 	if len(unsetFree) > 0 {
 		cmd["unset_properties"] = unsetFree
+	}
+	f := in.SelectFilter
+	if f.PlaceCount.Set {
+		cmd["place_count"] = f.PlaceCount.Value
+	}
+	if pool := f.pool(); pool != "" {
+		cmd["storage_pool"] = pool
+	}
+	if len(f.ProviderList) > 0 {
+		p, ok := providerOf(f.ProviderList[0])
+		if !ok {
+			writeFailure(w, opModify, objRscGrp, cairn.InvalidField("provider", "provider kind %q: Cairn serves LVM, LVM_THIN, ZFS, ZFS_THIN, FILE and FILE_THIN", f.ProviderList[0]))
+			return
+		}
+		cmd["provider"] = p
+	}
+	if f.ReplicasOnSame != nil {
+		cmd["replicas_on_same"] = cairnKeys(f.ReplicasOnSame)
+	}
+	if f.ReplicasOnDifferent != nil {
+		cmd["replicas_on_different"] = cairnKeys(f.ReplicasOnDifferent)
 	}
 	if len(cmd) == 1 {
 		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objRscGrp, codeNoEffect, "nothing to change on resource group "+name)})
