@@ -116,30 +116,48 @@ func DecideNodeSetState(existing *projections.Node, c NodeSetState) (*events.Nod
 // remove.
 type NodeModify struct {
 	Name       string            `json:"name"`
+	Address    string            `json:"address,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
 	Unset      []string          `json:"unset,omitempty"`
 }
 
-// DecideNodeModify changes a node's properties (what replicas_on_same/different refer
-// to; placements already made stay). Refuses with not_found for an unknown node and
-// invalid_argument (field unset) for a key both set and removed; a change that changes
-// nothing is a no-op with a warning.
-func DecideNodeModify(n *projections.Node, c NodeModify) (*events.NodePropertiesChanged, []string, error) {
+// DecideNodeModify changes a node's replication address (every peer of its replicas gets
+// it) and its properties (what replicas_on_same/different refer to; placements already
+// made stay). Refuses with not_found for an unknown node, already_exists for an address
+// another node has, invalid_argument (field unset) for a key both set and removed or
+// more than 32 properties; a change that changes nothing is a no-op with a warning.
+func DecideNodeModify(v *projections.View, n *projections.Node, c NodeModify) (*events.NodeAddressChanged, *events.NodePropertiesChanged, []string, error) {
 	if n == nil {
-		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name).About(cairn.ObjNode)
+		return nil, nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name).About(cairn.ObjNode)
+	}
+	var addr *events.NodeAddressChanged
+	if c.Address != "" && c.Address != n.Spec.Address {
+		nodes, err := v.Nodes()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, o := range nodes {
+			if o.Spec.Address == c.Address {
+				return nil, nil, nil, cairn.Errorf(cairn.CodeAlreadyExists, "node %s already has address %s", o.Spec.Name, c.Address).About(cairn.ObjNode)
+			}
+		}
+		addr = &events.NodeAddressChanged{Name: c.Name, Address: c.Address, Previous: n.Spec.Address}
 	}
 	set, unset, err := patchMap(n.Spec.Properties, c.Properties, c.Unset, "unset")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	ev := &events.NodePropertiesChanged{Name: c.Name, Set: set, Unset: unset}
-	if len(ev.Set) == 0 && len(ev.Unset) == 0 {
-		return nil, []string{"node " + c.Name + " already has these properties; nothing changed"}, nil
+	var props *events.NodePropertiesChanged
+	if len(set) > 0 || len(unset) > 0 {
+		if len(n.Spec.Properties)+countNew(n.Spec.Properties, set)-len(unset) > 32 {
+			return nil, nil, nil, cairn.InvalidField("properties", "a node has at most 32 properties")
+		}
+		props = &events.NodePropertiesChanged{Name: c.Name, Set: set, Unset: unset}
 	}
-	if len(n.Spec.Properties)+countNew(n.Spec.Properties, ev.Set)-len(ev.Unset) > 32 {
-		return nil, nil, cairn.InvalidField("properties", "a node has at most 32 properties")
+	if addr == nil && props == nil {
+		return nil, nil, []string{"node " + c.Name + " already has this address and these properties; nothing changed"}, nil
 	}
-	return ev, nil, nil
+	return addr, props, nil, nil
 }
 
 func nodeHandlers() []Handler {
@@ -154,8 +172,8 @@ func nodeHandlers() []Handler {
 			if err != nil {
 				return d, err
 			}
-			ev, warnings, err := DecideNodeModify(ptrIf(n, found), c)
-			return d.with(names.Event("node", c.Name), ev, warnings), err
+			addr, props, warnings, err := DecideNodeModify(v, ptrIf(n, found), c)
+			return d.with(names.Event("node", c.Name), addr, nil).with(names.Event("node", c.Name), props, warnings), err
 		}},
 		{Verb: "cluster.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ClusterCreate

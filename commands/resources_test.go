@@ -674,3 +674,42 @@ func TestGroupModify(t *testing.T) {
 	assert.Nil(t, g.DRBDOptions.Protocol)
 	assert.Empty(t, g.StoragePool)
 }
+
+// node.modify moves a node's replication address: every node holding a replica of a
+// definition with one on it gets desired state naming the new address; an address
+// another node has is refused.
+func TestNodeModifyAddress(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rg.create", `{"name":"rg","place_count":2}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg","name":"r1","size_kib":4096}`)
+	rd := definition(t, s, "r1")
+	moved := rd.Replicas[0].Node
+	refused(t, s, "node.modify", fmt.Sprintf(`{"name":%q,"address":"10.0.0.3"}`, moved), cairn.CodeAlreadyExists, "already has address 10.0.0.3")
+	r := must(t, s, "node.modify", fmt.Sprintf(`{"name":%q,"address":"10.9.9.9"}`, moved))
+	assert.Equal(t, "node.address-changed", r.Events[0].Type)
+	r = must(t, s, "node.modify", fmt.Sprintf(`{"name":%q,"address":"10.9.9.9"}`, moved))
+	assert.Empty(t, r.Events)
+
+	nc := servertest.Client(t, s)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	for _, rep := range rd.Replicas {
+		require.Eventually(t, func() bool {
+			st, err := js.Stream(context.Background(), "CAIRN_NODES")
+			require.NoError(t, err)
+			m, err := st.GetLastMsgForSubject(context.Background(), "cairn.node."+rep.Node+".drbd.r1")
+			if err != nil {
+				return false
+			}
+			var d drbd.Desired
+			require.NoError(t, json.Unmarshal(m.Data, &d))
+			for _, peer := range d.Replicas {
+				if peer.Node == moved {
+					return peer.Address == "10.9.9.9"
+				}
+			}
+			return false
+		}, 10*time.Second, 20*time.Millisecond, "%s never got %s's new address", rep.Node, moved)
+	}
+}

@@ -87,6 +87,16 @@ type NodePropertiesChanged struct {
 
 func (*NodePropertiesChanged) EventType() string { return "node.properties-changed" }
 
+// NodeAddressChanged: a node's replication address changed (from Previous); every peer
+// of its replicas connects to the new one.
+type NodeAddressChanged struct {
+	Name     string `json:"name"`
+	Address  string `json:"address"`
+	Previous string `json:"previous"`
+}
+
+func (*NodeAddressChanged) EventType() string { return "node.address-changed" }
+
 // NodeRemoved: a node left the cluster.
 type NodeRemoved struct {
 	Name string `json:"name"`
@@ -164,5 +174,6 @@ func init() {
 	Register(Type{Name: "snapshot.deleted", Version: 1, New: func() Payload { return new(SnapshotDeleted) }})
 	Register(Type{Name: "node.removed", Version: 1, New: func() Payload { return new(NodeRemoved) }})
 	Register(Type{Name: "node.properties-changed", Version: 1, New: func() Payload { return new(NodePropertiesChanged) }})
+	Register(Type{Name: "node.address-changed", Version: 1, New: func() Payload { return new(NodeAddressChanged) }})
 	Register(Type{Name: "node.state-changed", Version: 1, New: func() Payload { return new(NodeStateChanged) }})
 }

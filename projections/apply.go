@@ -406,6 +406,16 @@ func apply(t *tx, names events.Names, it Item) error {
 		t.delNodeSpec(d.Name)
 		t.del(nodeStatusKey(d.Name))
 		return nil
+	case *events.NodeAddressChanged:
+		spec, found, err := t.nodeSpec(d.Name)
+		if err != nil || !found {
+			return err
+		}
+		spec.Address = d.Address
+		if err := t.putNodeSpec(spec); err != nil {
+			return err
+		}
+		return requeueNodePeers(t, d.Name, ev.Seq)
 	case *events.NodePropertiesChanged:
 		spec, found, err := t.nodeSpec(d.Name)
 		if err != nil || !found {

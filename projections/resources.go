@@ -149,13 +149,25 @@ func modifyGroup(t *tx, d *events.ResourceGroupModified, seq uint64) error {
 	if !optionsChanged {
 		return nil
 	}
-	keys, err := t.keysWithPrefix(rgRDPrefix(d.Name))
+	return requeueIndexed(t, rgRDPrefix(d.Name), seq)
+}
+
+// requeueNodePeers queues desired state again for every node holding a replica of a
+// definition that has one on node (each resource file names every peer's address).
+func requeueNodePeers(t *tx, node string, seq uint64) error {
+	return requeueIndexed(t, nodeRDPrefix(node), seq)
+}
+
+// requeueIndexed queues desired state again for every replica of the definitions an
+// index lists (keys <prefix><definition>: a group's, a node's).
+func requeueIndexed(t *tx, prefix string, seq uint64) error {
+	keys, err := t.keysWithPrefix(prefix)
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
 		var rd ResourceDefinition
-		if ok, err := getJSON(t, rdKey(strings.TrimPrefix(k, rgRDPrefix(d.Name))), &rd); err != nil || !ok {
+		if ok, err := getJSON(t, rdKey(strings.TrimPrefix(k, prefix)), &rd); err != nil || !ok {
 			return err
 		}
 		for _, r := range rd.Replicas {

@@ -146,6 +146,20 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(404, "GET", "/v1/nodes/ghost", "")
 	assert.Equal(t, retCode(lsError, lsNode, 300), rc[0].RetCode, "FAIL_NOT_FOUND_NODE")
 
+	// The replication address: the node's one interface, "default" (node.modify).
+	var netifs []map[string]any
+	l.get("/v1/nodes/n2/net-interfaces", &netifs)
+	require.Len(t, netifs, 1)
+	assert.Equal(t, "10.0.0.2", netifs[0]["address"])
+	rc = l.rcs(200, "PUT", "/v1/nodes/n2/net-interfaces/default", `{"name":"default","address":"10.0.9.2"}`)
+	assert.Equal(t, retCode(lsModify, lsNode, lsMod), rc[0].RetCode)
+	var netif map[string]any
+	l.get("/v1/nodes/n2/net-interfaces/default", &netif)
+	assert.Equal(t, "10.0.9.2", netif["address"])
+	rc = l.rcs(500, "PUT", "/v1/nodes/n2/net-interfaces/default", `{"name":"default","address":"10.0.0.1"}`)
+	assert.Equal(t, retCode(lsError, lsModify, lsNode, 500), rc[0].RetCode, "FAIL_EXISTS_NODE: n1 has it")
+	l.rcs(404, "GET", "/v1/nodes/n2/net-interfaces/eth1", "")
+
 	// Node properties: Aux/* set and removed (node.modify); Cairn's own stay.
 	rc = l.rcs(200, "PUT", "/v1/nodes/n4", `{"override_props":{"Aux/rack":"r9"},"delete_props":["Aux/site"]}`)
 	assert.Equal(t, retCode(lsModify, lsNode, lsMod), rc[0].RetCode)

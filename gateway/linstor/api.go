@@ -61,6 +61,9 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /v1/nodes/{node}", a.modifyNode)
 	mux.HandleFunc("DELETE /v1/nodes/{node}", a.deleteNode)
 	mux.HandleFunc("DELETE /v1/nodes/{node}/lost", a.lostNode)
+	mux.HandleFunc("GET /v1/nodes/{node}/net-interfaces", a.listNetInterfaces)
+	mux.HandleFunc("GET /v1/nodes/{node}/net-interfaces/{netif}", a.getNetInterface)
+	mux.HandleFunc("PUT /v1/nodes/{node}/net-interfaces/{netif}", a.modifyNetInterface)
 
 	mux.HandleFunc("GET /v1/view/storage-pools", a.viewStoragePools)
 	mux.HandleFunc("GET /v1/nodes/{node}/storage-pools", a.nodeStoragePools)

@@ -259,3 +259,54 @@ func (a *API) lostNode(w http.ResponseWriter, r *http.Request) {
 	}
 	writeResults(w, append(out, results(success(opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name}), reply, opDelete, objNode)...))
 }
+
+// listNetInterfaces serves a node's one network interface, "default": its replication
+// address.
+func (a *API) listNetInterfaces(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	a.withView(w, objNode, func(v *projections.View) (any, error) {
+		n, ok, err := v.Node(name)
+		if err != nil || !ok {
+			return nil, orNotFound(err, cairn.ObjNode, "node %s is not in the cluster", name)
+		}
+		return nodeOf(n).NetInterfaces, nil
+	})
+}
+
+func (a *API) getNetInterface(w http.ResponseWriter, r *http.Request) {
+	name, netif := r.PathValue("node"), r.PathValue("netif")
+	a.withView(w, objNode, func(v *projections.View) (any, error) {
+		n, ok, err := v.Node(name)
+		if err != nil || !ok {
+			return nil, orNotFound(err, cairn.ObjNode, "node %s is not in the cluster", name)
+		}
+		if netif != "default" {
+			return nil, notFound(cairn.ObjNode, "node %s has one network interface, default, not %s", name, netif)
+		}
+		return nodeOf(n).NetInterfaces[0], nil
+	})
+}
+
+// modifyNetInterface maps a change of the default interface's address to node.modify
+// (every peer of the node's replicas gets the new address).
+func (a *API) modifyNetInterface(w http.ResponseWriter, r *http.Request) {
+	name, netif := r.PathValue("node"), r.PathValue("netif")
+	var in NetInterface
+	if !readBody(w, r, &in) {
+		return
+	}
+	if netif != "default" {
+		writeFailure(w, opModify, objNode, notFound(cairn.ObjNode, "node %s has one network interface, default, not %s", name, netif))
+		return
+	}
+	if in.Address == "" {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objNode, codeNoEffect, "nothing to change on node "+name)})
+		return
+	}
+	reply, err := a.command(r, "node.modify", map[string]any{"name": name, "address": in.Address})
+	if err != nil {
+		writeFailure(w, opModify, objNode, err)
+		return
+	}
+	writeResults(w, results(success(opModify, objNode, fmt.Sprintf("Network interface of node '%s' modified.", name), map[string]string{"Node": name}), reply, opModify, objNode))
+}
