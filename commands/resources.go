@@ -28,6 +28,8 @@ type (
 	}
 	// ControllerModify is the body of controller.modify.
 	ControllerModify struct {
+		DRBDOptions     drbd.Options      `json:"drbd_options"`
+		Unset           []string          `json:"unset,omitempty"`
 		Properties      map[string]string `json:"properties,omitempty"`
 		UnsetProperties []string          `json:"unset_properties,omitempty"`
 	}
@@ -1149,21 +1151,47 @@ func DecideResourceModify(current drbd.Options, c ResourceModify) (*events.Resou
 	return &events.ResourceOptionsChanged{Name: c.Name, Set: c.DRBDOptions, Unset: c.Unset}, nil, nil
 }
 
-// controllerHandler decides controller.modify: the deployment's free-form properties,
-// bounded by their one subject.
+// controllerHandler decides controller.modify: the deployment's DRBD options (the
+// broadest level of the inheritance: every node of every definition gets desired state
+// again) and free-form properties, bounded by their one subject.
 func controllerHandler() Handler {
 	return Handler{Verb: "controller.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 		var c ControllerModify
-		subject := names.Event("controller", "properties")
+		subject := names.Event("controller", "settings")
 		d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, subject) })
 		if err != nil {
 			return d, err
 		}
-		current, err := v.ControllerProperties()
-		if err != nil {
-			return d, err
+		var warnings []string
+		if !reflect.DeepEqual(c.DRBDOptions, drbd.Options{}) || len(c.Unset) > 0 {
+			current, err := v.ControllerOptions()
+			if err != nil {
+				return d, err
+			}
+			changed, err := optionsPatch(current, c.DRBDOptions, c.Unset)
+			if err != nil {
+				return d, err
+			}
+			if changed {
+				d = d.with(subject, &events.ControllerOptionsChanged{Set: c.DRBDOptions, Unset: c.Unset}, nil)
+			} else {
+				warnings = append(warnings, "the controller already has these options; nothing changed")
+			}
 		}
-		ev, warnings, err := decidePropertiesPatch("controller", "the", current, c.Properties, c.UnsetProperties)
-		return d.with(subject, (*events.ControllerPropertiesChanged)(ev), warnings), err
+		if len(c.Properties) > 0 || len(c.UnsetProperties) > 0 {
+			current, err := v.ControllerProperties()
+			if err != nil {
+				return d, err
+			}
+			ev, w, err := decidePropertiesPatch("controller", "the", current, c.Properties, c.UnsetProperties)
+			if err != nil {
+				return d, err
+			}
+			d, warnings = d.with(subject, (*events.ControllerPropertiesChanged)(ev), nil), append(warnings, w...)
+		}
+		if len(d.Events) > 0 {
+			warnings = nil
+		}
+		return d.with(subject, (*events.ControllerPropertiesChanged)(nil), warnings), nil
 	}}
 }

@@ -713,3 +713,42 @@ func TestNodeModifyAddress(t *testing.T) {
 		}, 10*time.Second, 20*time.Millisecond, "%s never got %s's new address", rep.Node, moved)
 	}
 }
+
+// controller.modify sets DRBD options for the whole deployment: every node of every
+// definition gets them, and a narrower level (here the definition) still wins.
+func TestControllerOptions(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rg.create", `{"name":"rg","place_count":2}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg","name":"r1","size_kib":4096}`)
+	must(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"C"}}`)
+	r := must(t, s, "controller.modify", `{"drbd_options":{"protocol":"A","max_buffers":9000}}`)
+	assert.Equal(t, "controller.options-changed", r.Events[0].Type)
+	r = must(t, s, "controller.modify", `{"drbd_options":{"max_buffers":9000}}`)
+	assert.Empty(t, r.Events)
+	refused(t, s, "controller.modify", `{"drbd_options":{"quorum":"all"},"unset":["quorum"]}`, cairn.CodeInvalidArgument, "both set and unset")
+
+	nc := servertest.Client(t, s)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	for _, rep := range definition(t, s, "r1").Replicas {
+		require.Eventually(t, func() bool {
+			st, err := js.Stream(context.Background(), "CAIRN_NODES")
+			require.NoError(t, err)
+			m, err := st.GetLastMsgForSubject(context.Background(), "cairn.node."+rep.Node+".drbd.r1")
+			if err != nil {
+				return false
+			}
+			var d drbd.Desired
+			require.NoError(t, json.Unmarshal(m.Data, &d))
+			return d.Options.MaxBuffers != nil && *d.Options.MaxBuffers == 9000 && *d.Options.Protocol == "C"
+		}, 10*time.Second, 20*time.Millisecond, "%s: the controller's max-buffers, the definition's protocol", rep.Node)
+	}
+	must(t, s, "controller.modify", `{"unset":["max_buffers","protocol"]}`)
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	o, err := v.ControllerOptions()
+	require.NoError(t, err)
+	v.Close()
+	assert.Equal(t, drbd.Options{}, o)
+}

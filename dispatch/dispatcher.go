@@ -35,7 +35,7 @@ type Dispatcher struct {
 	Projector  *projections.Projector
 	JS         jetstream.JetStream
 	Names      events.Names
-	Controller drbd.Options // controller-level DRBD options
+	Controller drbd.Options // DRBD options below the deployment's own (controller.modify)
 	Log        zerolog.Logger
 	BatchSize  int           // outbox entries per round (512)
 	Idle       time.Duration // poll interval when nothing moves (1 s)
@@ -197,7 +197,11 @@ func (d *Dispatcher) drbdBody(v *projections.View, nodes map[string]projections.
 			group = &g
 		}
 	}
-	desired, ok := Desired(rd, group, nodes, d.Controller, e.Node)
+	controller, err := v.ControllerOptions()
+	if err != nil {
+		return nil, err
+	}
+	desired, ok := Desired(rd, group, nodes, drbd.Resolve(d.Controller, controller), e.Node)
 	if !ok {
 		return nil, nil
 	}

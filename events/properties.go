@@ -1,5 +1,7 @@
 package events
 
+import "github.com/cairn-io/cairn/drbd"
+
 // PropertiesChanged is the payload of every properties patch: Set are the keys set (to
 // these values), Unset the keys removed; other keys keep their value.
 type PropertiesChanged struct {
@@ -20,6 +22,15 @@ type GroupPropertiesChanged PropertiesChanged
 type ControllerPropertiesChanged PropertiesChanged
 
 func (*ControllerPropertiesChanged) EventType() string { return "controller.properties-changed" }
+
+// ControllerOptionsChanged: a patch of the DRBD options of the whole deployment, the
+// broadest level of the inheritance (controller, group, definition, replica).
+type ControllerOptionsChanged struct {
+	Set   drbd.Options `json:"set,omitzero"`
+	Unset []string     `json:"unset,omitempty"`
+}
+
+func (*ControllerOptionsChanged) EventType() string { return "controller.options-changed" }
 func (*DefinitionPropertiesChanged) EventType() string { return "rd.properties-changed" }
 func (*GroupPropertiesChanged) EventType() string      { return "rg.properties-changed" }
 
@@ -27,4 +38,5 @@ func init() {
 	Register(Type{Name: "rd.properties-changed", Version: 1, New: func() Payload { return new(DefinitionPropertiesChanged) }})
 	Register(Type{Name: "rg.properties-changed", Version: 1, New: func() Payload { return new(GroupPropertiesChanged) }})
 	Register(Type{Name: "controller.properties-changed", Version: 1, New: func() Payload { return new(ControllerPropertiesChanged) }})
+	Register(Type{Name: "controller.options-changed", Version: 1, New: func() Payload { return new(ControllerOptionsChanged) }})
 }

@@ -305,6 +305,19 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			rd.Properties = patched(rd.Properties, d.Set, d.Unset)
 			return nil
 		})
+	case *events.ControllerOptionsChanged:
+		var o drbd.Options
+		if _, err := getJSON(t, controllerOptionsKey, &o); err != nil {
+			return true, err
+		}
+		o, err := drbd.Resolve(o, d.Set).Without(d.Unset)
+		if err != nil {
+			return true, err
+		}
+		if err := t.put(controllerOptionsKey, o); err != nil {
+			return true, err
+		}
+		return true, requeueIndexed(t, "v/rd/", ev.Seq)
 	case *events.ControllerPropertiesChanged:
 		var props map[string]string
 		if _, err := getJSON(t, controllerPropsKey, &props); err != nil {
@@ -570,7 +583,17 @@ func (v *View) ResourceDefinition(name string) (rd ResourceDefinition, ok bool, 
 	return
 }
 
-const controllerPropsKey = "v/controller/properties"
+const (
+	controllerPropsKey   = "v/controller/properties"
+	controllerOptionsKey = "v/controller/options"
+)
+
+// ControllerOptions returns the deployment's DRBD options (the broadest level).
+func (v *View) ControllerOptions() (drbd.Options, error) {
+	var o drbd.Options
+	_, err := getJSON(v.r, controllerOptionsKey, &o)
+	return o, err
+}
 
 // ControllerProperties returns the deployment's free-form properties (nil when none).
 func (v *View) ControllerProperties() (map[string]string, error) {

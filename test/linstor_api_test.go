@@ -508,18 +508,20 @@ func TestLinstorAPIContract(t *testing.T) {
 	l.get(fmt.Sprintf("/v1/error-reports?since=%d", time.Now().Add(time.Hour).UnixMilli()), &reports)
 	assert.Empty(t, reports)
 
-	// Controller properties: kept as given; DRBD options for the whole deployment: 501.
+	// Controller properties: DrbdOptions/* are the deployment's options, others kept.
 	var ctrl map[string]string
 	l.get("/v1/controller/properties", &ctrl)
 	assert.Empty(t, ctrl)
-	l.rcs(201, "POST", "/v1/controller/properties", `{"override_props":{"Aux/cluster":"prod","Autoplacer/Weights/MaxFreeSpace":"1"}}`)
+	l.rcs(201, "POST", "/v1/controller/properties", `{"override_props":{"Aux/cluster":"prod","Autoplacer/Weights/MaxFreeSpace":"1","DrbdOptions/Net/protocol":"C"}}`)
 	l.get("/v1/controller/properties", &ctrl)
-	assert.Equal(t, map[string]string{"Aux/cluster": "prod", "Autoplacer/Weights/MaxFreeSpace": "1"}, ctrl)
-	rc = l.rcs(501, "POST", "/v1/controller/properties", `{"override_props":{"DrbdOptions/Net/protocol":"C","Aux/x":"1"}}`)
-	assert.Contains(t, rc[0].Message, "DRBD options")
-	l.rcs(201, "POST", "/v1/controller/properties", `{"delete_props":["Aux/cluster"]}`)
+	assert.Equal(t, map[string]string{"Aux/cluster": "prod", "Autoplacer/Weights/MaxFreeSpace": "1", "DrbdOptions/Net/protocol": "C"}, ctrl)
+	rc = l.rcs(500, "POST", "/v1/controller/properties", `{"override_props":{"DrbdOptions/Net/protocol":"Z"}}`)
+	assert.Equal(t, retCode(lsError, lsModify, 0x100000, 213), rc[0].RetCode, "FAIL_INVLD_PROP: %s", rc[0].Message)
+	rc = l.rcs(501, "POST", "/v1/controller/properties", `{"delete_namespaces":["Aux"]}`)
+	assert.Contains(t, rc[0].Message, "namespaces")
+	l.rcs(201, "POST", "/v1/controller/properties", `{"delete_props":["Aux/cluster","DrbdOptions/Net/protocol"]}`)
 	l.get("/v1/controller/properties", &ctrl)
-	assert.Equal(t, map[string]string{"Autoplacer/Weights/MaxFreeSpace": "1"}, ctrl, "the 501 changed nothing")
+	assert.Equal(t, map[string]string{"Autoplacer/Weights/MaxFreeSpace": "1"}, ctrl)
 
 	// The key-value store: kv.modify and kv.delete, namespaces removed key by key.
 	rc = l.rcs(200, "PUT", "/v1/key-value-store/csi", `{"override_props":{"a/b":"1","a/c":"2","x":"3"}}`)

@@ -120,17 +120,22 @@ func dedupe(keys []string) []string {
 func (a *API) controllerProperties(w http.ResponseWriter, r *http.Request) {
 	a.withView(w, objCtrlConf, func(v *projections.View) (any, error) {
 		props, err := v.ControllerProperties()
-		if props == nil {
-			props = map[string]string{}
+		if err != nil {
+			return nil, err
 		}
-		return props, err
+		opts, err := v.ControllerOptions()
+		out := propsOf(opts, props)
+		if out == nil {
+			out = map[string]string{}
+		}
+		return out, err
 	})
 }
 
-// modifyControllerProperties maps to controller.modify. Cairn keeps DRBD options on
-// groups, definitions and replicas, not for the whole deployment: a DrbdOptions/*
-// change answers 501 and changes nothing. Success answers 201, as the OpenAPI
-// document declares.
+// modifyControllerProperties maps to controller.modify: DrbdOptions/* are the
+// deployment's DRBD options (every node of every definition gets them, below group,
+// definition and replica), other properties are kept as given. A namespace delete
+// answers 501. Success answers 201, as the OpenAPI document declares.
 func (a *API) modifyControllerProperties(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		OverrideProps    map[string]string `json:"override_props"`
@@ -145,15 +150,15 @@ func (a *API) modifyControllerProperties(w http.ResponseWriter, r *http.Request)
 		writeFailure(w, opModify, objCtrlConf, err)
 		return
 	}
-	unsetOpts, unsetFree := unsetOf(in.DeleteProps)
-	if len(opts) > 0 || len(unsetOpts) > 0 || len(in.DeleteNamespaces) > 0 {
-		e := rc(maskError, opModify, objCtrlConf, codeImplError, "Cairn keeps DRBD options on resource groups, definitions and replicas, not for the whole deployment; only other controller properties (and no namespace deletes)")
+	if len(in.DeleteNamespaces) > 0 {
+		e := rc(maskError, opModify, objCtrlConf, codeImplError, "Cairn does not delete controller property namespaces; name the properties")
 		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
 		return
 	}
-	cmd := map[string]any{}
-	if len(free) > 0 {
-		cmd["properties"] = free
+	unsetOpts, unsetFree := unsetOf(in.DeleteProps)
+	cmd := withProperties(map[string]any{}, opts, free)
+	if len(unsetOpts) > 0 {
+		cmd["unset"] = unsetOpts
 	}
 	if len(unsetFree) > 0 {
 		cmd["unset_properties"] = unsetFree
