@@ -30,7 +30,7 @@ type ControllerOptionsChanged struct {
 	Unset []string     `json:"unset,omitempty"`
 }
 
-func (*ControllerOptionsChanged) EventType() string { return "controller.options-changed" }
+func (*ControllerOptionsChanged) EventType() string    { return "controller.options-changed" }
 func (*DefinitionPropertiesChanged) EventType() string { return "rd.properties-changed" }
 func (*GroupPropertiesChanged) EventType() string      { return "rg.properties-changed" }
 
