@@ -222,6 +222,8 @@ func TestLinstorAPIContract(t *testing.T) {
 	// untyped one round-trips), replicas_on_different by an Aux property.
 	rc = l.rcs(201, "POST", "/v1/resource-groups", `{"name":"rg2","select_filter":{"place_count":"2","storage_pool":"thin","replicas_on_different":["Aux/site"],"layer_stack":["drbd","storage"]},"props":{"DrbdOptions/Net/protocol":"C","DrbdOptions/Net/ping-timeout":"10"}}`)
 	assert.Equal(t, retCode(lsCreate, lsRscGrp, lsCreated), rc[0].RetCode)
+	rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rgx","select_filter":{"layer_stack":["luks","drbd","storage"]}}`)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRscGrp, 225), rc[0].RetCode, "FAIL_INVLD_LAYER_STACK: %s", rc[0].Message)
 	rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rg2","select_filter":{"place_count":"2"}}`)
 	assert.Equal(t, retCode(lsError, lsCreate, lsRscGrp, 522), rc[0].RetCode, "FAIL_EXISTS_RSC_GRP")
 	rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rg3","props":{"DrbdOptions/Resource/quorum":"most"}}`)

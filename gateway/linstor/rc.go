@@ -24,12 +24,11 @@ type ApiCallRc struct {
 
 // Type bits, operation masks and object masks of a ret_code.
 const (
-	maskError   uint64 = 0xC000000000000000
-	maskWarn    uint64 = 0x8000000000000000
-	maskInfo    uint64 = 0x4000000000000000
-	maskTypes   uint64 = 0xC000000000000000
-	maskBitsOp  uint64 = 0x0000000003000000
-	maskBitsObj uint64 = 0x00000000007C0000
+	maskError  uint64 = 0xC000000000000000
+	maskWarn   uint64 = 0x8000000000000000
+	maskInfo   uint64 = 0x4000000000000000
+	maskTypes  uint64 = 0xC000000000000000
+	maskBitsOp uint64 = 0x0000000003000000
 
 	opCreate uint64 = 0x01000000
 	opModify uint64 = 0x02000000
@@ -42,7 +41,6 @@ const (
 	objVlm      uint64 = 0x2C0000
 	objStorPool uint64 = 0x140000
 	objCtrlConf uint64 = 0x100000
-	objSnapshot uint64 = 0x0C0000
 	objKVS      uint64 = 0x400000
 	objRscGrp   uint64 = 0x440000
 )
@@ -79,7 +77,6 @@ const (
 	codeExistsVlmDfn     uint64 = 503
 	codeExistsStorPool   uint64 = 510
 	codeExistsRscGrp     uint64 = 522
-	codeMissingProps     uint64 = 600
 	codeNotEnoughSpace   uint64 = 980
 	codeNotEnoughNodes   uint64 = 996
 	codeInUse            uint64 = 997
@@ -202,6 +199,8 @@ func invalidCode(field string, obj uint64) uint64 {
 		return codeInvldProp
 	case "role":
 		return codeInvldNodeType
+	case "layer_stack":
+		return codeInvldLayerStack
 	}
 	return codeInvldRequest
 }

@@ -45,6 +45,7 @@ func TestFromErrorMapsEveryCairnCode(t *testing.T) {
 		{"invalid name of a group", cairn.InvalidField("name", "x"), objRscGrp, codeInvldRscGrpName, 500},
 		{"invalid option", cairn.InvalidField("drbd_options.quorum", "x"), objRscDfn, codeInvldProp, 500},
 		{"invalid size", cairn.InvalidField("size_kib", "x"), objVlmDfn, codeInvldVlmSize, 500},
+		{"invalid layers", cairn.InvalidField("layer_stack", "x"), objRscGrp, codeInvldLayerStack, 500},
 		{"invalid other", cairn.InvalidField("", "x"), objRscDfn, codeInvldRequest, 500},
 		{"autoplace short", cairn.Errorf(cairn.CodePreconditionFailed, "x").WithDetails(map[string]any{"short": 1}), objRsc, codeNotEnoughNodes, 500},
 		{"no room", cairn.Errorf(cairn.CodePreconditionFailed, "x").WithDetails(map[string]any{"free_kib": 1}), objRsc, codeNotEnoughSpace, 500},
