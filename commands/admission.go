@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/agnivade/levenshtein"
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
@@ -156,6 +158,18 @@ func (a *Admission) Register(h Handler) {
 	a.handlers[h.Verb] = h
 }
 
+// suggest is the known verb closest to a mistyped one (edit distance at most 3, the
+// closest first, then by name), "" when none is that close.
+func (a *Admission) suggest(verb string) string {
+	best, dist := "", 4
+	for _, v := range a.Verbs() {
+		if d := levenshtein.ComputeDistance(verb, v); d < dist {
+			best, dist = v, d
+		}
+	}
+	return best
+}
+
 // Verbs lists the verbs admission answers, sorted.
 func (a *Admission) Verbs() []string {
 	out := make([]string, 0, len(a.handlers))
@@ -208,7 +222,11 @@ func (a *Admission) Decode(req Request) (Request, Handler, error) {
 	}
 	h, ok := a.handlers[req.Verb]
 	if !ok {
-		return req, Handler{}, cairn.Errorf(cairn.CodeUnknownCommand, "unknown command %q", req.Verb).
+		msg := fmt.Sprintf("unknown command %q", req.Verb)
+		if s := a.suggest(req.Verb); s != "" {
+			msg += "; did you mean " + s + "?"
+		}
+		return req, Handler{}, cairn.Errorf(cairn.CodeUnknownCommand, "%s", msg).
 			WithDetails(map[string]any{"verbs": a.Verbs()})
 	}
 	// The command id first, so that even a refusal of a malformed body names it.

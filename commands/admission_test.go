@@ -3,6 +3,7 @@ package commands_test
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +22,12 @@ import (
 
 const cluster = `{"name":"c1","failure_domains":true,"data_chunks":2,"parity_chunks":1}`
 
+// nodeBody is node.add of name on an address of its own (derived from the name).
 func nodeBody(name string) string {
-	return fmt.Sprintf(`{"name":%q,"host":"h-%s","address":"10.0.0.1","failure_domain":"RACK1","role":"storage"}`, name, name)
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	a := h.Sum32()
+	return fmt.Sprintf(`{"name":%q,"host":"h-%s","address":"10.%d.%d.%d","failure_domain":"RACK1","role":"storage"}`, name, name, a>>16&255, a>>8&255, a&255)
 }
 
 func TestBadInputIsRefusedAndAppendsNothing(t *testing.T) {
@@ -48,7 +53,9 @@ func TestBadInputIsRefusedAndAppendsNothing(t *testing.T) {
 		{"node name with a tilde", "node.remove", `{"name":"n~1"}`, cairn.CodeInvalidArgument, "name", "must match"},
 		{"name with a wildcard", "node.remove", `{"name":"*"}`, cairn.CodeInvalidArgument, "name", "must match"},
 		{"missing field", "node.add", `{"name":"n1","address":"10.0.0.1"}`, cairn.CodeInvalidArgument, "host", "is required"},
-		{"bad address", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.256"}`, cairn.CodeInvalidArgument, "address", "not valid"},
+		{"bad address", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.256"}`, cairn.CodeInvalidArgument, "address", "10.0.0.256 is not an ipv4 or ipv6 address"},
+		{"host name as address", "node.add", `{"name":"n1","host":"h1","address":"n1.example.com"}`, cairn.CodeInvalidArgument, "address", "a host name is not taken"},
+		{"every error named", "node.add", `{"name":"n1","host":"h1","address":"nowhere","role":"boss"}`, cairn.CodeInvalidArgument, "address", "; also: role"},
 		{"bad role", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1","role":"boss"}`, cairn.CodeInvalidArgument, "role", "must be one of"},
 		{"bad state", "node.set-state", `{"name":"n1","state":"sleeping"}`, cairn.CodeInvalidArgument, "state", "must be one of"},
 		{"set-state with nothing to set", "node.set-state", `{"name":"n1"}`, cairn.CodeInvalidArgument, "state", "is required"},
@@ -57,6 +64,7 @@ func TestBadInputIsRefusedAndAppendsNothing(t *testing.T) {
 		{"label required with failure domains", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, cairn.CodeInvalidArgument, "failure_domain", "required"},
 		{"payload over the limit", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1","pad":"` + strings.Repeat("x", 70<<10) + `"}`, cairn.CodePayloadTooLarge, "", "over the limit"},
 		{"unknown verb", "node.explode", `{}`, cairn.CodeUnknownCommand, "", "unknown command"},
+		{"mistyped verb", "node.ad", `{}`, cairn.CodeUnknownCommand, "", `unknown command "node.ad"; did you mean node.add?`},
 		// Invalid UTF-8 was stored rewritten with replacement characters (issue 11).
 		{"invalid UTF-8 in a string", "node.set-state", "{\"name\":\"n1\",\"state\":\"offline\",\"reason\":\"disk \xff gone\"}", cairn.CodeInvalidArgument, "reason", "not valid UTF-8"},
 		{"invalid UTF-8 in a key", "node.add", "{\"name\":\"n1\",\"h\xc3st\":\"h1\",\"address\":\"10.0.0.1\"}", cairn.CodeInvalidArgument, "h\ufffdst", "not valid UTF-8"},
@@ -276,6 +284,30 @@ func TestRefusalIsConfirmedAgainstTheStream(t *testing.T) {
 	assert.Equal(t, "node.removed", r.Events[0].Type)
 }
 
+// The same for "no cluster yet": node.add on a view that has not seen cluster.create
+// (another serve accepted it) must wait for it, not refuse. Its boundary was the node's
+// subject, which cluster.create does not touch, so the stale refusal was confirmed.
+func TestNoClusterRefusalIsConfirmedAgainstTheStream(t *testing.T) {
+	s := servertest.Start(t)
+	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+
+	db, err := projections.OpenInMem()
+	require.NoError(t, err)
+	defer db.Close()
+	proj, err := projections.NewProjector(db, s.JS, s.Store.Names(), zerolog.Nop())
+	require.NoError(t, err)
+	lagging := commands.New(s.Store, db, proj, zerolog.Nop(), commands.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = proj.Run(ctx, 0)
+	}()
+	r := lagging.Submit(ctx, commands.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)})
+	require.True(t, r.OK, "refused on a stale view: %+v", r.Error)
+	assert.Equal(t, "node.added", r.Events[0].Type)
+}
+
 func TestDecideNodeAdd(t *testing.T) {
 	withFD := &projections.Cluster{Name: "c1", FailureDomains: true, DataChunks: 2, ParityChunks: 1}
 	noFD := &projections.Cluster{Name: "c1", DataChunks: 1, ParityChunks: 1}
@@ -455,4 +487,18 @@ func TestRecentRefusals(t *testing.T) {
 	assert.Contains(t, got[0].Error.Message, "ghost1004", "newest first")
 	assert.Contains(t, got[999].Error.Message, "ghost5 ", "the oldest five are gone")
 	assert.False(t, got[0].At.IsZero())
+}
+
+// A second node on an address another node has is accepted with a warning, never
+// silently: replicas of one resource on both would share DRBD's endpoint.
+func TestDuplicateNodeAddressWarns(t *testing.T) {
+	s := servertest.Start(t)
+	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+	r := servertest.Submit(s, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`)
+	require.True(t, r.OK)
+	assert.Empty(t, r.Warnings)
+	r = servertest.Submit(s, "node.add", `{"name":"n2","host":"h2","address":"10.0.0.1"}`)
+	require.True(t, r.OK)
+	require.Len(t, r.Warnings, 1)
+	assert.Contains(t, r.Warnings[0], "node n1 has the same address 10.0.0.1")
 }

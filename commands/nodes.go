@@ -164,7 +164,12 @@ func nodeHandlers() []Handler {
 	return []Handler{
 		{Verb: "node.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeModify
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Name)) })
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) {
+				if c.Address != "" { // it reads every node's address
+					return streamBoundary(v), nil
+				}
+				return subjectBoundary(v, names.Event("node", c.Name))
+			})
 			if err != nil {
 				return d, err
 			}
@@ -205,6 +210,15 @@ func nodeHandlers() []Handler {
 			ev, warnings, err := DecideNodeAdd(ptrIf(cl, ok), ptrIf(n.Spec, found), c)
 			if err != nil {
 				return d, err
+			}
+			nodes, err := v.Nodes()
+			if err != nil {
+				return d, err
+			}
+			for _, o := range nodes {
+				if o.Spec.Address == c.Address {
+					warnings = append(warnings, fmt.Sprintf("node %s has the same address %s: replicas of one resource on both would share DRBD's endpoint", o.Spec.Name, c.Address))
+				}
 			}
 			m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role, Physical: ev.PhysicalLabel}
 			if err := checkTopology(v, &m, ""); err != nil {

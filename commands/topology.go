@@ -351,7 +351,10 @@ func topologyBoundary(v *projections.View, names events.Names, node string) (eve
 	if err != nil {
 		return events.Expect{}, err
 	}
-	if ok && cl.FailureDomains {
+	// Without a cluster in the view, the refusal ("no cluster yet") depends on the
+	// cluster's subject, not the node's: the whole stream, so that a view lagging behind
+	// cluster.create decides again instead of confirming a stale refusal.
+	if !ok || cl.FailureDomains {
 		return streamBoundary(v), nil
 	}
 	return subjectBoundary(v, names.Event("node", node))

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-io/cairn"
@@ -84,6 +85,12 @@ func (g *Gateway) Handler() http.Handler {
 		return actorOf(r, "linstor:"+r.RemoteAddr)
 	}}).Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allowed := allowedMethods(mux, r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"ok": false, "error": cairn.Errorf(cairn.CodeInvalidArgument,
+				"%s %s: this path answers %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+			return
+		}
 		writeError(w, cairn.Errorf(cairn.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	if g.Auth != nil {
@@ -102,6 +109,20 @@ func (g *Gateway) listTokens(w http.ResponseWriter, r *http.Request) {
 		}
 		return map[string]any{"seq": v.Seq(), "tokens": nonNil(tokens)}, err
 	})
+}
+
+// allowedMethods lists the methods another route of mux answers for r's path (none: the
+// path is unknown), so that a wrong method is told 405 rather than 404.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // NodeView is a node as the API shows it: spec and observed status apart.

@@ -189,16 +189,51 @@ func ValidateValue(s *jsonschema.Schema, doc any) error {
 	if !ok {
 		return cairn.InvalidField("", "%v", err)
 	}
-	return fieldError(leaf(ve))
+	// Every independent error, each named by its most specific cause: the first is the
+	// error's field and message, all of them are in details "errors".
+	causes := ve.Causes
+	if len(causes) == 0 {
+		causes = []*jsonschema.ValidationError{ve}
+	}
+	var all []*cairn.Error
+	for _, c := range causes {
+		all = append(all, fieldError(leaf(c)))
+	}
+	first := all[0]
+	if len(all) > 1 {
+		list := make([]map[string]string, 0, len(all))
+		var more []string
+		for i, e := range all {
+			list = append(list, map[string]string{"field": e.Field, "message": e.Message})
+			if i > 0 && i <= 5 {
+				more = append(more, e.Message)
+			}
+		}
+		first.Message += "; also: " + strings.Join(more, "; ")
+		first.Details = map[string]any{"errors": list}
+	}
+	return first
 }
 
-// leaf descends to the first most specific cause, which names the field best.
+// leaf descends to the first most specific cause, which names the field best; it stops
+// at an anyOf of formats (an address: IPv4 or IPv6), which it names as a whole.
 func leaf(ve *jsonschema.ValidationError) *jsonschema.ValidationError {
 	for len(ve.Causes) > 0 {
-		// prefer a cause that is not a wrapper around anyOf alternatives
+		if _, any := ve.ErrorKind.(*kind.AnyOf); any && allFormats(ve.Causes) {
+			return ve
+		}
 		ve = ve.Causes[0]
 	}
 	return ve
+}
+
+func allFormats(causes []*jsonschema.ValidationError) bool {
+	for _, c := range causes {
+		if _, ok := c.ErrorKind.(*kind.Format); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func fieldError(ve *jsonschema.ValidationError) *cairn.Error {
@@ -223,6 +258,17 @@ func fieldError(ve *jsonschema.ValidationError) *cairn.Error {
 		msg = fmt.Sprintf("must be at most %d characters, got %d", k.Want, k.Got)
 	case *kind.Pattern:
 		msg = fmt.Sprintf("must match %s", k.Want)
+	case *kind.AnyOf:
+		var formats []string
+		var got any
+		for _, c := range ve.Causes {
+			f := c.ErrorKind.(*kind.Format)
+			formats, got = append(formats, f.Want), f.Got
+		}
+		msg = fmt.Sprintf("%v is not an %s address", got, strings.Join(formats, " or "))
+		if len(formats) == 2 && formats[0] == "ipv4" {
+			msg += " (a host name is not taken: DRBD connects to addresses)"
+		}
 	}
 	field := strings.Join(loc, ".")
 	if field == "" {

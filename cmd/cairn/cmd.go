@@ -16,7 +16,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
-const defaultNATS = "nats://127.0.0.1:4222"
+// defaultNATS is the NATS URL of every client command: $CAIRN_NATS, else the embedded
+// server's default address.
+var defaultNATS = func() string {
+	if u := os.Getenv("CAIRN_NATS"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}()
 
 // connect opens a NATS connection. creds is a Cairn credentials file (cairn serve
 // --auth, cairn auth node-creds) or a standard NATS .creds file; extra options follow.

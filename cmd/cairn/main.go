@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cairn-io/cairn"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -51,7 +54,8 @@ func main() {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "json", "log format: json or console")
 	root.PersistentFlags().StringVar(&prefix, "prefix", "cairn", "subject prefix of the deployment (one token)")
-	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), drbdCmd(), authCmd(), mmpCmd(), simCmd())
+	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), drbdCmd(), authCmd(), mmpCmd(), simCmd(), versionCmd())
+	refuseUnknownSubcommands(root)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
@@ -63,6 +67,44 @@ func main() {
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "cairn:", err)
 		os.Exit(2)
+	}
+}
+
+// versionCmd prints the build's version (cairn.Version; LINSTOR's API shows the same).
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print this build's version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			fmt.Println("cairn", cairn.Version)
+		},
+	}
+}
+
+// refuseUnknownSubcommands makes every command that only groups others (no Run of its
+// own) refuse an unknown subcommand with exit 2 and a suggestion, instead of printing
+// its help and exiting 0 (cobra's default for a parent below the root).
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.Run != nil || c.RunE != nil || !c.HasSubCommands() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return exitWith(2, "%s (see %s --help)", msg, cmd.CommandPath())
 	}
 }
 

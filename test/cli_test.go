@@ -1,0 +1,54 @@
+package test
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The front door's papercuts: a mistyped subcommand is an error with a suggestion (not
+// help and exit 0), `cairn version` prints the version, and client commands take the
+// NATS URL from $CAIRN_NATS.
+func TestCLIFrontDoor(t *testing.T) {
+	_, stderr, code := runAll(t, "auth", "tokn", "list")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `unknown command "tokn" for "cairn auth"; did you mean token?`)
+	_, stderr, code = runAll(t, "domain", "status")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "did you mean domains?")
+	out, _, code := runAll(t, "auth")
+	assert.Equal(t, 0, code, "a group without a subcommand shows its help")
+	assert.Contains(t, out, "token")
+	out, _, code = runAll(t, "version")
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `^cairn \S+\n$`, out)
+
+	s := startServe(t, t.TempDir())
+	cmd := exec.Command(cairnBin, "cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	cmd.Env = append(os.Environ(), "CAIRN_NATS="+s.natsURL())
+	var outb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &outb, &outb
+	require.NoError(t, cmd.Run(), outb.String())
+	assert.Contains(t, outb.String(), `"ok": true`)
+
+	// A wrong method on a known path is 405 with Allow; an unknown path 404.
+	req, err := http.NewRequest("DELETE", s.url("/cairn/v1/nodes"), nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	assert.Equal(t, "GET", resp.Header.Get("Allow"))
+	status, _ := httpJSON(t, "GET", s.url("/cairn/v1/commands/node.add"), "")
+	assert.Equal(t, http.StatusMethodNotAllowed, status)
+	status, _ = httpJSON(t, "GET", s.url("/cairn/v1/nowhere"), "")
+	assert.Equal(t, http.StatusNotFound, status)
+	// A mistyped verb gets a suggestion.
+	out, _ = run(t, "cmd", "node.ad", `{}`, "--nats", s.natsURL())
+	assert.Contains(t, out, "did you mean node.add?")
+}
