@@ -30,6 +30,9 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	require.Equal(t, 0, code)
 	_, code = run(t, "cmd", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, "--nats", s.natsURL(), "--creds", control)
 	require.Equal(t, 0, code)
+	out, code := run(t, "views", "at", "--seq", "2", "--nats", s.natsURL(), "--creds", control)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"seq": 2`)
 
 	n1creds := filepath.Join(t.TempDir(), "n1.creds")
 	_, code = run(t, "auth", "node-creds", "n1", "--data", data, "-o", n1creds)
@@ -37,6 +40,12 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	fi, err = os.Stat(n1creds)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	// A node's credentials may send no command: refused at once, not after the timeout.
+	began := time.Now()
+	_, stderr, code := runAll(t, "cmd", "node.remove", `{"name":"n1"}`, "--nats", s.natsURL(), "--creds", n1creds)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "refused these credentials")
+	require.Less(t, time.Since(began), 10*time.Second, "waited for the 30 s timeout")
 	stdout, code := run(t, "auth", "node-creds", "n1", "--data", data)
 	require.Equal(t, 0, code)
 	file, err := os.ReadFile(n1creds)
@@ -71,10 +80,10 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wrong := exec.CommandContext(ctx, cairnBin, "agent", "--node", "n2", "--nats", s.natsURL(), "--creds", n1creds, "--revision-dir", t.TempDir())
-	out, err := wrong.CombinedOutput()
-	require.Error(t, err, "agent n2 ran on n1's credentials:\n%s", out)
+	wout, err := wrong.CombinedOutput()
+	require.Error(t, err, "agent n2 ran on n1's credentials:\n%s", wout)
 	require.NoError(t, ctx.Err(), "agent n2 did not give up")
-	require.Contains(t, string(out), "cairn.node.n2.>")
+	require.Contains(t, string(wout), "cairn.node.n2.>")
 
 	// The nats CLI: the control user with --nkey; a node's user with --user and --nkey.
 	if natsCLI, err := exec.LookPath("nats"); err == nil {
@@ -88,7 +97,7 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	}
 
 	// Without credentials the agent cannot connect at all.
-	out, err = exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL()).CombinedOutput()
+	aout, err := exec.Command(cairnBin, "agent", "--node", "n1", "--nats", s.natsURL()).CombinedOutput()
 	require.Error(t, err)
-	require.Contains(t, string(out), "Authorization Violation")
+	require.Contains(t, string(aout), "Authorization Violation")
 }

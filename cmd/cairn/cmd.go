@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,7 +58,20 @@ func defaultActor() string {
 // sendCommand sends one command over NATS as actor (with commandID, when set) and
 // returns admission's reply; an error means no reply.
 func sendCommand(natsURL, creds, verb string, body []byte, commandID, actor string, timeout time.Duration) (commands.Reply, error) {
-	nc, err := connect(natsURL, creds, "cairn-cmd")
+	// A permission violation (e.g. a node's credentials, which may send no command)
+	// arrives asynchronously: it ends the wait at once instead of after the timeout.
+	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, errors.New("no answer in time"))
+	defer cancel()
+	denied := make(chan error, 1)
+	nc, err := connect(natsURL, creds, "cairn-cmd", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case denied <- err:
+			default:
+			}
+			cancel()
+		}
+	}))
 	if err != nil {
 		return commands.Reply{}, err
 	}
@@ -67,8 +82,13 @@ func sendCommand(natsURL, creds, verb string, body []byte, commandID, actor stri
 		m.Header.Set(commands.HeaderCommandID, commandID)
 	}
 	m.Header.Set(commands.HeaderActor, actor)
-	resp, err := nc.RequestMsg(m, timeout)
+	resp, err := nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
+		select {
+		case perr := <-denied:
+			return commands.Reply{}, fmt.Errorf("%s refused these credentials: %w", m.Subject, perr)
+		default:
+		}
 		return commands.Reply{}, fmt.Errorf("no answer on %s: %w", m.Subject, err)
 	}
 	var reply commands.Reply

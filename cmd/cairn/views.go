@@ -70,6 +70,7 @@ func viewsCmd() *cobra.Command {
 		seq     uint64
 		dump    bool
 		natsURL string
+		creds   string
 	)
 	at := &cobra.Command{
 		Use:   "at",
@@ -81,7 +82,7 @@ func viewsCmd() *cobra.Command {
 			}
 			var js jetstream.JetStream
 			if natsURL != "" {
-				nc, err := connect(natsURL, "", "cairn-views-at")
+				nc, err := connect(natsURL, creds, "cairn-views-at")
 				if err != nil {
 					return err
 				}
@@ -121,6 +122,7 @@ func viewsCmd() *cobra.Command {
 	at.Flags().Uint64Var(&seq, "seq", 0, "stream sequence to stop at (inclusive)")
 	at.Flags().BoolVar(&dump, "dump", false, "print every view key and value too")
 	at.Flags().StringVar(&natsURL, "nats", "", "read a running deployment's stream instead of --data")
+	at.Flags().StringVar(&creds, "creds", "", "NATS credentials file for --nats (cairn serve --auth: <data>/auth/cairn.creds)")
 	c.AddCommand(rebuild, digest, at)
 	return c
 }
