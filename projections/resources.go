@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
@@ -65,8 +66,10 @@ type Replica struct {
 	Inactive    bool                 `json:"inactive,omitempty"`
 	// Incarnation is the sequence of the event that created the replica's current disk
 	// (replica.added, or replica.disk-toggled to diskful).
-	Incarnation uint64 `json:"incarnation"`
-	AddedSeq    uint64 `json:"added_seq"`
+	Incarnation uint64    `json:"incarnation"`
+	AddedSeq    uint64    `json:"added_seq"`
+	AddedAt     time.Time `json:"added_at,omitzero"` // when replica.added occurred
+
 }
 
 // Minor returns the replica's minor of a volume (ok false when it has none).
@@ -350,7 +353,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			}
 			r := Replica{Node: d.Node, NodeID: d.NodeID, Minors: d.Minors, Diskless: d.Diskless, Tiebreaker: d.Tiebreaker,
 				StoragePool: d.StoragePool, Provider: d.Provider, Pool: d.Pool, Seeds: d.Seeds, FullSync: d.FullSync,
-				DRBDOptions: d.DRBDOptions, Incarnation: ev.Seq, AddedSeq: ev.Seq}
+				DRBDOptions: d.DRBDOptions, Incarnation: ev.Seq, AddedSeq: ev.Seq, AddedAt: ev.OccurredAt}
 			rd.Replicas = append(rd.Replicas, r)
 			slices.SortFunc(rd.Replicas, func(a, b Replica) int { return a.NodeID - b.NodeID })
 			for _, m := range d.Minors {

@@ -275,10 +275,11 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(201, "POST", "/v1/resource-groups/rg2/spawn", `{"resource_definition_name":"r1","volume_sizes":[1048576],"partial":false,"definitions_only":false,"select_filter":{}}`)
 	assert.Equal(t, retCode(lsCreate, lsRscDfn, lsCreated), rc[0].RetCode)
 	type resource struct {
-		Name  string   `json:"name"`
-		Node  string   `json:"node_name"`
-		Flags []string `json:"flags"`
-		Layer struct {
+		Name    string   `json:"name"`
+		Created int64    `json:"create_timestamp"`
+		Node    string   `json:"node_name"`
+		Flags   []string `json:"flags"`
+		Layer   struct {
 			Type string `json:"type"`
 			Drbd struct {
 				NodeID   int   `json:"node_id"`
@@ -297,6 +298,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	sites := map[string]bool{}
 	diskful := 0
 	for _, r := range rs {
+		assert.InDelta(t, time.Now().UnixMilli(), r.Created, float64(time.Minute.Milliseconds()), "created just now, in ms")
 		assert.Equal(t, "DRBD", r.Layer.Type)
 		assert.Equal(t, []int{7000}, r.Layer.Drbd.TCPPorts)
 		require.Len(t, r.Volumes, 1)

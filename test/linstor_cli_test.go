@@ -167,6 +167,7 @@ func TestLinstorCLISession(t *testing.T) {
 	require.Len(t, rs, 3, "two disks and a tiebreaker")
 	table := ok("resource", "list")
 	assert.Contains(t, table, "UpToDate")
+	assert.Contains(t, table, time.Now().UTC().Format("2006-01-02"), "CreatedOn")
 	assert.Contains(t, table, "TieBreaker")
 
 	ok("resource", "create", "r1", "--auto-place", "+1")

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/drbd"
@@ -25,6 +26,8 @@ type Resource struct {
 	LayerObject ResourceLayer     `json:"layer_object"`
 	State       *ResourceState    `json:"state,omitempty"`
 	Volumes     []Volume          `json:"volumes,omitempty"`
+	// CreateTimestamp is when the replica was added, in Unix milliseconds.
+	CreateTimestamp int64 `json:"create_timestamp,omitempty"`
 }
 
 // ResourceState says whether the resource is open (DRBD Primary).
@@ -98,7 +101,7 @@ func resourceOf(rd projections.ResourceDefinition, rep projections.Replica, st *
 			drbdLayer.Connections[p.Node] = DrbdConnection{Connected: c == "Connected", Message: c}
 		}
 	}
-	out := Resource{Name: rd.Name, NodeName: rep.Node, Flags: flags,
+	out := Resource{Name: rd.Name, NodeName: rep.Node, Flags: flags, CreateTimestamp: millis(rep.AddedAt),
 		LayerObject: ResourceLayer{Type: "DRBD", Drbd: drbdLayer, Children: []ResourceLayer{{Type: "STORAGE"}}}}
 	if st != nil {
 		inUse := st.Role == "Primary"
@@ -123,6 +126,15 @@ func resourceOf(rd projections.ResourceDefinition, rep projections.Replica, st *
 		out.Volumes = append(out.Volumes, vol)
 	}
 	return out
+}
+
+// millis is t in Unix milliseconds, 0 for the zero time (views written before the
+// time was kept).
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // resourcesOf renders the replicas of rd passing the node filter, by node name.
