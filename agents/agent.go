@@ -183,9 +183,13 @@ func (a *Agent) attach(ctx context.Context, log zerolog.Logger) (jetstream.Consu
 			var r struct {
 				Consumer string `json:"consumer"`
 				Error    string `json:"error"`
+				Warning  string `json:"warning"`
 			}
 			if jerr := json.Unmarshal(msg.Data, &r); jerr != nil || r.Consumer == "" {
 				err = fmt.Errorf("attach refused: %s (%v)", r.Error, jerr)
+			}
+			if r.Warning != "" {
+				log.Warn().Msg(r.Warning)
 			}
 			name = r.Consumer
 		case errors.Is(err, nats.ErrNoResponders):

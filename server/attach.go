@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/cairn-io/cairn/events"
@@ -15,6 +16,9 @@ import (
 type AttachReply struct {
 	Consumer string `json:"consumer,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Warning says what the agent should know, e.g. that its node is not in the cluster
+	// (it runs, but nothing is meant for it until node.add).
+	Warning string `json:"warning,omitempty"`
 }
 
 // attachAgents answers agents' attach requests (<prefix>.agent.<node>.attach) in a queue
@@ -22,7 +26,7 @@ type AttachReply struct {
 // (events.AttachAgentConsumer). Agents thus need no permission to create, delete or
 // configure consumers; a node's user may only send its own attach request and pull
 // from its own consumer (natsauth.NodePermissions).
-func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names events.Names, log zerolog.Logger) (*nats.Subscription, error) {
+func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names events.Names, inCluster func(node string) (bool, error), log zerolog.Logger) (*nats.Subscription, error) {
 	return nc.QueueSubscribe(names.AgentAttachFilter(), "cairn-attach", recovering(log, "attach", func(m *nats.Msg) {
 		node, ok := names.ParseAgentAttach(m.Subject)
 		if !ok {
@@ -37,6 +41,9 @@ func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, na
 			log.Warn().Err(err).Str("node", node).Msg("agent attach failed")
 		} else {
 			r.Consumer = name
+			if ok, err := inCluster(node); err == nil && !ok {
+				r.Warning = fmt.Sprintf("node %s is not in the cluster: nothing is meant for it until node.add", node)
+			}
 			log.Info().Str("node", node).Str("consumer", name).Msg("agent attached")
 		}
 		body, _ := json.Marshal(r)

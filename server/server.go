@@ -251,7 +251,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Log.Error().Err(err).Msg("lease stopped")
 		}
 	})
-	attachSub, err := attachAgents(runCtx, s.NC, s.JS, names, cfg.Log.With().Str("part", "attach").Logger())
+	attachSub, err := attachAgents(runCtx, s.NC, s.JS, names, func(node string) (bool, error) {
+		v, err := db.Read()
+		if err != nil {
+			return false, err
+		}
+		defer v.Close()
+		_, ok, err := v.Node(node)
+		return ok, err
+	}, cfg.Log.With().Str("part", "attach").Logger())
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", names.AgentAttachFilter(), err)
 	}

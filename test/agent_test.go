@@ -2,6 +2,7 @@ package test
 
 import (
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -47,4 +48,20 @@ func TestAgentHeartbeatsDriveNodeState(t *testing.T) {
 	out, _ := run(t, "audit", "--nats", s.natsURL(), "--type", "node.state-changed", "--actor", "watchdog", "--json")
 	require.Contains(t, out, `"state":"offline"`)
 	require.Contains(t, out, `"state":"online"`)
+}
+
+// An agent started with a --node the cluster does not have says so (its attach reply
+// carries the warning) instead of running silently.
+func TestAgentOfAnUnknownNodeSaysSo(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	_, code := run(t, "cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`, "--nats", s.natsURL())
+	require.Equal(t, 0, code)
+	log := &syncBuffer{}
+	a := exec.Command(cairnBin, "agent", "--node", "ghost", "--nats", s.natsURL(), "--revision-dir", t.TempDir())
+	a.Stdout, a.Stderr = log, log
+	require.NoError(t, a.Start())
+	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
+	require.Eventually(t, func() bool {
+		return strings.Contains(log.String(), "node ghost is not in the cluster: nothing is meant for it until node.add")
+	}, 15*time.Second, 50*time.Millisecond, "agent log:\n%s", log.String())
 }

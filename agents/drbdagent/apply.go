@@ -49,6 +49,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	case plan.Refuse != "":
 		return st, errors.New(plan.Refuse)
 	case plan.Remove:
+		r.cfg.Log.Info().Str("resource", rd).Strs("steps", plan.Steps(true)).Msg("carrying out desired state")
 		return nil, r.remove(ctx, rd, st, plan.Down)
 	case d == nil || d.Local == nil:
 		return nil, nil // nothing here, nothing wanted
@@ -76,6 +77,9 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		return st, fmt.Errorf("render: %w", err)
 	}
 	changed := !isInstalled || !bytes.Equal(installed, rendered)
+	if steps := plan.Steps(changed); len(steps) > 0 {
+		r.cfg.Log.Info().Str("resource", rd).Uint64("revision", d.Revision).Strs("steps", steps).Msg("carrying out desired state")
+	}
 	if changed {
 		if err := r.check(ctx, d, rendered, isInstalled); err != nil {
 			return st, err

@@ -45,6 +45,27 @@ type Plan struct {
 	Forget []int
 }
 
+// Steps names what the plan changes on the host, for the agent's log (fileChanged: the
+// resource file differs from the installed one); nothing when it changes nothing (a
+// backing volume that exists and an adjust of an unchanged file are no news).
+func (p Plan) Steps(fileChanged bool) []string {
+	var out []string
+	add := func(on bool, step string) {
+		if on {
+			out = append(out, step)
+		}
+	}
+	add(p.Remove, "tear down")
+	add(p.Retire != nil, "retire an older incarnation")
+	add(p.CreateMD, "create metadata")
+	add(p.Seed, "seed the generation identifiers")
+	add(p.Adjust && fileChanged, "adjust to a new resource file")
+	add(p.Down, "take down")
+	add(p.DropDisks, "drop the disks")
+	add(len(p.Forget) > 0, fmt.Sprintf("forget peers %v", p.Forget))
+	return out
+}
+
 // Decide returns the plan for desired d (nil: removal) given the state file st (nil:
 // none) and whether a resource file is installed. The rules (docs/agent.md):
 //

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/stretchr/testify/assert"
 )
 
 func desired(inc, rev uint64, diskless, active bool, peers ...string) *drbd.Desired {
@@ -104,4 +105,13 @@ func TestLeftPeers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Steps names what a plan changes, and nothing for a plan that changes nothing.
+func TestPlanSteps(t *testing.T) {
+	assert.Empty(t, Plan{Backing: true, Adjust: true}.Steps(false), "an existing disk, an unchanged file: no news")
+	assert.Equal(t, []string{"create metadata", "seed the generation identifiers", "adjust to a new resource file"},
+		Plan{Backing: true, CreateMD: true, Seed: true, Adjust: true}.Steps(true))
+	assert.Equal(t, []string{"tear down"}, Plan{Remove: true, Down: true}.Steps(true)[:1])
+	assert.Equal(t, []string{"drop the disks", "forget peers [2]"}, Plan{DropDisks: true, Forget: []int{2}}.Steps(false))
 }

@@ -197,7 +197,8 @@ func (r *Reconciler) finish(ctx context.Context, rd string, d *drbd.Desired, st 
 	case err != nil:
 		base.Phase, base.Error = drbd.PhaseFailed, err.Error()
 		metricReconciles.WithLabelValues("failed").Inc()
-		r.cfg.Log.Warn().Str("resource", rd).Err(err).Msg("reconcile failed")
+		// Logged once, by the worker that retries it (agents): here only at debug.
+		r.cfg.Log.Debug().Str("resource", rd).Err(err).Msg("reconcile failed")
 	case gone:
 		base.Phase = drbd.PhaseRemoved
 		metricReconciles.WithLabelValues("removed").Inc()
