@@ -638,14 +638,10 @@ func TestGroupModify(t *testing.T) {
 	rd := definition(t, s, "r1")
 	for _, rep := range rd.Replicas {
 		require.Eventually(t, func() bool {
-			st, err := js.Stream(context.Background(), "CAIRN_NODES")
-			require.NoError(t, err)
-			m, err := st.GetLastMsgForSubject(context.Background(), "cairn.node."+rep.Node+".drbd.r1")
-			if err != nil {
+			d, ok := published(t, js, rep.Node, "r1")
+			if !ok {
 				return false
 			}
-			var d drbd.Desired
-			require.NoError(t, json.Unmarshal(m.Data, &d))
 			return d.Options.Protocol != nil && *d.Options.Protocol == "A" && d.Options.Extra["DrbdOptions/Net/ping-timeout"] == "11"
 		}, 10*time.Second, 20*time.Millisecond, "%s never got the group's new options", rep.Node)
 	}
@@ -696,14 +692,10 @@ func TestNodeModifyAddress(t *testing.T) {
 	require.NoError(t, err)
 	for _, rep := range rd.Replicas {
 		require.Eventually(t, func() bool {
-			st, err := js.Stream(context.Background(), "CAIRN_NODES")
-			require.NoError(t, err)
-			m, err := st.GetLastMsgForSubject(context.Background(), "cairn.node."+rep.Node+".drbd.r1")
-			if err != nil {
+			d, ok := published(t, js, rep.Node, "r1")
+			if !ok {
 				return false
 			}
-			var d drbd.Desired
-			require.NoError(t, json.Unmarshal(m.Data, &d))
 			for _, peer := range d.Replicas {
 				if peer.Node == moved {
 					return peer.Address == "10.9.9.9"
@@ -733,14 +725,10 @@ func TestControllerOptions(t *testing.T) {
 	require.NoError(t, err)
 	for _, rep := range definition(t, s, "r1").Replicas {
 		require.Eventually(t, func() bool {
-			st, err := js.Stream(context.Background(), "CAIRN_NODES")
-			require.NoError(t, err)
-			m, err := st.GetLastMsgForSubject(context.Background(), "cairn.node."+rep.Node+".drbd.r1")
-			if err != nil {
+			d, ok := published(t, js, rep.Node, "r1")
+			if !ok {
 				return false
 			}
-			var d drbd.Desired
-			require.NoError(t, json.Unmarshal(m.Data, &d))
 			return d.Options.MaxBuffers != nil && *d.Options.MaxBuffers == 9000 && *d.Options.Protocol == "C"
 		}, 10*time.Second, 20*time.Millisecond, "%s: the controller's max-buffers, the definition's protocol", rep.Node)
 	}
@@ -751,4 +739,19 @@ func TestControllerOptions(t *testing.T) {
 	require.NoError(t, err)
 	v.Close()
 	assert.Equal(t, drbd.Options{}, o)
+}
+
+// published is the desired state the dispatcher last published for rd on node (ok false
+// before any).
+func published(t *testing.T, js jetstream.JetStream, node, rd string) (drbd.Desired, bool) {
+	t.Helper()
+	st, err := js.Stream(context.Background(), "CAIRN_NODES")
+	require.NoError(t, err)
+	m, err := st.GetLastMsgForSubject(context.Background(), "cairn.node."+node+".drbd."+rd)
+	if err != nil {
+		return drbd.Desired{}, false
+	}
+	var d drbd.Desired
+	require.NoError(t, json.Unmarshal(m.Data, &d))
+	return d, true
 }

@@ -149,6 +149,17 @@ func (a *API) command(r *http.Request, verb string, body any) (commands.Reply, e
 	return reply, nil
 }
 
+// commit sends one command for a call and answers it: the refusal as LINSTOR's entry
+// for (op, obj), or the success entry (msg, refs) with what Cairn said about it.
+func (a *API) commit(w http.ResponseWriter, r *http.Request, verb string, cmd any, op, obj uint64, msg string, refs map[string]string) {
+	reply, err := a.command(r, verb, cmd)
+	if err != nil {
+		writeFailure(w, op, obj, err)
+		return
+	}
+	writeResults(w, results(success(op, obj, msg, refs), reply, op, obj))
+}
+
 // results answers an accepted command: the success entry, then what Cairn said about it
 // as INFO entries. A command that appended nothing (Cairn kept the state as it was,
 // e.g. a tiebreaker that stays) answers its warnings alone, as WARN_NO_EFFECT, without

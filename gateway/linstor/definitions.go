@@ -120,12 +120,7 @@ func (a *API) createDefinition(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objRscDfn, err)
 		return
 	}
-	reply, err := a.command(r, "rd.create", withProperties(cmd, opts, free))
-	if err != nil {
-		writeFailure(w, opCreate, objRscDfn, err)
-		return
-	}
-	writeResults(w, results(success(opCreate, objRscDfn, fmt.Sprintf("New resource definition '%s' created.", rd.Name), map[string]string{"RscDfn": rd.Name}), reply, opCreate, objRscDfn))
+	a.commit(w, r, "rd.create", withProperties(cmd, opts, free), opCreate, objRscDfn, fmt.Sprintf("New resource definition '%s' created.", rd.Name), map[string]string{"RscDfn": rd.Name})
 }
 
 // modifyDefinition maps override_props/delete_props of DrbdOptions/* to rd.modify.
@@ -149,12 +144,7 @@ func (a *API) modifyDefinition(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opModify, objRscDfn, err)
 		return
 	}
-	reply, err := a.command(r, "rd.modify", cmd)
-	if err != nil {
-		writeFailure(w, opModify, objRscDfn, err)
-		return
-	}
-	writeResults(w, results(success(opModify, objRscDfn, fmt.Sprintf("Resource definition '%s' modified.", name), map[string]string{"RscDfn": name}), reply, opModify, objRscDfn))
+	a.commit(w, r, "rd.modify", cmd, opModify, objRscDfn, fmt.Sprintf("Resource definition '%s' modified.", name), map[string]string{"RscDfn": name})
 }
 
 // modifyCommand builds rd.modify from LINSTOR's property changes: DrbdOptions/* as
@@ -179,12 +169,7 @@ func modifyCommand(name string, override map[string]string, remove []string) (ma
 // in the same atomic append (as LINSTOR does); in use (Primary somewhere) it is refused.
 func (a *API) deleteDefinition(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("rd")
-	reply, err := a.command(r, "rd.delete", map[string]any{"name": name})
-	if err != nil {
-		writeFailure(w, opDelete, objRscDfn, err)
-		return
-	}
-	writeResults(w, results(success(opDelete, objRscDfn, fmt.Sprintf("Resource definition '%s' deleted.", name), map[string]string{"RscDfn": name}), reply, opDelete, objRscDfn))
+	a.commit(w, r, "rd.delete", map[string]any{"name": name}, opDelete, objRscDfn, fmt.Sprintf("Resource definition '%s' deleted.", name), map[string]string{"RscDfn": name})
 }
 
 func (a *API) listVolumeDefinitions(w http.ResponseWriter, r *http.Request) {
@@ -238,10 +223,5 @@ func (a *API) createVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 			nr = max(nr, vd.Volume+1)
 		}
 	}
-	reply, err := a.command(r, "vd.create", map[string]any{"resource": name, "volume": nr, "size_kib": in.VolumeDefinition.SizeKiB})
-	if err != nil {
-		writeFailure(w, opCreate, objVlmDfn, err)
-		return
-	}
-	writeResults(w, results(success(opCreate, objVlmDfn, fmt.Sprintf("New volume definition with number '%d' of resource definition '%s' created.", nr, name), map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)}), reply, opCreate, objVlmDfn))
+	a.commit(w, r, "vd.create", map[string]any{"resource": name, "volume": nr, "size_kib": in.VolumeDefinition.SizeKiB}, opCreate, objVlmDfn, fmt.Sprintf("New volume definition with number '%d' of resource definition '%s' created.", nr, name), map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)})
 }

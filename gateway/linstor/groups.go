@@ -165,12 +165,7 @@ func (a *API) createResourceGroup(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objRscGrp, err)
 		return
 	}
-	reply, err := a.command(r, "rg.create", withProperties(cmd, opts, free))
-	if err != nil {
-		writeFailure(w, opCreate, objRscGrp, err)
-		return
-	}
-	writeResults(w, results(success(opCreate, objRscGrp, fmt.Sprintf("New resource group '%s' created.", in.Name), map[string]string{"RscGrp": in.Name}), reply, opCreate, objRscGrp))
+	a.commit(w, r, "rg.create", withProperties(cmd, opts, free), opCreate, objRscGrp, fmt.Sprintf("New resource group '%s' created.", in.Name), map[string]string{"RscGrp": in.Name})
 }
 
 // modifyResourceGroup maps LINSTOR's group modify to rg.modify: select_filter's place
@@ -232,24 +227,14 @@ func (a *API) modifyResourceGroup(w http.ResponseWriter, r *http.Request) {
 		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objRscGrp, codeNoEffect, "nothing to change on resource group "+name)})
 		return
 	}
-	reply, err := a.command(r, "rg.modify", cmd)
-	if err != nil {
-		writeFailure(w, opModify, objRscGrp, err)
-		return
-	}
-	writeResults(w, results(success(opModify, objRscGrp, fmt.Sprintf("Resource group '%s' modified.", name), map[string]string{"RscGrp": name}), reply, opModify, objRscGrp))
+	a.commit(w, r, "rg.modify", cmd, opModify, objRscGrp, fmt.Sprintf("Resource group '%s' modified.", name), map[string]string{"RscGrp": name})
 }
 
 // deleteResourceGroup maps to rg.delete (refused, FAIL_IN_USE, while definitions
 // belong to the group).
 func (a *API) deleteResourceGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("rg")
-	reply, err := a.command(r, "rg.delete", map[string]any{"name": name})
-	if err != nil {
-		writeFailure(w, opDelete, objRscGrp, err)
-		return
-	}
-	writeResults(w, results(success(opDelete, objRscGrp, fmt.Sprintf("Resource group '%s' deleted.", name), map[string]string{"RscGrp": name}), reply, opDelete, objRscGrp))
+	a.commit(w, r, "rg.delete", map[string]any{"name": name}, opDelete, objRscGrp, fmt.Sprintf("Resource group '%s' deleted.", name), map[string]string{"RscGrp": name})
 }
 
 // checkLayers accepts the layer stacks Cairn builds: DRBD on storage (or storage alone

@@ -82,12 +82,7 @@ func (a *API) modifyKV(w http.ResponseWriter, r *http.Request) {
 		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objKVS, codeNoEffect, "nothing to change in key-value store "+name)})
 		return
 	}
-	reply, err := a.command(r, "kv.modify", cmd)
-	if err != nil {
-		writeFailure(w, opModify, objKVS, err)
-		return
-	}
-	writeResults(w, results(success(opModify, objKVS, fmt.Sprintf("Key-value store '%s' modified.", name), map[string]string{"KeyValueStore": name}), reply, opModify, objKVS))
+	a.commit(w, r, "kv.modify", cmd, opModify, objKVS, fmt.Sprintf("Key-value store '%s' modified.", name), map[string]string{"KeyValueStore": name})
 }
 
 func (a *API) deleteKV(w http.ResponseWriter, r *http.Request) {

@@ -148,12 +148,7 @@ func (a *API) createNode(w http.ResponseWriter, r *http.Request) {
 	if len(aux) > 0 {
 		cmd["properties"] = aux
 	}
-	reply, err := a.command(r, "node.add", cmd)
-	if err != nil {
-		writeFailure(w, opCreate, objNode, err)
-		return
-	}
-	writeResults(w, results(success(opCreate, objNode, fmt.Sprintf("New node '%s' registered.", in.Name), map[string]string{"Node": in.Name}), reply, opCreate, objNode))
+	a.commit(w, r, "node.add", cmd, opCreate, objNode, fmt.Sprintf("New node '%s' registered.", in.Name), map[string]string{"Node": in.Name})
 }
 
 // modifyNode maps LINSTOR's node modify to node.modify: Aux/<key> properties set and
@@ -202,12 +197,7 @@ func (a *API) modifyNode(w http.ResponseWriter, r *http.Request) {
 		writeResults(w, []ApiCallRc{e})
 		return
 	}
-	reply, err := a.command(r, "node.modify", cmd)
-	if err != nil {
-		writeFailure(w, opModify, objNode, err)
-		return
-	}
-	writeResults(w, results(success(opModify, objNode, fmt.Sprintf("Node '%s' modified.", name), map[string]string{"Node": name}), reply, opModify, objNode))
+	a.commit(w, r, "node.modify", cmd, opModify, objNode, fmt.Sprintf("Node '%s' modified.", name), map[string]string{"Node": name})
 }
 
 // auxKey is the Cairn node property of a LINSTOR Aux/<key> property.
@@ -223,12 +213,7 @@ func auxKey(k string) (string, error) {
 
 func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("node")
-	reply, err := a.command(r, "node.remove", map[string]any{"name": name})
-	if err != nil {
-		writeFailure(w, opDelete, objNode, err)
-		return
-	}
-	writeResults(w, results(success(opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name}), reply, opDelete, objNode))
+	a.commit(w, r, "node.remove", map[string]any{"name": name}, opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name})
 }
 
 // lostNode removes a node that is gone for good: each of its replicas (replica.remove,
@@ -303,10 +288,5 @@ func (a *API) modifyNetInterface(w http.ResponseWriter, r *http.Request) {
 		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objNode, codeNoEffect, "nothing to change on node "+name)})
 		return
 	}
-	reply, err := a.command(r, "node.modify", map[string]any{"name": name, "address": in.Address})
-	if err != nil {
-		writeFailure(w, opModify, objNode, err)
-		return
-	}
-	writeResults(w, results(success(opModify, objNode, fmt.Sprintf("Network interface of node '%s' modified.", name), map[string]string{"Node": name}), reply, opModify, objNode))
+	a.commit(w, r, "node.modify", map[string]any{"name": name, "address": in.Address}, opModify, objNode, fmt.Sprintf("Network interface of node '%s' modified.", name), map[string]string{"Node": name})
 }

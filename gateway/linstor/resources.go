@@ -494,12 +494,7 @@ func (a *API) makeAvailable(w http.ResponseWriter, r *http.Request) {
 		writeResults(w, results(success(opModify, objRsc, fmt.Sprintf("Resource '%s' on node %s got a disk.", name, node), refs), reply, opModify, objRsc))
 		return
 	}
-	reply, err := a.command(r, "replica.add", map[string]any{"resource": name, "node": node, "diskless": !in.Diskful})
-	if err != nil {
-		writeFailure(w, opCreate, objRsc, err)
-		return
-	}
-	writeResults(w, results(success(opCreate, objRsc, fmt.Sprintf("Resource '%s' on node %s made available.", name, node), refs), reply, opCreate, objRsc))
+	a.commit(w, r, "replica.add", map[string]any{"resource": name, "node": node, "diskless": !in.Diskful}, opCreate, objRsc, fmt.Sprintf("Resource '%s' on node %s made available.", name, node), refs)
 }
 
 // toggleDisk maps to replica.toggle-disk (the pool from the path, if any).

@@ -210,10 +210,5 @@ func (a *API) modifyStoragePool(w http.ResponseWriter, r *http.Request) {
 // deleteStoragePool maps to sp.delete (refused, FAIL_IN_USE, while disks are on it).
 func (a *API) deleteStoragePool(w http.ResponseWriter, r *http.Request) {
 	node, pool := r.PathValue("node"), r.PathValue("pool")
-	reply, err := a.command(r, "sp.delete", map[string]any{"node": node, "name": pool})
-	if err != nil {
-		writeFailure(w, opDelete, objStorPool, err)
-		return
-	}
-	writeResults(w, results(success(opDelete, objStorPool, fmt.Sprintf("Storage pool '%s' deleted.", pool), map[string]string{"Node": node, "StorPool": pool}), reply, opDelete, objStorPool))
+	a.commit(w, r, "sp.delete", map[string]any{"node": node, "name": pool}, opDelete, objStorPool, fmt.Sprintf("Storage pool '%s' deleted.", pool), map[string]string{"Node": node, "StorPool": pool})
 }
