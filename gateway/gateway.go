@@ -168,14 +168,29 @@ func (g *Gateway) getCluster(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// listNodes serves the nodes, a page at a time as every list (see listPage).
 func (g *Gateway) listNodes(w http.ResponseWriter, r *http.Request) {
+	after, limit, err := pageQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	g.withView(w, func(v *projections.View) (any, error) {
 		nodes, err := v.Nodes()
-		out := make([]NodeView, 0, len(nodes))
+		out := map[string]any{"seq": v.Seq()}
+		page := make([]NodeView, 0, min(len(nodes), limit))
 		for _, n := range nodes {
-			out = append(out, g.nodeView(n))
+			if n.Spec.Name <= after && after != "" {
+				continue
+			}
+			if len(page) == limit {
+				out["next"] = page[len(page)-1].Name
+				break
+			}
+			page = append(page, g.nodeView(n))
 		}
-		return map[string]any{"seq": v.Seq(), "nodes": out}, err
+		out["nodes"] = page
+		return out, err
 	})
 }
 

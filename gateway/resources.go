@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/drbd"
@@ -9,28 +10,52 @@ import (
 	"github.com/cairn-io/cairn/storage/zpool"
 )
 
-// listStoragePools serves every storage pool with its capacity and allocation.
+// Lists answer {"seq": S, "<items>": [...], "next": C}: one page in name order of at
+// most ?limit= items (default 1,000, at most 10,000) after ?after= (the "next" of the
+// previous page; absent on the last page).
+
+// pageQuery reads ?limit= and ?after=; errors are invalid_argument naming the parameter.
+func pageQuery(r *http.Request) (after string, limit int, err error) {
+	limit = 1000
+	if s := r.URL.Query().Get("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > 10000 {
+			return "", 0, cairn.InvalidField("limit", "limit must be 1..10000, got %q", s)
+		}
+	}
+	return r.URL.Query().Get("after"), limit, nil
+}
+
+// listPage serves one page of a list (projections.Pages) under key.
+func listPage[T any](g *Gateway, w http.ResponseWriter, r *http.Request, list, key string) {
+	after, limit, err := pageQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g.withView(w, func(v *projections.View) (any, error) {
+		p, err := projections.Pages[T](v, list, after, limit)
+		out := map[string]any{"seq": v.Seq(), key: nonNil(p.Items)}
+		if p.Next != "" {
+			out["next"] = p.Next
+		}
+		return out, err
+	})
+}
+
+// listStoragePools serves the storage pools with their capacity and allocation (cursor
+// <node>/<pool>).
 func (g *Gateway) listStoragePools(w http.ResponseWriter, r *http.Request) {
-	g.withView(w, func(v *projections.View) (any, error) {
-		pools, err := v.StoragePools()
-		return nonNil(pools), err
-	})
+	listPage[projections.StoragePool](g, w, r, projections.ListStoragePools, "storage_pools")
 }
 
-// listResourceGroups serves every resource group.
+// listResourceGroups serves the resource groups.
 func (g *Gateway) listResourceGroups(w http.ResponseWriter, r *http.Request) {
-	g.withView(w, func(v *projections.View) (any, error) {
-		groups, err := v.ResourceGroups()
-		return nonNil(groups), err
-	})
+	listPage[projections.ResourceGroup](g, w, r, projections.ListResourceGroups, "resource_groups")
 }
 
-// listResources serves every resource definition with its volumes and replicas.
+// listResources serves the resource definitions with their volumes and replicas.
 func (g *Gateway) listResources(w http.ResponseWriter, r *http.Request) {
-	g.withView(w, func(v *projections.View) (any, error) {
-		rds, err := v.ResourceDefinitions()
-		return nonNil(rds), err
-	})
+	listPage[projections.ResourceDefinition](g, w, r, projections.ListResourceDefinitions, "resources")
 }
 
 // ReplicaView is a replica's desired state with what its node's agent last observed.
@@ -87,12 +112,9 @@ type PoolView struct {
 	Observed map[string]zpool.Status `json:"observed"`
 }
 
-// listPools serves every shared pool and its grant.
+// listPools serves the shared pools and their grants.
 func (g *Gateway) listPools(w http.ResponseWriter, r *http.Request) {
-	g.withView(w, func(v *projections.View) (any, error) {
-		pools, err := v.Pools()
-		return nonNil(pools), err
-	})
+	listPage[projections.Pool](g, w, r, projections.ListPools, "pools")
 }
 
 // getPool serves one pool with its owner, contested flag and per-node observed status

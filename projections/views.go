@@ -396,6 +396,50 @@ func scanAll[T any](v *View, prefix string) ([]T, error) {
 	return out, err
 }
 
+// Page is one page of a list in key order: the items after a cursor, and the cursor of
+// the next page ("" on the last).
+type Page[T any] struct {
+	Items []T
+	Next  string
+}
+
+// Kinds of list Pages serves, by key prefix.
+const (
+	ListResourceDefinitions = "v/rd/"
+	ListResourceGroups      = "v/rg/"
+	ListStoragePools        = "v/sp/" // cursor: <node>/<pool>
+	ListPools               = "v/pool/"
+)
+
+// Pages reads up to limit items of a list (ListResourceDefinitions, …) after cursor
+// (exclusive; "" from the start), in key order, reading no further than it returns.
+func Pages[T any](v *View, list, after string, limit int) (Page[T], error) {
+	lower := []byte(list)
+	if after != "" {
+		lower = append([]byte(list+after), 0)
+	}
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte(list))})
+	if err != nil {
+		return Page[T]{}, err
+	}
+	defer it.Close()
+	var p Page[T]
+	last := ""
+	for it.First(); it.Valid(); it.Next() {
+		if len(p.Items) == limit {
+			p.Next = last
+			break
+		}
+		var x T
+		if err := unmarshalInto(string(it.Key()), it.Value(), &x); err != nil {
+			return p, err
+		}
+		p.Items = append(p.Items, x)
+		last = strings.TrimPrefix(string(it.Key()), list)
+	}
+	return p, it.Error()
+}
+
 func (v *View) scan(prefix string, fn func(key string, val []byte) error) error {
 	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd([]byte(prefix))})
 	if err != nil {

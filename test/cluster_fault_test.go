@@ -409,20 +409,25 @@ func TestClusterFaults(t *testing.T) {
 	assert.Zero(t, unknown, "commands without a final answer after 60 s of retries")
 
 	// DRBD allocations stay unique.
-	status, body := httpJSON(t, "GET", serves["cp-a"].url("/cairn/v1/resources"), "")
+	status, body := httpJSON(t, "GET", serves["cp-a"].url("/cairn/v1/resources?limit=10000"), "")
 	require.Equal(t, 200, status)
-	var rds []struct {
-		Name     string `json:"name"`
-		Port     int    `json:"port"`
-		Replicas []struct {
-			Node   string `json:"node"`
-			NodeID int    `json:"node_id"`
-			Minors []struct {
-				Minor int `json:"minor"`
-			} `json:"minors"`
-		} `json:"replicas"`
+	var list struct {
+		Resources []struct {
+			Name     string `json:"name"`
+			Port     int    `json:"port"`
+			Replicas []struct {
+				Node   string `json:"node"`
+				NodeID int    `json:"node_id"`
+				Minors []struct {
+					Minor int `json:"minor"`
+				} `json:"minors"`
+			} `json:"replicas"`
+		} `json:"resources"`
+		Next string `json:"next"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(body), &rds))
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	require.Empty(t, list.Next)
+	rds := list.Resources
 	ports := map[int]string{}
 	minors := map[string]string{}
 	for _, rd := range rds {

@@ -165,3 +165,51 @@ func renderEventually(t *testing.T, nats []string, rd, node string) string {
 	}, 10e9, 50e6, "no desired state of %s for %s", rd, node)
 	return out
 }
+
+// Cairn's lists page in name order: ?limit= items after ?after= (the previous page's
+// "next"), the last page without "next"; a bad limit names the parameter.
+func TestNativeListsPage(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	nats := []string{"--nats", s.natsURL()}
+	_, code := run(t, append([]string{"cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`}, nats...)...)
+	require.Equal(t, 0, code)
+	for i := 1; i <= 5; i++ {
+		_, code = run(t, append([]string{"cmd", "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d"}`, i, i, i)}, nats...)...)
+		require.Equal(t, 0, code)
+		_, code = run(t, append([]string{"cmd", "rd.create", fmt.Sprintf(`{"name":"r%d"}`, i)}, nats...)...)
+		require.Equal(t, 0, code)
+	}
+	type page struct {
+		Resources []struct {
+			Name string `json:"name"`
+		} `json:"resources"`
+		Nodes []struct {
+			Name string `json:"name"`
+		} `json:"nodes"`
+		Next string `json:"next"`
+	}
+	var names []string
+	after := ""
+	for range 5 {
+		status, body := httpJSON(t, "GET", s.url("/cairn/v1/resources?limit=2&after="+after), "")
+		require.Equal(t, 200, status, body)
+		p := decode[page](t, body)
+		for _, r := range p.Resources {
+			names = append(names, r.Name)
+		}
+		if p.Next == "" {
+			break
+		}
+		after = p.Next
+	}
+	assert.Equal(t, []string{"r1", "r2", "r3", "r4", "r5"}, names)
+	status, body := httpJSON(t, "GET", s.url("/cairn/v1/nodes?limit=3&after=n1"), "")
+	require.Equal(t, 200, status)
+	p := decode[page](t, body)
+	require.Len(t, p.Nodes, 3)
+	assert.Equal(t, "n2", p.Nodes[0].Name)
+	assert.Equal(t, "n4", p.Next)
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/storage-pools?limit=0"), "")
+	assert.Equal(t, 400, status)
+	assert.Contains(t, body, `"field": "limit"`)
+}
