@@ -91,6 +91,7 @@ type Server struct {
 	listener    *commands.Listener
 	parts       sync.WaitGroup // dispatcher, status folding, watchdog
 	httpSrv     *http.Server
+	starting    *gateway.Starting // the HTTP handler, gated until the serve is up
 	closeOnce   sync.Once
 	runCtx      context.Context // the parts' context: canceled when Close begins
 
@@ -218,6 +219,30 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		close(s.projDone)
 		s.done <- err
 	}()
+	// The HTTP listener answers from here on: probes and metrics while the views catch
+	// up (/readyz 503 with the progress), everything once the serve is up.
+	if cfg.HTTPListen != "-" {
+		ln, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
+		}
+		if cfg.TLSCert != "" {
+			tc, err := httpTLS(cfg)
+			if err != nil {
+				_ = ln.Close()
+				return nil, err
+			}
+			ln = tls.NewListener(ln, tc)
+		}
+		s.HTTPAddr = ln.Addr().String()
+		s.starting = &gateway.Starting{Progress: s.ready}
+		s.httpSrv = &http.Server{Handler: s.starting, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cfg.Log.Error().Err(err).Msg("http gateway stopped")
+			}
+		}()
+	}
 	cfg.Log.Info().Uint64("checkpoint", s.Projector.Applied()).Uint64("stream_last_seq", s.startTarget).Msg("catching up views")
 	if err := s.waitCaughtUp(ctx); err != nil {
 		return nil, err
@@ -300,31 +325,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.NC.Flush(); err != nil {
 		return nil, fmt.Errorf("subscribe commands: %w", err)
 	}
-	if cfg.HTTPListen != "-" {
+	if s.starting != nil {
 		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready,
 			Leader: func() any { return s.Lease.Info() }, Refusals: s.Admission.RecentRefusals}
 		if cfg.HTTPAuth {
 			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger(), Ready: s.ready}
 		}
-		ln, err := net.Listen("tcp", cfg.HTTPListen)
-		if err != nil {
-			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
-		}
-		if cfg.TLSCert != "" {
-			tc, err := httpTLS(cfg)
-			if err != nil {
-				_ = ln.Close()
-				return nil, err
-			}
-			ln = tls.NewListener(ln, tc)
-		}
-		s.HTTPAddr = ln.Addr().String()
-		s.httpSrv = &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				cfg.Log.Error().Err(err).Msg("http gateway stopped")
-			}
-		}()
+		s.starting.Ready(gw.Handler())
 	}
 	ok = true
 	ready := cfg.Log.Info().Str("nats", s.NATSAddr).Str("http", s.HTTPAddr).Bool("https", cfg.TLSCert != "").
