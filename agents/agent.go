@@ -145,7 +145,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer func() { cc.Stop() }()
 
-	log.Info().Dur("heartbeat_interval", a.opts.HeartbeatInterval).Msg("agent running")
+	log.Info().Dur("heartbeat_interval_ms", a.opts.HeartbeatInterval).Msg("agent running")
 	tick := time.NewTicker(a.opts.HeartbeatInterval)
 	defer tick.Stop()
 	for {
@@ -217,7 +217,7 @@ func (a *Agent) attach(ctx context.Context, log zerolog.Logger) (jetstream.Consu
 			return nil, err
 		}
 		wait := min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)
-		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("cannot attach yet")
+		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in_ms", wait).Msg("cannot attach yet")
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -157,7 +157,7 @@ func (w *workers) loop(ctx context.Context) {
 			b := w.backoff[s]
 			b = min(max(2*b, time.Second), 30*time.Second)
 			w.backoff[s] = b
-			w.log.Warn().Err(err).Str("subject", s).Dur("retry_in", b).Msg("reconcile failed")
+			w.log.Warn().Err(err).Str("subject", s).Dur("retry_in_ms", b).Msg("reconcile failed")
 			time.AfterFunc(b, func() {
 				w.mu.Lock()
 				defer w.mu.Unlock()
@@ -190,7 +190,7 @@ func (w *workers) progress(ctx context.Context) {
 		q, r, done, total := w.pending()
 		if q == 0 && r == 0 {
 			if lastDone >= 0 {
-				w.log.Info().Int("reconciled", done).Dur("elapsed", time.Since(start)).Msg("reconcile caught up")
+				w.log.Info().Int("reconciled", done).Dur("elapsed_ms", time.Since(start)).Msg("reconcile caught up")
 				lastDone = -1
 			}
 			start = time.Now()

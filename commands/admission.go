@@ -205,7 +205,7 @@ func (a *Admission) Submit(ctx context.Context, req Request) Reply {
 		a.refusals.add(Refusal{At: a.opts.Now(), Verb: req.Verb, CommandID: reply.CommandID, Actor: req.Actor, Error: reply.Error})
 	}
 	ev.Str("verb", req.Verb).Str("command_id", reply.CommandID).Str("actor", req.Actor).
-		Int("events", len(reply.Events)).Dur("took", time.Since(began)).Msg("command")
+		Int("events", len(reply.Events)).Dur("took_ms", time.Since(began)).Msg("command")
 	return reply
 }
 

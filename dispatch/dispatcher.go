@@ -67,7 +67,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			dispatchErrors.Inc()
-			d.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("dispatch failed")
+			d.Log.Warn().Err(err).Dur("retry_in_ms", backoff).Msg("dispatch failed")
 			select {
 			case <-ctx.Done():
 			case <-time.After(backoff):

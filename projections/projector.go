@@ -586,7 +586,7 @@ func (pr *progress) loop() {
 			if pr.target > 0 {
 				e = e.Uint64("target", pr.target).Float64("percent", 100*float64(cur)/float64(pr.target))
 				if rate > 0 {
-					e = e.Dur("eta", time.Duration(float64(pr.target-cur)/rate*float64(time.Second)))
+					e = e.Dur("eta_ms", time.Duration(float64(pr.target-cur)/rate*float64(time.Second)))
 				}
 			}
 			e.Msg("projector progress")

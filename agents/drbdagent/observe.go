@@ -392,13 +392,13 @@ func (f *Follower) ended(err error, lines int, wait time.Duration) {
 	}
 	switch {
 	case what == "":
-		f.Log.Warn().Err(err).Int("lines", lines).Dur("restart_in", wait).Msg("events2 stream ended")
+		f.Log.Warn().Err(err).Int("lines", lines).Dur("restart_in_ms", wait).Msg("events2 stream ended")
 	case what != f.missing:
 		f.missing = what
-		f.Log.Warn().Err(err).Str("missing", what).Dur("restart_in", wait).
+		f.Log.Warn().Err(err).Str("missing", what).Dur("restart_in_ms", wait).
 			Msg("DRBD is not available on this host: no DRBD resources are observed until the module is loaded; retrying quietly")
 	default:
-		f.Log.Debug().Err(err).Str("missing", what).Dur("restart_in", wait).Msg("events2 stream ended: DRBD still not available")
+		f.Log.Debug().Err(err).Str("missing", what).Dur("restart_in_ms", wait).Msg("events2 stream ended: DRBD still not available")
 	}
 }
 

@@ -342,7 +342,7 @@ func (w *worker) importPool(ctx context.Context, d zpool.Desired) {
 		}
 	}
 	w.startWatch(v)
-	log.Info().Bool("forced", plan.Force).Dur("watch_every", w.watchEvery).Msg("pool imported; watching for foreign writes")
+	log.Info().Bool("forced", plan.Force).Dur("watch_every_ms", w.watchEvery).Msg("pool imported; watching for foreign writes")
 	w.publish(ctx, zpool.Status{GrantSeq: grant, Phase: zpool.PhaseImported, Verdict: v, CheckStartedAt: started, Forced: plan.Force})
 }
 

@@ -147,6 +147,6 @@ func (c *call) record(end ended, elapsed time.Duration) *zerolog.Event {
 	name := Name(c.argv)
 	metricCalls.WithLabelValues(name, end.outcome).Inc()
 	metricDuration.WithLabelValues(name).Observe(elapsed.Seconds())
-	return c.log.Debug().Str("argv", Format(c.argv)).Dur("duration", elapsed).Str("outcome", end.outcome).
+	return c.log.Debug().Str("argv", Format(c.argv)).Dur("duration_ms", elapsed).Str("outcome", end.outcome).
 		Int("exit_code", end.info.ExitCode)
 }

@@ -222,7 +222,7 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 	metricLeader.Set(1)
 	metricChanges.WithLabelValues("acquired").Inc()
 	l.observe(Info{Holder: l.opts.Holder, Token: nrev, Revision: urev})
-	l.opts.Log.Info().Str("holder", l.opts.Holder).Uint64("token", nrev).Dur("ttl", l.opts.TTL).Msg("lease acquired: this serve runs the side effects")
+	l.opts.Log.Info().Str("holder", l.opts.Holder).Uint64("token", nrev).Dur("ttl_ms", l.opts.TTL).Msg("lease acquired: this serve runs the side effects")
 }
 
 func (l *Lease) observe(i Info) {

@@ -250,7 +250,7 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 	v.Duration, v.DurationCase = WithJitter(base, permille), rule
 	v.JitterPct = float64(min(permille, MaxJitterPermille-1)) / 10
 	every := c.readEvery(found.Slot.Uberblock)
-	c.Log.Info().Str("pool", v.Pool).Str("rule", string(rule)).Dur("duration", v.Duration).
+	c.Log.Info().Str("pool", v.Pool).Str("rule", string(rule)).Dur("duration_ms", v.Duration).
 		Uint64("txg", found.Slot.TXG).Uint64("timestamp", found.Slot.Timestamp).
 		Msgf("activity check: watching pool %q for %s", v.Pool, v.Duration.Round(time.Millisecond))
 
@@ -299,7 +299,7 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 	v.Importable, v.Code = true, CodeNoActivity
 	v.Message = fmt.Sprintf("no activity on pool %q for %s (%d re-reads): it may be imported by hostid %s",
 		v.Pool, v.Duration.Round(time.Millisecond), v.Reads, HostID(hostid))
-	c.Log.Info().Str("pool", v.Pool).Str("code", v.Code).Int("reads", v.Reads).Dur("duration", v.Duration).Msg(v.Message)
+	c.Log.Info().Str("pool", v.Pool).Str("code", v.Code).Int("reads", v.Reads).Dur("duration_ms", v.Duration).Msg(v.Message)
 	return done(v)
 }
 
