@@ -42,6 +42,35 @@ func (f AutoSelectFilter) pool() string {
 	return f.StoragePool
 }
 
+// placement adds the filter's placement to a group command: place count, pool, provider
+// (invalid_argument for one Cairn does not serve), the layer stack's check, and the
+// replicas_on lists (a list present, even empty, replaces the group's).
+func (f AutoSelectFilter) placement(cmd map[string]any) error {
+	if f.PlaceCount.Set {
+		cmd["place_count"] = f.PlaceCount.Value
+	}
+	if pool := f.pool(); pool != "" {
+		cmd["storage_pool"] = pool
+	}
+	if len(f.ProviderList) > 0 {
+		p, ok := providerOf(f.ProviderList[0])
+		if !ok {
+			return cairn.InvalidField("provider", "provider kind %q: Cairn serves LVM, LVM_THIN, ZFS, ZFS_THIN, FILE and FILE_THIN", f.ProviderList[0])
+		}
+		cmd["provider"] = p
+	}
+	if err := checkLayers(f.LayerStack); err != nil {
+		return err
+	}
+	if f.ReplicasOnSame != nil {
+		cmd["replicas_on_same"] = cairnKeys(f.ReplicasOnSame)
+	}
+	if f.ReplicasOnDifferent != nil {
+		cmd["replicas_on_different"] = cairnKeys(f.ReplicasOnDifferent)
+	}
+	return nil
+}
+
 // IsZero lets omitzero drop an empty filter.
 func (f AutoSelectFilter) IsZero() bool {
 	return !f.PlaceCount.Set && !f.AdditionalPlaceCount.Set && f.StoragePool == "" && len(f.StoragePoolList) == 0 &&
@@ -134,31 +163,10 @@ func (a *API) createResourceGroup(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &in) {
 		return
 	}
-	f := in.SelectFilter
 	cmd := map[string]any{"name": in.Name, "place_count": 2}
-	if f.PlaceCount.Set {
-		cmd["place_count"] = f.PlaceCount.Value
-	}
-	if pool := f.pool(); pool != "" {
-		cmd["storage_pool"] = pool
-	}
-	if len(f.ProviderList) > 0 {
-		p, ok := providerOf(f.ProviderList[0])
-		if !ok {
-			writeFailure(w, opCreate, objRscGrp, cairn.InvalidField("provider", "provider kind %q: Cairn serves LVM, LVM_THIN, ZFS, ZFS_THIN, FILE and FILE_THIN", f.ProviderList[0]))
-			return
-		}
-		cmd["provider"] = p
-	}
-	if err := checkLayers(f.LayerStack); err != nil {
+	if err := in.SelectFilter.placement(cmd); err != nil {
 		writeFailure(w, opCreate, objRscGrp, err)
 		return
-	}
-	if len(f.ReplicasOnSame) > 0 {
-		cmd["replicas_on_same"] = cairnKeys(f.ReplicasOnSame)
-	}
-	if len(f.ReplicasOnDifferent) > 0 {
-		cmd["replicas_on_different"] = cairnKeys(f.ReplicasOnDifferent)
 	}
 	opts, free, err := optionsOf(in.Props)
 	if err != nil {
@@ -202,26 +210,9 @@ func (a *API) modifyResourceGroup(w http.ResponseWriter, r *http.Request) {
 	if len(unsetFree) > 0 {
 		cmd["unset_properties"] = unsetFree
 	}
-	f := in.SelectFilter
-	if f.PlaceCount.Set {
-		cmd["place_count"] = f.PlaceCount.Value
-	}
-	if pool := f.pool(); pool != "" {
-		cmd["storage_pool"] = pool
-	}
-	if len(f.ProviderList) > 0 {
-		p, ok := providerOf(f.ProviderList[0])
-		if !ok {
-			writeFailure(w, opModify, objRscGrp, cairn.InvalidField("provider", "provider kind %q: Cairn serves LVM, LVM_THIN, ZFS, ZFS_THIN, FILE and FILE_THIN", f.ProviderList[0]))
-			return
-		}
-		cmd["provider"] = p
-	}
-	if f.ReplicasOnSame != nil {
-		cmd["replicas_on_same"] = cairnKeys(f.ReplicasOnSame)
-	}
-	if f.ReplicasOnDifferent != nil {
-		cmd["replicas_on_different"] = cairnKeys(f.ReplicasOnDifferent)
+	if err := in.SelectFilter.placement(cmd); err != nil {
+		writeFailure(w, opModify, objRscGrp, err)
+		return
 	}
 	if len(cmd) == 1 {
 		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objRscGrp, codeNoEffect, "nothing to change on resource group "+name)})
