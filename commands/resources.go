@@ -72,6 +72,11 @@ type (
 		Volume   int    `json:"volume"`
 		SizeKiB  uint64 `json:"size_kib"`
 	}
+	// VolumeDefinitionDelete is the body of vd.delete.
+	VolumeDefinitionDelete struct {
+		Resource string `json:"resource"`
+		Volume   int    `json:"volume"`
+	}
 	// ReplicaAdd is the body of replica.add; without Node it autoplaces.
 	ReplicaAdd struct {
 		Resource         string       `json:"resource"`
@@ -543,6 +548,28 @@ func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
 	return nil
 }
 
+// deleteVolume removes a volume of a definition without replicas (a deployed one's
+// volumes stay until that is built: precondition_failed naming the replicas' nodes).
+// Refuses not_found for a volume the definition does not have.
+func (p *resourcePlan) deleteVolume(volume int) error {
+	if n := len(p.rd.Replicas); n > 0 {
+		nodes := make([]string, 0, n)
+		for _, r := range p.rd.Replicas {
+			nodes = append(nodes, r.Node)
+		}
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s has replicas (on %s); a volume of a deployed resource is not deleted yet",
+			p.rd.Name, strings.Join(nodes, ", ")).WithDetails(map[string]any{"nodes": nodes})
+	}
+	for i, v := range p.rd.Volumes {
+		if v.Volume == volume {
+			p.emit(&events.VolumeDefinitionDeleted{Resource: p.rd.Name, Volume: volume})
+			p.rd.Volumes = slices.Delete(p.rd.Volumes, i, i+1)
+			return nil
+		}
+	}
+	return cairn.Errorf(cairn.CodeNotFound, "resource %s has no volume %d", p.rd.Name, volume).About(cairn.ObjVolumeDefinition)
+}
+
 // replicaAdd adds one replica on c.Node, or autoplaces up to the place count, then
 // applies the tiebreaker rule.
 func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
@@ -967,6 +994,9 @@ func resourceHandlers(opts Options) []Handler {
 				vc := c.(*VolumeDefinitionCreate)
 				return p.createVolume(vc.Volume, vc.SizeKiB)
 			}),
+		onResource("vd.delete", func() any { return new(VolumeDefinitionDelete) },
+			func(c any) string { return c.(*VolumeDefinitionDelete).Resource },
+			func(p *resourcePlan, c any) error { return p.deleteVolume(c.(*VolumeDefinitionDelete).Volume) }),
 		onResource("replica.add", func() any { return new(ReplicaAdd) },
 			func(c any) string { return c.(*ReplicaAdd).Resource },
 			func(p *resourcePlan, c any) error { return p.replicaAdd(*c.(*ReplicaAdd)) }),

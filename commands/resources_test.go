@@ -755,3 +755,21 @@ func published(t *testing.T, js jetstream.JetStream, node, rd string) (drbd.Desi
 	require.NoError(t, json.Unmarshal(m.Data, &d))
 	return d, true
 }
+
+// vd.delete removes a volume of a definition without replicas; a deployed definition's
+// volumes stay (refused naming the nodes).
+func TestDeleteVolume(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":4096}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":8192}`)
+	r := must(t, s, "vd.delete", `{"resource":"r1","volume":1}`)
+	assert.Equal(t, "vd.deleted", r.Events[0].Type)
+	vols := definition(t, s, "r1").Volumes
+	require.Len(t, vols, 1)
+	assert.Equal(t, 0, vols[0].Volume)
+	refused(t, s, "vd.delete", `{"resource":"r1","volume":1}`, cairn.CodeNotFound, "no volume 1")
+	must(t, s, "replica.add", `{"resource":"r1","node":"n1"}`)
+	refused(t, s, "vd.delete", `{"resource":"r1","volume":0}`, cairn.CodePreconditionFailed, "has replicas (on n1)")
+}

@@ -26,6 +26,14 @@ type StoragePoolModified struct {
 
 func (*StoragePoolModified) EventType() string { return "sp.modified" }
 
+// VolumeDefinitionDeleted: a volume of a definition without replicas is gone.
+type VolumeDefinitionDeleted struct {
+	Resource string `json:"resource"`
+	Volume   int    `json:"volume"`
+}
+
+func (*VolumeDefinitionDeleted) EventType() string { return "vd.deleted" }
+
 // ResourceGroupModified: a patch of a group's placement and DRBD options; a field left
 // out keeps its value (the replicas_on lists are replaced when present). Existing
 // definitions keep their replicas; their nodes get the new options.
@@ -179,6 +187,7 @@ func init() {
 			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},
 		{Name: "rg.created", Version: 1, New: func() Payload { return new(ResourceGroupCreated) }},
 		{Name: "sp.modified", Version: 1, New: func() Payload { return new(StoragePoolModified) }},
+		{Name: "vd.deleted", Version: 1, New: func() Payload { return new(VolumeDefinitionDeleted) }},
 		{Name: "rg.modified", Version: 1, New: func() Payload { return new(ResourceGroupModified) }},
 		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},

@@ -346,6 +346,11 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			slices.SortFunc(rd.Volumes, func(a, b VolumeDefinition) int { return a.Volume - b.Volume })
 			return nil
 		})
+	case *events.VolumeDefinitionDeleted:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			rd.Volumes = slices.DeleteFunc(rd.Volumes, func(v VolumeDefinition) bool { return v.Volume == d.Volume })
+			return nil
+		})
 	case *events.ReplicaAdded:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			if _, dup := rd.Replica(d.Node); dup {

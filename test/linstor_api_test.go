@@ -428,6 +428,13 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, 1, vds[1].Number, "without a number the next one")
 	l.get("/v1/resource-definitions/r2/volume-definitions/1", &vds[0])
 	l.rcs(404, "GET", "/v1/resource-definitions/r2/volume-definitions/7", "")
+	// A volume of a definition without replicas goes (vd.delete); of r1 (deployed) not.
+	l.rcs(201, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"volume_number":5,"size_kib":102400}}`)
+	rc = l.rcs(200, "DELETE", "/v1/resource-definitions/r2/volume-definitions/5", "")
+	assert.Equal(t, retCode(lsDelete, lsVlmDfn, lsDeleted), rc[0].RetCode)
+	l.rcs(404, "DELETE", "/v1/resource-definitions/r2/volume-definitions/5", "")
+	rc = l.rcs(500, "DELETE", "/v1/resource-definitions/r1/volume-definitions/0", "")
+	assert.Equal(t, retCode(lsError, lsDelete, lsVlmDfn, 997), rc[0].RetCode, "FAIL_IN_USE: %s", rc[0].Message)
 	rc = l.rcs(404, "POST", "/v1/resource-definitions/nope/autoplace", `{"select_filter":{"place_count":2}}`)
 	assert.Equal(t, retCode(lsError, lsCreate, lsRscDfn, 301), rc[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
 

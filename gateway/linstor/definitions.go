@@ -225,3 +225,16 @@ func (a *API) createVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 	}
 	a.commit(w, r, "vd.create", map[string]any{"resource": name, "volume": nr, "size_kib": in.VolumeDefinition.SizeKiB}, opCreate, objVlmDfn, fmt.Sprintf("New volume definition with number '%d' of resource definition '%s' created.", nr, name), map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)})
 }
+
+// deleteVolumeDefinition maps to vd.delete: a volume of a definition without replicas
+// (FAIL_IN_USE for a deployed one).
+func (a *API) deleteVolumeDefinition(w http.ResponseWriter, r *http.Request) {
+	name, nr := r.PathValue("rd"), r.PathValue("nr")
+	n, err := strconv.Atoi(nr)
+	if err != nil {
+		writeFailure(w, opDelete, objVlmDfn, cairn.InvalidField("volume", "volume number %q is not a number", nr))
+		return
+	}
+	a.commit(w, r, "vd.delete", map[string]any{"resource": name, "volume": n}, opDelete, objVlmDfn,
+		fmt.Sprintf("Volume definition %d of resource definition '%s' deleted.", n, name), map[string]string{"RscDfn": name, "VlmNr": nr})
+}
