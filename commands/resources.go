@@ -1198,7 +1198,7 @@ func controllerHandler() Handler {
 			if err != nil {
 				return d, err
 			}
-			changed, err := optionsPatch(current, c.DRBDOptions, c.Unset)
+			changed, err := optionsPatch(current.Options, c.DRBDOptions, c.Unset)
 			if err != nil {
 				return d, err
 			}

@@ -617,6 +617,7 @@ func TestGroupModify(t *testing.T) {
 	must(t, s, "rd.create", `{"name":"loose"}`) // no group: not touched
 
 	r := must(t, s, "rg.modify", `{"name":"rg","place_count":3,"drbd_options":{"protocol":"A","extra":{"DrbdOptions/Net/ping-timeout":"11"}},"properties":{"Aux/tier":"1"}}`)
+	modifiedAt := r.Events[0].Seq
 	var types []string
 	for _, e := range r.Events {
 		types = append(types, e.Type)
@@ -642,8 +643,11 @@ func TestGroupModify(t *testing.T) {
 			if !ok {
 				return false
 			}
-			return d.Options.Protocol != nil && *d.Options.Protocol == "A" && d.Options.Extra["DrbdOptions/Net/ping-timeout"] == "11"
-		}, 10*time.Second, 20*time.Millisecond, "%s never got the group's new options", rep.Node)
+			// Its revision is the group change's: newer desired state, and a status
+			// carrying it tells the change was carried out.
+			return d.Options.Protocol != nil && *d.Options.Protocol == "A" && d.Options.Extra["DrbdOptions/Net/ping-timeout"] == "11" &&
+				d.Revision == modifiedAt
+		}, 10*time.Second, 20*time.Millisecond, "%s never got the group's new options at revision %d", rep.Node, modifiedAt)
 	}
 
 	// The next autoplace follows the new place count.
@@ -684,6 +688,7 @@ func TestNodeModifyAddress(t *testing.T) {
 	refused(t, s, "node.modify", fmt.Sprintf(`{"name":%q,"address":"10.0.0.3"}`, moved), cairn.CodeAlreadyExists, "already has address 10.0.0.3")
 	r := must(t, s, "node.modify", fmt.Sprintf(`{"name":%q,"address":"10.9.9.9"}`, moved))
 	assert.Equal(t, "node.address-changed", r.Events[0].Type)
+	movedAt := r.Events[0].Seq
 	r = must(t, s, "node.modify", fmt.Sprintf(`{"name":%q,"address":"10.9.9.9"}`, moved))
 	assert.Empty(t, r.Events)
 
@@ -698,7 +703,7 @@ func TestNodeModifyAddress(t *testing.T) {
 			}
 			for _, peer := range d.Replicas {
 				if peer.Node == moved {
-					return peer.Address == "10.9.9.9"
+					return peer.Address == "10.9.9.9" && d.Revision == movedAt
 				}
 			}
 			return false
@@ -716,6 +721,7 @@ func TestControllerOptions(t *testing.T) {
 	must(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"C"}}`)
 	r := must(t, s, "controller.modify", `{"drbd_options":{"protocol":"A","max_buffers":9000}}`)
 	assert.Equal(t, "controller.options-changed", r.Events[0].Type)
+	changedAt := r.Events[0].Seq
 	r = must(t, s, "controller.modify", `{"drbd_options":{"max_buffers":9000}}`)
 	assert.Empty(t, r.Events)
 	refused(t, s, "controller.modify", `{"drbd_options":{"quorum":"all"},"unset":["quorum"]}`, cairn.CodeInvalidArgument, "both set and unset")
@@ -729,7 +735,7 @@ func TestControllerOptions(t *testing.T) {
 			if !ok {
 				return false
 			}
-			return d.Options.MaxBuffers != nil && *d.Options.MaxBuffers == 9000 && *d.Options.Protocol == "C"
+			return d.Options.MaxBuffers != nil && *d.Options.MaxBuffers == 9000 && *d.Options.Protocol == "C" && d.Revision == changedAt
 		}, 10*time.Second, 20*time.Millisecond, "%s: the controller's max-buffers, the definition's protocol", rep.Node)
 	}
 	must(t, s, "controller.modify", `{"unset":["max_buffers","protocol"]}`)
@@ -738,7 +744,7 @@ func TestControllerOptions(t *testing.T) {
 	o, err := v.ControllerOptions()
 	require.NoError(t, err)
 	v.Close()
-	assert.Equal(t, drbd.Options{}, o)
+	assert.Equal(t, drbd.Options{}, o.Options)
 }
 
 // published is the desired state the dispatcher last published for rd on node (ok false

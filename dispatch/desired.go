@@ -15,14 +15,20 @@ import (
 // group -> definition -> the node's replica, over Cairn's quorum default for the number
 // of voters. nodes gives every replica's host name and address.
 func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup, nodes map[string]projections.NodeSpec,
-	controller drbd.Options, node string) (d drbd.Desired, ok bool) {
+	controller projections.ControllerOptions, node string) (d drbd.Desired, ok bool) {
 	local, has := rd.Replica(node)
 	if !has {
 		return drbd.Desired{}, false
 	}
-	d = drbd.Desired{Resource: rd.Name, Node: node, Revision: rd.Seq, Active: !local.Inactive, Port: rd.Port}
+	// The revision is the newest of every input: a change of the group's or the
+	// controller's options, or of a peer's address, is newer desired state too.
+	d = drbd.Desired{Resource: rd.Name, Node: node, Revision: max(rd.Seq, controller.Seq), Active: !local.Inactive, Port: rd.Port}
+	if group != nil {
+		d.Revision = max(d.Revision, group.OptionsSeq)
+	}
 	for _, r := range rd.Replicas {
 		spec := nodes[r.Node]
+		d.Revision = max(d.Revision, spec.AddressSeq)
 		rep := drbd.Replica{Node: r.Node, Host: spec.Host, Address: spec.Address, NodeID: r.NodeID,
 			Diskless: r.Diskless, Tiebreaker: r.Tiebreaker, Minors: map[int]int{}, Incarnation: r.Incarnation}
 		for _, m := range r.Minors {
@@ -37,7 +43,7 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	if group != nil {
 		groupOpts = group.DRBDOptions
 	}
-	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas)
+	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller.Options, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas)
 	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
 		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync}
 	return d, true

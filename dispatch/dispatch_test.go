@@ -32,7 +32,7 @@ func TestDesiredResolvesOptionsAndQuorum(t *testing.T) {
 	group := &projections.ResourceGroup{ResourceGroupCreated: events.ResourceGroupCreated{DRBDOptions: drbd.Options{AutoPromote: &yes, Protocol: &c}}}
 	nodes := map[string]projections.NodeSpec{"n1": {Host: "h1", Address: "10.0.0.1"}, "n2": {Host: "h2", Address: "10.0.0.2"}}
 
-	d, ok := dispatch.Desired(rd, group, nodes, drbd.Options{}, "n1")
+	d, ok := dispatch.Desired(rd, group, nodes, projections.ControllerOptions{}, "n1")
 	require.True(t, ok)
 	assert.Equal(t, uint64(42), d.Revision)
 	assert.True(t, d.Active)
@@ -45,11 +45,11 @@ func TestDesiredResolvesOptionsAndQuorum(t *testing.T) {
 	assert.Equal(t, "h2", d.Replicas[1].Host)
 	assert.Equal(t, 1001, d.Replicas[1].Minors[0])
 
-	d, _ = dispatch.Desired(rd, group, nodes, drbd.Options{}, "n2")
+	d, _ = dispatch.Desired(rd, group, nodes, projections.ControllerOptions{}, "n2")
 	assert.False(t, d.Active)
 	assert.Equal(t, true, *d.Options.AutoPromote, "the replica's own setting is the narrowest")
 
-	_, ok = dispatch.Desired(rd, group, nodes, drbd.Options{}, "n3")
+	_, ok = dispatch.Desired(rd, group, nodes, projections.ControllerOptions{}, "n3")
 	assert.False(t, ok)
 }
 

@@ -201,7 +201,8 @@ func (d *Dispatcher) drbdBody(v *projections.View, nodes map[string]projections.
 	if err != nil {
 		return nil, err
 	}
-	desired, ok := Desired(rd, group, nodes, drbd.Resolve(d.Controller, controller), e.Node)
+	controller.Options = drbd.Resolve(d.Controller, controller.Options)
+	desired, ok := Desired(rd, group, nodes, controller, e.Node)
 	if !ok {
 		return nil, nil
 	}

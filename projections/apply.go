@@ -337,7 +337,7 @@ func apply(t *tx, names events.Names, it Item) error {
 			return err
 		}
 		if err := t.putNodeSpec(NodeSpec{Name: d.Name, Host: d.Host, Address: d.Address,
-			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, PhysicalLabel: d.PhysicalLabel, Properties: d.Properties, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq}); err != nil {
+			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, PhysicalLabel: d.PhysicalLabel, Properties: d.Properties, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq, AddressSeq: ev.Seq}); err != nil {
 			return err
 		}
 		if d.Role == events.RoleStorage {
@@ -411,7 +411,7 @@ func apply(t *tx, names events.Names, it Item) error {
 		if err != nil || !found {
 			return err
 		}
-		spec.Address = d.Address
+		spec.Address, spec.AddressSeq = d.Address, ev.Seq
 		if err := t.putNodeSpec(spec); err != nil {
 			return err
 		}

@@ -39,6 +39,9 @@ type ResourceGroup struct {
 	events.ResourceGroupCreated
 	Properties map[string]string `json:"properties,omitempty"`
 	CreatedSeq uint64            `json:"created_seq"`
+	// OptionsSeq is the sequence of the event that last set the group's DRBD options:
+	// desired state resolving them is at least that new.
+	OptionsSeq uint64 `json:"options_seq,omitempty"`
 }
 
 // VolumeDefinition is one volume of a definition.
@@ -144,7 +147,7 @@ func modifyGroup(t *tx, d *events.ResourceGroupModified, seq uint64) error {
 		if err != nil {
 			return err
 		}
-		g.DRBDOptions = o
+		g.DRBDOptions, g.OptionsSeq = o, seq
 	}
 	if err := t.put(rgKey(d.Name), g); err != nil {
 		return err
@@ -250,7 +253,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		t.del(spNamesKey(d.Name))
 		return false, nil // the node views handle the rest
 	case *events.ResourceGroupCreated:
-		return true, t.put(rgKey(d.Name), ResourceGroup{ResourceGroupCreated: *d, CreatedSeq: ev.Seq})
+		return true, t.put(rgKey(d.Name), ResourceGroup{ResourceGroupCreated: *d, CreatedSeq: ev.Seq, OptionsSeq: ev.Seq})
 	case *events.PoolCreated, *events.PoolImportGranted, *events.PoolExported, *events.PoolContested:
 		return true, applyPool(t, ev)
 	case *events.ResourceDefinitionCreated:
@@ -309,15 +312,15 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			return nil
 		})
 	case *events.ControllerOptionsChanged:
-		var o drbd.Options
-		if _, err := getJSON(t, controllerOptionsKey, &o); err != nil {
+		var c ControllerOptions
+		if _, err := getJSON(t, controllerOptionsKey, &c); err != nil {
 			return true, err
 		}
-		o, err := drbd.Resolve(o, d.Set).Without(d.Unset)
+		o, err := drbd.Resolve(c.Options, d.Set).Without(d.Unset)
 		if err != nil {
 			return true, err
 		}
-		if err := t.put(controllerOptionsKey, o); err != nil {
+		if err := t.put(controllerOptionsKey, ControllerOptions{Options: o, Seq: ev.Seq}); err != nil {
 			return true, err
 		}
 		return true, requeueIndexed(t, "v/rd/", ev.Seq)
@@ -596,11 +599,18 @@ const (
 	controllerOptionsKey = "v/controller/options"
 )
 
-// ControllerOptions returns the deployment's DRBD options (the broadest level).
-func (v *View) ControllerOptions() (drbd.Options, error) {
-	var o drbd.Options
-	_, err := getJSON(v.r, controllerOptionsKey, &o)
-	return o, err
+// ControllerOptions are the deployment's DRBD options (the broadest level) and the
+// sequence of the event that last set them.
+type ControllerOptions struct {
+	Options drbd.Options `json:"options,omitzero"`
+	Seq     uint64       `json:"seq"`
+}
+
+// ControllerOptions returns the deployment's DRBD options.
+func (v *View) ControllerOptions() (ControllerOptions, error) {
+	var c ControllerOptions
+	_, err := getJSON(v.r, controllerOptionsKey, &c)
+	return c, err
 }
 
 // ControllerProperties returns the deployment's free-form properties (nil when none).

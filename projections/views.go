@@ -44,6 +44,9 @@ type NodeSpec struct {
 	Properties      map[string]string `json:"properties,omitempty"`
 	AddedAt         time.Time         `json:"added_at"`
 	AddedSeq        uint64            `json:"added_seq"`
+	// AddressSeq is the sequence of the event that gave the node its address (node.added
+	// or node.address-changed): desired state naming it is at least that new.
+	AddressSeq uint64 `json:"address_seq,omitempty"`
 }
 
 // NodeStatus is what is observed of a node; only node.state-changed writes it.

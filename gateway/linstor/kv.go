@@ -119,7 +119,7 @@ func (a *API) controllerProperties(w http.ResponseWriter, r *http.Request) {
 			return nil, err
 		}
 		opts, err := v.ControllerOptions()
-		out := propsOf(opts, props)
+		out := propsOf(opts.Options, props)
 		if out == nil {
 			out = map[string]string{}
 		}
