@@ -402,6 +402,7 @@ func TestClusterFaults(t *testing.T) {
 			assert.Empty(t, stored[c.id], "refused %s %s (%s) has events", c.verb, c.id, c.code)
 		default:
 			unknown++
+			t.Logf("no final answer: %s %s, first sent %s, stored at %v", c.verb, c.id, c.first.Format(time.RFC3339Nano), stored[c.id])
 		}
 	}
 	mu.Unlock()
