@@ -501,4 +501,10 @@ func TestDuplicateNodeAddressWarns(t *testing.T) {
 	require.True(t, r.OK)
 	require.Len(t, r.Warnings, 1)
 	assert.Contains(t, r.Warnings[0], "node n1 has the same address 10.0.0.1")
+	// The address index follows removals: only n2 has it now.
+	require.True(t, servertest.Submit(s, "node.remove", `{"name":"n1"}`).OK)
+	r = servertest.Submit(s, "node.add", `{"name":"n3","host":"h3","address":"10.0.0.1"}`)
+	require.True(t, r.OK)
+	require.Len(t, r.Warnings, 1)
+	assert.Contains(t, r.Warnings[0], "node n2 has the same address")
 }

@@ -132,14 +132,12 @@ func DecideNodeModify(v *projections.View, n *projections.Node, c NodeModify) (*
 	}
 	var addr *events.NodeAddressChanged
 	if c.Address != "" && c.Address != n.Spec.Address {
-		nodes, err := v.Nodes()
+		others, err := v.NodesAt(c.Address)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		for _, o := range nodes {
-			if o.Spec.Address == c.Address {
-				return nil, nil, nil, cairn.Errorf(cairn.CodeAlreadyExists, "node %s already has address %s", o.Spec.Name, c.Address).About(cairn.ObjNode)
-			}
+		if len(others) > 0 {
+			return nil, nil, nil, cairn.Errorf(cairn.CodeAlreadyExists, "node %s already has address %s", others[0], c.Address).About(cairn.ObjNode)
 		}
 		addr = &events.NodeAddressChanged{Name: c.Name, Address: c.Address, Previous: n.Spec.Address}
 	}
@@ -211,14 +209,12 @@ func nodeHandlers() []Handler {
 			if err != nil {
 				return d, err
 			}
-			nodes, err := v.Nodes()
+			others, err := v.NodesAt(c.Address)
 			if err != nil {
 				return d, err
 			}
-			for _, o := range nodes {
-				if o.Spec.Address == c.Address {
-					warnings = append(warnings, fmt.Sprintf("node %s has the same address %s: replicas of one resource on both would share DRBD's endpoint", o.Spec.Name, c.Address))
-				}
+			for _, o := range others {
+				warnings = append(warnings, fmt.Sprintf("node %s has the same address %s: replicas of one resource on both would share DRBD's endpoint", o, c.Address))
 			}
 			m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role, Physical: ev.PhysicalLabel}
 			if err := checkTopology(v, &m, ""); err != nil {

@@ -340,6 +340,7 @@ func apply(t *tx, names events.Names, it Item) error {
 			FailureDomain: d.FailureDomain, FailureDomainID: domainID, Role: d.Role, PhysicalLabel: d.PhysicalLabel, Properties: d.Properties, AddedAt: ev.OccurredAt, AddedSeq: ev.Seq, AddressSeq: ev.Seq}); err != nil {
 			return err
 		}
+		t.mark(nodeAddrKey(d.Address, d.Name))
 		if d.Role == events.RoleStorage {
 			if err := hostChange(t, d.Host, d.FailureDomain, d.PhysicalLabel, 1, 1); err != nil {
 				return err
@@ -391,6 +392,7 @@ func apply(t *tx, names events.Names, it Item) error {
 		if err != nil {
 			return err
 		}
+		t.del(nodeAddrKey(spec.Address, d.Name))
 		if _, err := getJSON(t, nodeStatusKey(d.Name), &st); err != nil {
 			return err
 		}
@@ -411,6 +413,8 @@ func apply(t *tx, names events.Names, it Item) error {
 		if err != nil || !found {
 			return err
 		}
+		t.del(nodeAddrKey(d.Previous, d.Name))
+		t.mark(nodeAddrKey(d.Address, d.Name))
 		spec.Address, spec.AddressSeq = d.Address, ev.Seq
 		if err := t.putNodeSpec(spec); err != nil {
 			return err

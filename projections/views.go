@@ -122,9 +122,14 @@ type Rejected struct {
 	Reason  string `json:"reason"`
 }
 
-func nodeSpecKey(name string) string   { return "v/node/" + name + "/spec" }
-func nodeStatusKey(name string) string { return "v/node/" + name + "/status" }
-func commandPrefix(id string) string   { return "v/cmd/" + id + "/" }
+func nodeSpecKey(name string) string { return "v/node/" + name + "/spec" }
+
+// nodeAddrKey indexes the nodes by replication address (what node.add and node.modify
+// check a new address against). Views built before the index existed lack it: run
+// cairn views rebuild once after upgrading.
+func nodeAddrKey(address, name string) string { return "v/node-addr/" + address + "/" + name }
+func nodeStatusKey(name string) string        { return "v/node/" + name + "/status" }
+func commandPrefix(id string) string          { return "v/cmd/" + id + "/" }
 func commandEventKey(id string, seq uint64) string {
 	var digits [20]byte
 	n := strconv.AppendUint(digits[:0], seq, 10)
@@ -225,6 +230,17 @@ func (v *View) Node(name string) (n Node, ok bool, err error) {
 	}
 	_, err = getJSON(v.r, nodeStatusKey(name), &n.Status)
 	return
+}
+
+// NodesAt lists the nodes with the replication address, by name.
+func (v *View) NodesAt(address string) ([]string, error) {
+	prefix := "v/node-addr/" + address + "/"
+	var out []string
+	err := v.scan(prefix, func(key string, _ []byte) error {
+		out = append(out, strings.TrimPrefix(key, prefix))
+		return nil
+	})
+	return out, err
 }
 
 // Nodes returns every node in the cluster, sorted by name. The slice is shared by
