@@ -20,7 +20,6 @@ import (
 	"github.com/cairn-io/cairn/gateway/linstor"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Liveness tells when a node's agent was last heard from.
@@ -60,7 +59,7 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	})
-	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.Handle("GET /metrics", metricsHandler)
 	mux.HandleFunc("GET /cairn/v1/cluster", g.getCluster)
 	if g.Leader != nil {
 		mux.HandleFunc("GET /cairn/v1/leader", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Leader()) })

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+var metricsHandler = promhttp.Handler()
+
 // Starting is the HTTP handler of a serve that is still catching its views up: probes
 // and metrics answer (`/healthz` 200, `/readyz` 503 saying how far the views are), every
 // other request 503 (unavailable; LINSTOR's shape under /v1/). Ready swaps in the real
@@ -37,7 +39,7 @@ func (s *Starting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/healthz":
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	case r.URL.Path == "/metrics":
-		promhttp.Handler().ServeHTTP(w, r)
+		metricsHandler.ServeHTTP(w, r)
 	case strings.HasPrefix(r.URL.Path, "/v1/"):
 		linstor.WriteAuthError(w, http.StatusServiceUnavailable, false, msg)
 	default:

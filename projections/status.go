@@ -126,6 +126,18 @@ func (v *View) ResourceStatus(rd string) (map[string]drbd.Status, error) {
 	return scanStatus(v, statusPrefix+rd+"/", func(st drbd.Status) string { return st.Node })
 }
 
+// EachResourceStatus calls fn with every replica's latest observed state, by definition
+// then node, in one scan.
+func (v *View) EachResourceStatus(fn func(drbd.Status) error) error {
+	return v.scan(statusPrefix, func(key string, val []byte) error {
+		var st drbd.Status
+		if err := json.Unmarshal(val, &st); err != nil {
+			return fmt.Errorf("view %s: %w", key, err)
+		}
+		return fn(st)
+	})
+}
+
 // PoolStatus returns the latest observed state of pool by node.
 func (v *View) PoolStatus(pool string) (map[string]zpool.Status, error) {
 	return scanStatus(v, poolStatusPrefix+pool+"/", func(st zpool.Status) string { return st.Node })

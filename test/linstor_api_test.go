@@ -1,8 +1,11 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"io"
 	"net/http"
 	"reflect"
@@ -511,6 +514,19 @@ func TestLinstorAPIContract(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, dup, "the duplicate node create is reported")
+	// An agent's failure is a report too (its latest status on the replica).
+	nc, err := nats.Connect(s.natsURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = js.Publish(context.Background(), "cairn.status.n1.drbd.r2",
+		[]byte(`{"resource":"r2","node":"n1","at":"2026-12-02T00:00:00Z","revision":7,"phase":"failed","error":"backing volume: no space"}`))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		l.get("/v1/error-reports/drbd-r2-n1-r7", &reports)
+		return len(reports) == 1 && strings.Contains(reports[0].Text, "no space") && reports[0].Node == "n1"
+	}, 10*time.Second, 20*time.Millisecond, "the agent's failure never became a report")
 	l.get("/v1/error-reports?withContent=False", &reports)
 	assert.Empty(t, reports[0].Text)
 	l.get("/v1/error-reports/"+dup, &reports)

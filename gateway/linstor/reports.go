@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -29,23 +30,16 @@ func errorReports(v *projections.View, refusals []commands.Refusal) ([]ErrorRepo
 			Filename: "refusal-" + f.CommandID,
 			Text:     fmt.Sprintf("%s (command %s, actor %s) refused: %s: %s", f.Verb, f.CommandID, f.Actor, f.Error.Code, f.Error.Message)})
 	}
-	rds, err := v.ResourceDefinitions()
+	err := v.EachResourceStatus(func(st drbd.Status) error {
+		if st.Error != "" {
+			out = append(out, ErrorReport{NodeName: st.Node, ErrorTime: st.At.UnixMilli(), Module: "SATELLITE",
+				Filename: fmt.Sprintf("drbd-%s-%s-r%d", st.Resource, st.Node, st.Revision),
+				Text:     fmt.Sprintf("resource %s on node %s (%s): %s", st.Resource, st.Node, st.Phase, st.Error)})
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	for _, rd := range rds {
-		observed, err := v.ResourceStatus(rd.Name)
-		if err != nil {
-			return nil, err
-		}
-		for node, st := range observed {
-			if st.Error == "" {
-				continue
-			}
-			out = append(out, ErrorReport{NodeName: node, ErrorTime: st.At.UnixMilli(), Module: "SATELLITE",
-				Filename: fmt.Sprintf("drbd-%s-%s-r%d", rd.Name, node, st.Revision),
-				Text:     fmt.Sprintf("resource %s on node %s (%s): %s", rd.Name, node, st.Phase, st.Error)})
-		}
 	}
 	rejected, err := v.Rejected()
 	if err != nil {
