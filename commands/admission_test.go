@@ -259,6 +259,24 @@ func TestNodeLifecycle(t *testing.T) {
 	assert.Equal(t, r.Events[0].Seq, n.Spec.AddedSeq)
 }
 
+// laggingAdmission is a second admission on s's stream whose own views start empty and
+// only begin to follow the stream 300 ms later: its first decisions are on a stale view.
+func laggingAdmission(t *testing.T, s *server.Server) (*commands.Admission, context.Context) {
+	t.Helper()
+	db, err := projections.OpenInMem()
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	proj, err := projections.NewProjector(db, s.JS, s.Store.Names(), zerolog.Nop())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = proj.Run(ctx, 0)
+	}()
+	return commands.New(s.Store, db, proj, zerolog.Nop(), commands.Options{}), ctx
+}
+
 // A refusal decided on a view that lags the stream must be decided again on current
 // state, not returned. A second admission, whose projector starts late, sees node n1
 // missing from its views while the stream already holds it.
@@ -267,18 +285,7 @@ func TestRefusalIsConfirmedAgainstTheStream(t *testing.T) {
 	require.True(t, servertest.Submit(s, "cluster.create", cluster).OK)
 	require.True(t, servertest.Submit(s, "node.add", nodeBody("n1")).OK)
 
-	db, err := projections.OpenInMem()
-	require.NoError(t, err)
-	defer db.Close()
-	proj, err := projections.NewProjector(db, s.JS, s.Store.Names(), zerolog.Nop())
-	require.NoError(t, err)
-	lagging := commands.New(s.Store, db, proj, zerolog.Nop(), commands.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		_ = proj.Run(ctx, 0)
-	}()
+	lagging, ctx := laggingAdmission(t, s)
 	r := lagging.Submit(ctx, commands.Request{Verb: "node.remove", Body: []byte(`{"name":"n1"}`)})
 	require.True(t, r.OK, "refused on a stale view: %+v", r.Error)
 	assert.Equal(t, "node.removed", r.Events[0].Type)
@@ -291,18 +298,7 @@ func TestNoClusterRefusalIsConfirmedAgainstTheStream(t *testing.T) {
 	s := servertest.Start(t)
 	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
 
-	db, err := projections.OpenInMem()
-	require.NoError(t, err)
-	defer db.Close()
-	proj, err := projections.NewProjector(db, s.JS, s.Store.Names(), zerolog.Nop())
-	require.NoError(t, err)
-	lagging := commands.New(s.Store, db, proj, zerolog.Nop(), commands.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		_ = proj.Run(ctx, 0)
-	}()
+	lagging, ctx := laggingAdmission(t, s)
 	r := lagging.Submit(ctx, commands.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)})
 	require.True(t, r.OK, "refused on a stale view: %+v", r.Error)
 	assert.Equal(t, "node.added", r.Events[0].Type)

@@ -105,10 +105,9 @@ func TestHTTPAuthAndTLS(t *testing.T) {
 
 	// Plain HTTP on the TLS port gets nothing useful.
 	resp, err := http.Get("http://" + s.httpAddr + "/cairn/v1/nodes")
-	if err == nil {
-		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
-		resp.Body.Close()
-	}
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain HTTP on the HTTPS port")
+	resp.Body.Close()
 
 	status, hdr, body := do("GET", "/cairn/v1/nodes", "", "")
 	assert.Equal(t, 401, status, body)
