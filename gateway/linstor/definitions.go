@@ -3,7 +3,6 @@ package linstor
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 
 	"github.com/cairn-io/cairn"
@@ -74,7 +73,6 @@ func (a *API) listDefinitions(w http.ResponseWriter, r *http.Request) {
 				out = append(out, definitionOf(rd, withVolumes))
 			}
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		return page(q, out), err
 	})
 }

@@ -3,7 +3,6 @@ package linstor
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 
 	"github.com/cairn-io/cairn"
@@ -94,7 +93,6 @@ func (a *API) listNodes(w http.ResponseWriter, r *http.Request) {
 			}
 			out = append(out, ln)
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		return page(q, out), err
 	})
 }

@@ -3,7 +3,6 @@ package linstor
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -59,7 +58,7 @@ func storagePoolOf(sp projections.StoragePool) StoragePool {
 }
 
 // poolsMatching lists storage pools passing the node and pool name filters, ordered
-// by node, then name.
+// by node, then name (the views' key order).
 func poolsMatching(v *projections.View, nodes, pools map[string]bool) ([]StoragePool, error) {
 	all, err := v.StoragePools()
 	out := make([]StoragePool, 0, len(all))
@@ -68,12 +67,6 @@ func poolsMatching(v *projections.View, nodes, pools map[string]bool) ([]Storage
 			out = append(out, storagePoolOf(sp))
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].NodeName != out[j].NodeName {
-			return out[i].NodeName < out[j].NodeName
-		}
-		return out[i].StoragePoolName < out[j].StoragePoolName
-	})
 	return out, err
 }
 
