@@ -11,6 +11,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"sort"
 	"strings"
 	"sync"
 
@@ -199,6 +200,9 @@ func ValidateValue(s *jsonschema.Schema, doc any) error {
 	for _, c := range causes {
 		all = append(all, fieldError(leaf(c)))
 	}
+	// The validator finds them in no fixed order: by field, so the same body always
+	// names the same first field.
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Field < all[j].Field })
 	first := all[0]
 	if len(all) > 1 {
 		list := make([]map[string]string, 0, len(all))
