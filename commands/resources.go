@@ -72,6 +72,8 @@ type (
 		Volume   int    `json:"volume"`
 		SizeKiB  uint64 `json:"size_kib"`
 	}
+	// VolumeDefinitionResize is the body of vd.resize.
+	VolumeDefinitionResize = VolumeDefinitionCreate
 	// VolumeDefinitionDelete is the body of vd.delete.
 	VolumeDefinitionDelete struct {
 		Resource string `json:"resource"`
@@ -548,6 +550,45 @@ func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
 	return nil
 }
 
+// resizeVolume grows a volume to sizeKiB. Refuses not_found (volume), invalid_argument
+// naming size_kib for a smaller size (a volume never shrinks: the data past the new end
+// would be cut off), and precondition_failed naming the node and pool when a diskful
+// replica's pool with a capacity has less free than the growth (pools without one take
+// it, as they took the disk). The size it has is a no-op with a warning.
+func (p *resourcePlan) resizeVolume(volume int, sizeKiB uint64) error {
+	i := slices.IndexFunc(p.rd.Volumes, func(v projections.VolumeDefinition) bool { return v.Volume == volume })
+	if i < 0 {
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no volume %d", p.rd.Name, volume).About(cairn.ObjVolumeDefinition)
+	}
+	have := p.rd.Volumes[i].SizeKiB
+	switch {
+	case sizeKiB < have:
+		return cairn.InvalidField("size_kib", "size_kib %d is smaller than volume %d of %s (%d KiB): volumes only grow (a shrink would cut off the data past the new end)",
+			sizeKiB, volume, p.rd.Name, have)
+	case sizeKiB == have:
+		p.warn("volume %d of %s already has %d KiB; nothing changed", volume, p.rd.Name, sizeKiB)
+		return nil
+	}
+	grow := sizeKiB - have
+	for _, r := range p.rd.Replicas {
+		if r.Diskless || r.StoragePool == "" {
+			continue
+		}
+		sp, ok, err := p.v.StoragePool(r.Node, r.StoragePool)
+		if err != nil {
+			return err
+		}
+		if ok && sp.CapacityKiB > 0 && sp.FreeKiB() < grow {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "storage pool %s on node %s has %d KiB free, the replica of %s needs %d KiB more to grow volume %d to %d KiB",
+				r.StoragePool, r.Node, sp.FreeKiB(), p.rd.Name, grow, volume, sizeKiB).
+				WithDetails(map[string]any{"node": r.Node, "storage_pool": r.StoragePool, "free_kib": sp.FreeKiB(), "needed_kib": grow})
+		}
+	}
+	p.emit(&events.VolumeDefinitionResized{Resource: p.rd.Name, Volume: volume, SizeKiB: sizeKiB, PreviousKiB: have})
+	p.rd.Volumes[i].SizeKiB = sizeKiB
+	return nil
+}
+
 // deleteVolume removes a volume of a definition without replicas (a deployed one's
 // volumes stay until that is built: precondition_failed naming the replicas' nodes).
 // Refuses not_found for a volume the definition does not have.
@@ -993,6 +1034,12 @@ func resourceHandlers(opts Options) []Handler {
 			func(p *resourcePlan, c any) error {
 				vc := c.(*VolumeDefinitionCreate)
 				return p.createVolume(vc.Volume, vc.SizeKiB)
+			}),
+		onResource("vd.resize", func() any { return new(VolumeDefinitionResize) },
+			func(c any) string { return c.(*VolumeDefinitionResize).Resource },
+			func(p *resourcePlan, c any) error {
+				vc := c.(*VolumeDefinitionResize)
+				return p.resizeVolume(vc.Volume, vc.SizeKiB)
 			}),
 		onResource("vd.delete", func() any { return new(VolumeDefinitionDelete) },
 			func(c any) string { return c.(*VolumeDefinitionDelete).Resource },

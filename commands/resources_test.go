@@ -779,3 +779,50 @@ func TestDeleteVolume(t *testing.T) {
 	must(t, s, "replica.add", `{"resource":"r1","node":"n1"}`)
 	refused(t, s, "vd.delete", `{"resource":"r1","volume":0}`, cairn.CodePreconditionFailed, "has replicas (on n1)")
 }
+
+// vd.resize grows a deployed volume: the definition, every diskful replica's pool and
+// the nodes' desired state follow; a shrink, a missing volume and a pool without room
+// are refused and change nothing; the same size is a no-op.
+func TestResizeVolume(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<20)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":102400}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n1"}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n2","storage_pool":"thin"}`)
+	require.Equal(t, "n1:disk n2:disk n3:tb", layout(definition(t, s, "r1")))
+	pool := func(node string) projections.StoragePool {
+		v, err := s.DB.Read()
+		require.NoError(t, err)
+		defer v.Close()
+		sp, ok, err := v.StoragePool(node, "thin")
+		require.NoError(t, err)
+		require.True(t, ok)
+		return sp
+	}
+	require.EqualValues(t, 102400, pool("n1").AllocatedKiB)
+
+	r := must(t, s, "vd.resize", `{"resource":"r1","volume":0,"size_kib":204800}`)
+	require.Equal(t, []string{"vd.resized"}, eventTypes(r))
+	assert.EqualValues(t, 204800, definition(t, s, "r1").Volumes[0].SizeKiB)
+	assert.EqualValues(t, 204800, pool("n1").AllocatedKiB)
+	assert.EqualValues(t, 204800, pool("n2").AllocatedKiB)
+	assert.EqualValues(t, 0, pool("n3").AllocatedKiB, "a diskless replica takes no space")
+	require.Eventually(t, func() bool {
+		d, ok := published(t, s.JS, "n3", "r1")
+		return ok && d.Volumes[0].SizeKiB == 204800
+	}, 5*time.Second, 20*time.Millisecond, "desired state not dispatched with the new size")
+
+	refused(t, s, "vd.resize", `{"resource":"r1","volume":0,"size_kib":102400}`, cairn.CodeInvalidArgument, "size_kib 102400 is smaller than volume 0 of r1 (204800 KiB): volumes only grow")
+	refused(t, s, "vd.resize", `{"resource":"r1","volume":1,"size_kib":409600}`, cairn.CodeNotFound, "no volume 1")
+	refused(t, s, "vd.resize", `{"resource":"r1","volume":0,"size_kib":2097152}`, cairn.CodePreconditionFailed,
+		"storage pool thin on node n1 has 843776 KiB free, the replica of r1 needs 1892352 KiB more")
+	r = must(t, s, "vd.resize", `{"resource":"r1","volume":0,"size_kib":204800}`)
+	assert.Empty(t, r.Events)
+	assert.Contains(t, strings.Join(r.Warnings, " "), "already has 204800 KiB")
+	assert.EqualValues(t, 204800, pool("n1").AllocatedKiB)
+
+	// Removing a grown replica gives back what it took at its new size.
+	must(t, s, "replica.remove", `{"resource":"r1","node":"n2"}`)
+	assert.EqualValues(t, 0, pool("n2").AllocatedKiB)
+}

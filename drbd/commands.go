@@ -70,6 +70,15 @@ func WipeMD(minor int, disk string) []string {
 	return drbdmeta(minor, disk, nil, "wipe-md")
 }
 
+// CheckResize returns `drbdmeta --force <minor> v09 <disk> internal check-resize`: after
+// the backing device of a DETACHED volume grew, it moves the internal metadata from the
+// old end of the device to the new one (without it the metadata is not found there and
+// the disk no longer attaches). A device whose size did not change is left alone. While
+// attached, DRBD's own resize (Adm.Resize) moves it.
+func CheckResize(minor int, disk string) []string {
+	return drbdmeta(minor, disk, nil, "check-resize")
+}
+
 // Dstate returns `drbdmeta --force <minor> v09 <disk> internal dstate`, which prints the
 // disk state the metadata implies ("Inconsistent", "Consistent", "Outdated", …) and
 // exits 1 with "No valid meta data found" when there is none.
@@ -121,6 +130,16 @@ func (a Adm) argv(cmd ...string) []string {
 // Adjust returns `drbdadm [-c CONFIG] [-d] adjust <resource>`: bring the kernel's
 // state of the resource to what the file says (up, attach, connect, options).
 func (a Adm) Adjust(resource string) []string { return a.argv("adjust", resource) }
+
+// Resize returns `drbdadm [-c CONFIG] [-d] resize <resource>/<volume>`: DRBD grows the
+// device to the smallest backing size of all its diskful replicas (moving the internal
+// metadata to the new end of the local disk) and marks the new area for resync. DRBD
+// refuses it while a diskful peer is not connected (without --assume-peer-has-space,
+// which Cairn never passes): the replica that grows its disk last, connected to all,
+// grows the device everywhere.
+func (a Adm) Resize(resource string, volume int) []string {
+	return a.argv("resize", resource+"/"+strconv.Itoa(volume))
+}
 
 // Down returns `drbdadm [-c CONFIG] [-d] down <resource>`.
 func (a Adm) Down(resource string) []string { return a.argv("down", resource) }

@@ -18,6 +18,8 @@ func TestCommandBuilders(t *testing.T) {
 		{SeedArgv(1001, disk, Seed{Volume: 1, NodeID: 4, GI: ":1234567890ABCDE0::::"}),
 			"drbdmeta --force --node-id 4 1001 v09 /dev/zvol/tank/r1_00000 internal set-gi :1234567890ABCDE0::::"},
 		{WipeMD(1000, disk), "drbdmeta --force 1000 v09 /dev/zvol/tank/r1_00000 internal wipe-md"},
+		{CheckResize(1000, disk), "drbdmeta --force 1000 v09 /dev/zvol/tank/r1_00000 internal check-resize"},
+		{Adm{Config: "/etc/cairn/drbd.conf"}.Resize("r1", 2), "drbdadm -c /etc/cairn/drbd.conf resize r1/2"},
 		{Dstate(1000, disk), "drbdmeta --force 1000 v09 /dev/zvol/tank/r1_00000 internal dstate"},
 		{DumpMD(1000, disk), "drbdmeta --force 1000 v09 /dev/zvol/tank/r1_00000 internal dump-md"},
 		{DrbdsetupGetGI("r1", 2, 0), "drbdsetup get-gi r1 2 0"},

@@ -183,3 +183,34 @@ func TestInternalMetadataSizeMatchesDrbdmeta(t *testing.T) {
 		}
 	}
 }
+
+// A detached disk that grew: drbdmeta no longer finds the internal metadata at the new
+// end until check-resize moves it; it finds the old end through its last-known file
+// for the minor (written here as the agent writes it, with the size before the grow).
+// The GIs survive the move, and a second check-resize (nothing grew) changes nothing.
+func TestDrbdmetaCheckResizeAfterGrow(t *testing.T) {
+	testtools.Path(t, Drbdmeta)
+	const minor = 1999 // no other test uses it: the last-known file is per minor and machine
+	disk := sparseDisk(t)
+	mustRun(t, CreateMD(minor, disk, MaxPeers(3)))
+	mustRun(t, SetGI(minor, disk, 0, "ABCDEF0123456780:1234567890ABCDE0:::1:1"))
+	before := mustRun(t, GetGI(minor, disk, 0)).stdout
+	if err := os.Truncate(disk, 128<<20); err != nil {
+		t.Fatal(err)
+	}
+	if res := run(t, "h0", nil, GetGI(minor, disk, 0)); res.rc == 0 && strings.TrimSpace(res.stdout) != "" {
+		t.Fatalf("get-gi found metadata at the new end before check-resize: %q", res.stdout)
+	}
+	lkbd := fmt.Sprintf("/var/lib/drbd/drbd-minor-%d.lkbd", minor)
+	if err := os.WriteFile(lkbd, fmt.Appendf(nil, "%d\t%s\n", 64<<20, disk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, CheckResize(minor, disk))
+	if got := mustRun(t, GetGI(minor, disk, 0)).stdout; got != before {
+		t.Fatalf("GI after check-resize %q, want %q", got, before)
+	}
+	mustRun(t, CheckResize(minor, disk))
+	if got := mustRun(t, GetGI(minor, disk, 0)).stdout; got != before {
+		t.Fatalf("GI after a second check-resize %q, want %q", got, before)
+	}
+}

@@ -42,7 +42,22 @@ type VolumeStatus struct {
 	// CurrentGI is the current UUID (hex) from drbdsetup get-gi while up, or drbdmeta
 	// get-gi while down (events2 never prints it).
 	CurrentGI string `json:"current_gi,omitempty"`
+	// SizeKiB is the device's size as DRBD reports it (events2), 0 when not known.
+	SizeKiB uint64 `json:"size_kib,omitempty"`
+	// Resize says how far a grow of the volume (vd.resize) is on this replica, absent
+	// when the device has the desired size (or its size is not known):
+	// ResizeGrowingBacking, then ResizeGrowingDevice.
+	Resize string `json:"resize,omitempty"`
 }
+
+// Phases of VolumeStatus.Resize.
+const (
+	// ResizeGrowingBacking: this replica's backing volume does not hold the new size yet.
+	ResizeGrowingBacking = "growing-backing"
+	// ResizeGrowingDevice: the backing holds it (or the replica is diskless); DRBD grows
+	// the device once every diskful replica's backing does and all are connected.
+	ResizeGrowingDevice = "growing-device"
+)
 
 // PeerStatus is the connection to one peer and its volumes.
 type PeerStatus struct {

@@ -34,6 +34,18 @@ type VolumeDefinitionDeleted struct {
 
 func (*VolumeDefinitionDeleted) EventType() string { return "vd.deleted" }
 
+// VolumeDefinitionResized: a volume of a definition grew to SizeKiB (from
+// PreviousKiB). Every diskful replica's agent grows its backing volume, then DRBD grows
+// the device once all have; each pool that holds a disk takes the difference.
+type VolumeDefinitionResized struct {
+	Resource    string `json:"resource"`
+	Volume      int    `json:"volume"`
+	SizeKiB     uint64 `json:"size_kib"`
+	PreviousKiB uint64 `json:"previous_kib"`
+}
+
+func (*VolumeDefinitionResized) EventType() string { return "vd.resized" }
+
 // ResourceGroupModified: a patch of a group's placement and DRBD options; a field left
 // out keeps its value (the replicas_on lists are replaced when present). Existing
 // definitions keep their replicas; their nodes get the new options.
@@ -188,6 +200,7 @@ func init() {
 		{Name: "rg.created", Version: 1, New: func() Payload { return new(ResourceGroupCreated) }},
 		{Name: "sp.modified", Version: 1, New: func() Payload { return new(StoragePoolModified) }},
 		{Name: "vd.deleted", Version: 1, New: func() Payload { return new(VolumeDefinitionDeleted) }},
+		{Name: "vd.resized", Version: 1, New: func() Payload { return new(VolumeDefinitionResized) }},
 		{Name: "rg.modified", Version: 1, New: func() Payload { return new(ResourceGroupModified) }},
 		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},

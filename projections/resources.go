@@ -349,6 +349,23 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			slices.SortFunc(rd.Volumes, func(a, b VolumeDefinition) int { return a.Volume - b.Volume })
 			return nil
 		})
+	case *events.VolumeDefinitionResized:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			i := slices.IndexFunc(rd.Volumes, func(v VolumeDefinition) bool { return v.Volume == d.Volume })
+			if i < 0 {
+				return fmt.Errorf("vd.resized: %s has no volume %d", d.Resource, d.Volume)
+			}
+			grow := int64(d.SizeKiB) - int64(rd.Volumes[i].SizeKiB)
+			rd.Volumes[i].SizeKiB = d.SizeKiB
+			for _, r := range rd.Replicas {
+				if !r.Diskless {
+					if err := allocate(t, r.Node, r.StoragePool, grow); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
 	case *events.VolumeDefinitionDeleted:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Volumes = slices.DeleteFunc(rd.Volumes, func(v VolumeDefinition) bool { return v.Volume == d.Volume })

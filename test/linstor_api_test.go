@@ -492,10 +492,15 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(400, "POST", "/v1/resource-groups", `{"name":`)
 	assert.True(t, uint64(rc[0].RetCode)&lsError == lsError)
 	for _, c := range [][2]string{{"GET", "/v1/view/snapshots"}, {"POST", "/v1/resource-definitions/r2/snapshots"},
-		{"GET", "/v1/remotes"}, {"PUT", "/v1/resource-definitions/r2/volume-definitions/0"}, {"POST", "/v1/resource-definitions/r2/clone"}} {
+		{"GET", "/v1/remotes"}, {"GET", "/v1/physical-storage"}, {"POST", "/v1/resource-definitions/r2/clone"}} {
 		rc = l.rcs(501, c[0], c[1], `{}`)
 		assert.Contains(t, rc[0].Message, "Cairn does not serve")
 	}
+	// A volume definition's size is modifiable (vd.resize); its properties are not.
+	rc = l.rcs(501, "PUT", "/v1/resource-definitions/r2/volume-definitions/0", `{"override_props":{"Aux/x":"y"}}`)
+	assert.Contains(t, rc[0].Message, "no properties or flags on volume definitions")
+	rc = l.rcs(500, "PUT", "/v1/resource-definitions/r2/volume-definitions/0", `{}`)
+	assert.Contains(t, rc[0].Message, "size_kib is required")
 	// Error reports: the refusals above, newest first; without content on request.
 	var reports []struct {
 		Filename  string `json:"filename"`

@@ -188,6 +188,28 @@ func TestLinstorCLISession(t *testing.T) {
 		}, 30*time.Second, 100*time.Millisecond, "%s never got the group's option", res)
 	}
 
+	// Grow the volume: every replica's usable size (what its agent reports DRBD made of
+	// it) follows; a shrink is refused naming the field.
+	ok("volume-definition", "set-size", "r1", "0", "8M")
+	assert.Contains(t, ok("volume-definition", "list"), "8 MiB")
+	require.Eventually(t, func() bool {
+		var out [][]struct {
+			Node    string `json:"node_name"`
+			Volumes []struct {
+				Usable uint64 `json:"usable_size_kib"`
+			} `json:"volumes"`
+		}
+		machine(&out, "resource", "list", "-r", "r1")
+		grown := 0
+		for _, r := range out[0] {
+			if len(r.Volumes) == 1 && r.Volumes[0].Usable == 8192 {
+				grown++
+			}
+		}
+		return grown == 3
+	}, 60*time.Second, 250*time.Millisecond, "not every replica reports 8 MiB")
+	assert.Contains(t, failed("volume-definition", "set-size", "r1", "0", "4M"), "volumes only grow")
+
 	// Errors: exit code 10 in a table, the ret_code with -m.
 	assert.Contains(t, failed("node", "create", "n1", "10.0.0.1"), "already exists")
 	var rcs []apiCallRc

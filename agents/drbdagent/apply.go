@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/internal/execx"
@@ -112,21 +114,54 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	// 3. Backing volumes.
 	if plan.Backing {
 		if st.Disks == nil {
-			st.Disks = map[int]string{}
+			st.Disks, st.Sizes, st.Resized = map[int]string{}, map[int]uint64{}, map[int]uint64{}
+		}
+		if st.Sizes == nil {
+			st.Sizes, st.Resized = map[int]uint64{}, map[int]uint64{}
 		}
 		for _, v := range d.Volumes {
 			name := volume.Name(rd, v.Number)
-			path, err := prov.Create(ctx, name, drbd.BackingKiB(v.SizeKiB, st.MaxPeers))
+			want := drbd.BackingKiB(v.SizeKiB, st.MaxPeers)
+			if slices.Contains(plan.Grow, v.Number) {
+				if err := r.recordGrowFrom(st, v.Number, save); err != nil {
+					return st, err
+				}
+				if err := prov.Grow(ctx, name, want); err != nil {
+					return st, fmt.Errorf("grow backing volume %s to %d KiB: %w", name, want, err)
+				}
+			}
+			path, err := prov.Create(ctx, name, want)
 			if err != nil {
 				return st, fmt.Errorf("backing volume %s: %w", name, err)
 			}
 			st.Disks[v.Number] = path
+			if st.Sizes[v.Number] == 0 {
+				st.Resized[v.Number] = v.SizeKiB // created at this size: nothing to resize
+			}
+			st.Sizes[v.Number] = max(st.Sizes[v.Number], v.SizeKiB)
 		}
 		if err := save(st); err != nil {
 			return st, err
 		}
 		if err := r.step(rd, "backing"); err != nil {
 			return st, err
+		}
+		if len(st.GrowFrom) > 0 && !r.fold.Up(rd) {
+			// Detached: DRBD cannot move the metadata, so drbdmeta does, before any attach.
+			for _, v := range slices.Sorted(maps.Keys(st.GrowFrom)) {
+				if err := moveMetadata(ctx, r.cfg.Exec, st.Minors[v], st.Disks[v], st.GrowFrom[v]); err != nil {
+					return st, fmt.Errorf("volume %d: %w", v, err)
+				}
+				delete(st.GrowFrom, v)
+			}
+			if err := save(st); err != nil {
+				return st, err
+			}
+		}
+		if len(plan.Grow) > 0 {
+			if err := r.step(rd, "grown"); err != nil {
+				return st, err
+			}
 		}
 	}
 	// 4. The resource file, with the devices DRBD attaches (inert until the adjust).
@@ -226,6 +261,23 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	if err := r.forget(ctx, rd, l.Diskless, st, gone); err != nil {
 		return st, err
 	}
+	for _, v := range plan.Resize {
+		if err := r.cfg.Kernel.Resize(ctx, Resource{Desired: *d, Disks: disks}, v); err != nil {
+			return st, fmt.Errorf("drbd resize volume %d: %w", v, err)
+		}
+		for _, vol := range d.Volumes {
+			if vol.Number == v {
+				st.Resized[v] = vol.SizeKiB
+			}
+		}
+		delete(st.GrowFrom, v) // DRBD moved the metadata
+		if err := save(st); err != nil {
+			return st, err
+		}
+		if err := r.step(rd, "resized"); err != nil {
+			return st, err
+		}
+	}
 	if plan.DropDisks {
 		if err := r.freeDisks(ctx, rd, st); err != nil {
 			return st, err
@@ -236,6 +288,27 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	}
 	st.Revision = d.Revision
 	return st, save(st)
+}
+
+// recordGrowFrom saves, before volume v's backing grows, the size it has now: where its
+// internal metadata is (only with metadata, and only the first time: after a crash
+// halfway the disk may have grown already).
+func (r *Reconciler) recordGrowFrom(st *State, v int, save func(*State) error) error {
+	if !st.MDCreated {
+		return nil
+	}
+	if _, done := st.GrowFrom[v]; done {
+		return nil
+	}
+	n, err := deviceBytes(st.Disks[v])
+	if err != nil {
+		return fmt.Errorf("grow volume %d: %w", v, err)
+	}
+	if st.GrowFrom == nil {
+		st.GrowFrom = map[int]uint64{}
+	}
+	st.GrowFrom[v] = n
+	return save(st)
 }
 
 // forget runs del-peer and, on a replica with a disk, forget-peer for each node id, so
@@ -382,7 +455,7 @@ func (r *Reconciler) freeDisks(ctx context.Context, rd string, st *State) error 
 		}
 		metricSteps.WithLabelValues("remove-backing").Inc()
 	}
-	st.Disks, st.MDCreated, st.Seeded = nil, false, false
+	st.Disks, st.Sizes, st.Resized, st.MDCreated, st.Seeded = nil, nil, nil, false, false
 	return nil
 }
 

@@ -25,6 +25,8 @@ import (
 type clusterNode struct {
 	*simNode
 	agent *agents.Agent
+	// stop ends the agent and its reconciler (the host's simulated kernel stays).
+	stop context.CancelFunc
 }
 
 // natsPub publishes on the node's own connection and keeps a copy.
@@ -81,7 +83,7 @@ func startClusterNode(t *testing.T, s *server.Server, base, name, host string) *
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() { _ = a.Run(ctx) }()
-	return &clusterNode{simNode: n, agent: a}
+	return &clusterNode{simNode: n, agent: a, stop: func() { cancel(); n.cancel(); nc.Close() }}
 }
 
 func submit(t *testing.T, s *server.Server, verb, body string) {

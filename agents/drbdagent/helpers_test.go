@@ -36,7 +36,7 @@ func newCountingExec(t testing.TB) *countingExec {
 func (c *countingExec) Run(ctx context.Context, argv []string, opts execx.Options) ([]byte, error) {
 	key := execx.Name(argv)
 	for _, a := range argv[1:] {
-		if !strings.HasPrefix(a, "-") && strings.Contains("create-md set-gi get-gi wipe-md sh-nop adjust", a) && len(a) > 4 {
+		if !strings.HasPrefix(a, "-") && strings.Contains("create-md set-gi get-gi wipe-md sh-nop adjust check-resize", a) && len(a) > 4 {
 			key += " " + a
 			break
 		}

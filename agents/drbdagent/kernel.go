@@ -35,6 +35,12 @@ type Kernel interface {
 	// id's bitmap slot (see drbd.ForgetPeer).
 	DelPeer(ctx context.Context, resource string, peer int) error
 	ForgetPeer(ctx context.Context, resource string, peer int) error
+	// Resize grows volume's device to the smallest backing size of the resource's
+	// diskful replicas, the local backing having grown to hold r's volume size first
+	// (DRBD moves the internal metadata to the new end). It fails while a diskful peer
+	// is not connected (DRBD's rule without --assume-peer-has-space); then the replica
+	// that grows its disk last, connected to all, grows the device everywhere.
+	Resize(ctx context.Context, r Resource, volume int) error
 	// GetGI returns the GI of an attached volume as seen for node id peer
 	// (drbdsetup get-gi). Only for resources that are up.
 	GetGI(ctx context.Context, resource string, volume, peer int) (drbd.GI, error)
@@ -90,6 +96,12 @@ func (k *Real) Adjust(ctx context.Context, r Resource) error {
 // works after the file is gone).
 func (k *Real) Down(ctx context.Context, resource string) error {
 	_, err := k.Exec.Run(ctx, k.setup([]string{drbd.Drbdsetup, "down", resource}), execx.Options{})
+	return err
+}
+
+// Resize runs `drbdadm -c <main> resize <resource>/<volume>`.
+func (k *Real) Resize(ctx context.Context, r Resource, volume int) error {
+	_, err := k.Exec.Run(ctx, k.Adm.Resize(r.Desired.Resource, volume), execx.Options{})
 	return err
 }
 

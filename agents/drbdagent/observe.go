@@ -268,12 +268,12 @@ func (f *Fold) Fill(rd string, st *drbd.Status, names map[int]string) {
 		found := false
 		for i := range st.Volumes {
 			if st.Volumes[i].Volume == v {
-				st.Volumes[i].Minor, st.Volumes[i].DiskState = d.minor, d.disk
+				st.Volumes[i].Minor, st.Volumes[i].DiskState, st.Volumes[i].SizeKiB = d.minor, d.disk, d.sizeKiB
 				found = true
 			}
 		}
 		if !found {
-			st.Volumes = append(st.Volumes, drbd.VolumeStatus{Volume: v, Minor: d.minor, DiskState: d.disk})
+			st.Volumes = append(st.Volumes, drbd.VolumeStatus{Volume: v, Minor: d.minor, DiskState: d.disk, SizeKiB: d.sizeKiB})
 		}
 	}
 	peers := slices.Sorted(maps.Keys(r.conns))

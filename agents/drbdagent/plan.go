@@ -2,6 +2,7 @@ package drbdagent
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,13 @@ type Plan struct {
 
 	// Backing: create (or find) the backing volumes.
 	Backing bool
+	// Grow are the volumes whose backing holds less than the Desired size: grown
+	// before anything else (and, while DRBD has them detached, their metadata moved to
+	// the new end with drbdmeta check-resize).
+	Grow []int
+	// Resize are the volumes DRBD has not been resized for since their backing grew:
+	// drbdadm resize after the adjust (only while Active).
+	Resize []int
 	// CreateMD: drbdmeta create-md on every volume.
 	CreateMD bool
 	// Seed: apply every seed of the Desired (set-gi is idempotent), then verify.
@@ -57,10 +65,12 @@ func (p Plan) Steps(fileChanged bool) []string {
 	}
 	add(p.Remove, "tear down")
 	add(p.Retire != nil, "retire an older incarnation")
+	add(len(p.Grow) > 0, fmt.Sprintf("grow backing volumes %v", p.Grow))
 	add(p.CreateMD, "create metadata")
 	add(p.Seed, "seed the generation identifiers")
 	add(p.Adjust && fileChanged, "adjust to a new resource file")
 	add(p.Down, "take down")
+	add(len(p.Resize) > 0, fmt.Sprintf("resize volumes %v", p.Resize))
 	add(p.DropDisks, "drop the disks")
 	add(len(p.Forget) > 0, fmt.Sprintf("forget peers %v", p.Forget))
 	return out
@@ -76,7 +86,9 @@ func (p Plan) Steps(fileChanged bool) []string {
 //     had disks) and plan the new incarnation from scratch. The old disk and metadata
 //     belong to the old incarnation: a plan is never applied to them.
 //   - Diskful: Backing always (idempotent); CreateMD while not md-created, Seed while
-//     not seeded — both only while not adjusted. Adjusted with no metadata recorded is
+//     not seeded — both only while not adjusted. Grow the volumes whose recorded size
+//     is below the Desired's (a volume never shrinks: a smaller size grows nothing);
+//     Resize, while Active, those grown and not yet resized. Adjusted with no metadata recorded is
 //     refused (the metadata of a live replica is missing).
 //   - Diskless with disks recorded (toggled to diskless): DropDisks after the adjust.
 //   - Adjust when Active; Down when not Active and it was adjusted.
@@ -121,6 +133,12 @@ func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 			p.Seed = true
 		}
 	}
+	if !l.Diskless {
+		p.Grow, p.Resize = growth(d.Volumes, cur)
+		if !d.Active {
+			p.Resize = nil
+		}
+	}
 	if d.Active {
 		p.Adjust = true
 	} else {
@@ -130,6 +148,25 @@ func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 		p.Forget = leftPeers(cur.Peers, d)
 	}
 	return p
+}
+
+// growth returns the volumes of vols whose backing in st holds less than their size
+// (grow) and those DRBD was not resized for since (resize; the grown ones included).
+// A volume without a recorded size (a new one, or a state from before resizes) grows
+// nothing.
+func growth(vols []drbd.Volume, st *State) (grow, resize []int) {
+	for _, v := range vols {
+		if _, ok := st.Disks[v.Number]; !ok {
+			continue
+		}
+		if have := st.Sizes[v.Number]; have != 0 && have < v.SizeKiB {
+			grow = append(grow, v.Number)
+		}
+		if done := st.Resized[v.Number]; done != 0 && done < v.SizeKiB || slices.Contains(grow, v.Number) {
+			resize = append(resize, v.Number)
+		}
+	}
+	return grow, resize
 }
 
 // leftPeers returns the node ids in peers that d no longer has, that now belong to

@@ -115,3 +115,43 @@ func TestPlanSteps(t *testing.T) {
 	assert.Equal(t, []string{"tear down"}, Plan{Remove: true, Down: true}.Steps(true)[:1])
 	assert.Equal(t, []string{"drop the disks", "forget peers [2]"}, Plan{DropDisks: true, Forget: []int{2}}.Steps(false))
 }
+
+// Decide's growth rules: grow the backing whose recorded size is below the Desired's,
+// resize DRBD (only while active) for what grew and was not resized since; a state from
+// before resizes (no sizes recorded) and a diskless replica grow nothing.
+func TestDecideGrowth(t *testing.T) {
+	sized := func(active bool, size uint64) *drbd.Desired {
+		d := desired(5, 9, false, active, "n2")
+		d.Volumes = []drbd.Volume{{Number: 0, SizeKiB: size}, {Number: 1, SizeKiB: 4096}}
+		return d
+	}
+	up := func(sizes, resized map[int]uint64) *State {
+		return &State{Incarnation: 5, Revision: 8, MDCreated: true, Seeded: true, Adjusted: true,
+			Disks: map[int]string{0: "/d0", 1: "/d1"}, Sizes: sizes, Resized: resized}
+	}
+	tests := []struct {
+		name         string
+		d            *drbd.Desired
+		st           *State
+		grow, resize []int
+	}{
+		{"volume 0 grew", sized(true, 8192), up(map[int]uint64{0: 4096, 1: 4096}, map[int]uint64{0: 4096, 1: 4096}), []int{0}, []int{0}},
+		{"grown before a crash, not resized", sized(true, 8192), up(map[int]uint64{0: 8192, 1: 4096}, map[int]uint64{0: 4096, 1: 4096}), nil, []int{0}},
+		{"inactive: grow, resize at activation", sized(false, 8192), up(map[int]uint64{0: 4096, 1: 4096}, map[int]uint64{0: 4096, 1: 4096}), []int{0}, nil},
+		{"nothing grew", sized(true, 4096), up(map[int]uint64{0: 4096, 1: 4096}, map[int]uint64{0: 4096, 1: 4096}), nil, nil},
+		{"an older, smaller size shrinks nothing", sized(true, 2048), up(map[int]uint64{0: 4096, 1: 4096}, map[int]uint64{0: 4096, 1: 4096}), nil, nil},
+		{"state from before resizes", sized(true, 8192), up(nil, nil), nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Decide(tt.d, tt.st, true)
+			assert.Equal(t, tt.grow, p.Grow, "grow")
+			assert.Equal(t, tt.resize, p.Resize, "resize")
+		})
+	}
+	d := sized(true, 8192)
+	d.Local.Diskless = true
+	p := Decide(d, &State{Incarnation: 5, Adjusted: true, Diskless: true}, true)
+	assert.Nil(t, p.Grow)
+	assert.Nil(t, p.Resize)
+}

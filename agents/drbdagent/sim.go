@@ -96,9 +96,15 @@ type simReg struct {
 }
 
 type simVolume struct {
-	Minor     int    `json:"minor"`
-	Disk      string `json:"disk,omitempty"`
-	SizeKiB   uint64 `json:"size_kib"`
+	Minor int    `json:"minor"`
+	Disk  string `json:"disk,omitempty"`
+	// SizeKiB is the device's size (what events2 reports); BackingKiB what the local
+	// backing holds as the kernel knows it (the volume size at attach, raised by Resize).
+	SizeKiB    uint64 `json:"size_kib"`
+	BackingKiB uint64 `json:"backing_kib,omitempty"`
+	// FileBytes is the disk file's size where the kernel has its metadata (at attach,
+	// and after each resize).
+	FileBytes uint64 `json:"file_bytes,omitempty"`
 	Written   uint64 `json:"written_blocks"` // 4 KiB blocks written since day 0 that this disk holds
 	DiskState string `json:"disk_state"`
 }
@@ -233,11 +239,19 @@ func (s *Sim) Adjust(ctx context.Context, r Resource) error {
 	vols := map[int]*simVolume{}
 	for _, v := range d.Volumes {
 		old := reg.Volumes[v.Number]
-		nv := &simVolume{Minor: minors[v.Number], Disk: r.Disks[v.Number], SizeKiB: v.SizeKiB}
+		nv := &simVolume{Minor: minors[v.Number], Disk: r.Disks[v.Number], SizeKiB: v.SizeKiB, BackingKiB: v.SizeKiB}
 		if old != nil && old.Disk == nv.Disk && old.Minor == nv.Minor {
 			nv.Written, nv.DiskState = old.Written, old.DiskState
+			if old.SizeKiB > 0 { // a grown backing shows only after a resize
+				nv.SizeKiB, nv.BackingKiB, nv.FileBytes = old.SizeKiB, max(old.BackingKiB, old.SizeKiB), old.FileBytes
+			}
 		} else {
 			changed = true
+		}
+		if !d.Local.Diskless && (nv.FileBytes == 0 || changed) {
+			if nv.FileBytes, err = deviceBytes(nv.Disk); err != nil {
+				return err
+			}
 		}
 		if d.Local.Diskless {
 			nv.DiskState = "Diskless"
@@ -401,6 +415,97 @@ func syncMetadata(ctx context.Context, meta simMeta, src, tgt *simReg, v int) er
 		if err := meta.set(ctx, tv, m, drbd.GI{}.SetUUID(drbd.GIBitmap, su.bitmap[m])); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Resize grows volume vol as DRBD does: it moves the local disk's internal metadata to
+// the new end of a file that grew (the real drbdmeta check-resize, see moveMetadata:
+// the kernel does that on an online resize, and the sim reads metadata from the file
+// where the kernel would keep it in memory), records the local backing as holding r's volume size, refuses while a
+// diskful peer of r is not connected, and otherwise sets the device size of this node
+// and every connected peer to the smallest backing of all (never smaller than before).
+func (s *Sim) Resize(ctx context.Context, r Resource, vol int) error {
+	d := r.Desired
+	var want uint64
+	for _, v := range d.Volumes {
+		if v.Number == vol {
+			want = v.SizeKiB
+		}
+	}
+	unlock, err := lockRD(s.Dir, d.Resource)
+	if err != nil {
+		return err
+	}
+	defer s.refresh(d.Resource)
+	defer unlock()
+	reg, err := loadReg(s.regPath(d.Resource, s.Node))
+	if err != nil {
+		return err
+	}
+	if reg == nil || !reg.Up || reg.Volumes[vol] == nil {
+		return fmt.Errorf("sim: resize %s/%d: resource is not up", d.Resource, vol)
+	}
+	own := reg.Volumes[vol]
+	if !reg.Diskless {
+		now, err := deviceBytes(own.Disk)
+		if err != nil {
+			return err
+		}
+		if now > own.FileBytes {
+			if err := moveMetadata(ctx, s.Exec, own.Minor, own.Disk, own.FileBytes); err != nil {
+				return err
+			}
+			own.FileBytes = now
+		}
+		own.BackingKiB = max(own.BackingKiB, want)
+		if err := saveReg(s.Dir, reg); err != nil {
+			return err
+		}
+	}
+	size := own.BackingKiB
+	if reg.Diskless {
+		size = 0
+	}
+	var peers []*simReg
+	for _, rep := range d.Replicas {
+		if rep.Node == d.Node {
+			continue
+		}
+		c := reg.Conns[rep.NodeID]
+		if c == nil || c.State != "Connected" {
+			if rep.Diskless {
+				continue
+			}
+			return fmt.Errorf("sim: resize %s/%d: diskful peer %s (node id %d) is not connected; DRBD grows a device only with every diskful peer connected", d.Resource, vol, rep.Node, rep.NodeID)
+		}
+		peer, err := loadReg(s.regPath(d.Resource, rep.Node))
+		if err != nil || peer == nil || peer.Volumes[vol] == nil {
+			return fmt.Errorf("sim: resize %s/%d: peer %s: %v", d.Resource, vol, rep.Node, err)
+		}
+		if !peer.Diskless {
+			if b := peer.Volumes[vol].BackingKiB; size == 0 || b < size {
+				size = b
+			}
+		}
+		peers = append(peers, peer)
+	}
+	if size <= own.SizeKiB {
+		return nil // some diskful replica's backing has not grown yet
+	}
+	s.Log.Info().Str("resource", d.Resource).Int("volume", vol).Uint64("from_kib", own.SizeKiB).Uint64("to_kib", size).Msg("sim: device grown")
+	own.SizeKiB = size
+	for _, peer := range peers {
+		peer.Volumes[vol].SizeKiB = size
+		if err := saveReg(s.Dir, peer); err != nil {
+			return err
+		}
+	}
+	if err := saveReg(s.Dir, reg); err != nil {
+		return err
+	}
+	for _, peer := range peers {
+		notify(s.Dir, peer.Node, d.Resource)
 	}
 	return nil
 }

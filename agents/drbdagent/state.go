@@ -40,6 +40,17 @@ type State struct {
 	// drbdmeta writes); Minors the minors drbdmeta was called with.
 	Disks  map[int]string `json:"disks,omitempty"`
 	Minors map[int]int    `json:"minors,omitempty"`
+	// Sizes are the volume sizes (KiB, before metadata) the backing volumes hold, by
+	// volume number; Resized the sizes DRBD's resize was carried out for (a volume
+	// created at its size counts as resized). A Desired with a larger size grows the
+	// backing (Sizes) and then resizes DRBD (Resized). A state without Sizes (written
+	// before resizes existed) records them at the next reconcile without growing.
+	Sizes   map[int]uint64 `json:"sizes_kib,omitempty"`
+	Resized map[int]uint64 `json:"resized_kib,omitempty"`
+	// GrowFrom are the byte sizes of backing volumes with metadata, measured before
+	// they grew: where their internal metadata sits until DRBD's resize (attached) or
+	// drbdmeta check-resize (detached) moves it to the new end. Cleared then.
+	GrowFrom map[int]uint64 `json:"grow_from_bytes,omitempty"`
 
 	MDCreated bool `json:"md_created,omitempty"`
 	Seeded    bool `json:"seeded,omitempty"`

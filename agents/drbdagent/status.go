@@ -119,6 +119,7 @@ func (r *Reconciler) build(ctx context.Context, rd string) (drbd.Status, bool) {
 	}
 	up := r.fold.Up(rd)
 	r.fold.Fill(rd, &st, names)
+	resizePhases(&st, d, state)
 	if d.Local.Diskless || state == nil || !state.MDCreated {
 		return st, true
 	}
@@ -148,4 +149,23 @@ func (r *Reconciler) build(ctx context.Context, rd string) (drbd.Status, bool) {
 		}
 	}
 	return st, true
+}
+
+// resizePhases sets VolumeStatus.Resize from the desired sizes, what the state file
+// says the backing holds and the device size events2 reports.
+func resizePhases(st *drbd.Status, d *drbd.Desired, state *State) {
+	want := map[int]uint64{}
+	for _, v := range d.Volumes {
+		want[v.Number] = v.SizeKiB
+	}
+	for i := range st.Volumes {
+		vs := &st.Volumes[i]
+		size := want[vs.Volume]
+		switch {
+		case !d.Local.Diskless && state != nil && state.Sizes[vs.Volume] != 0 && state.Sizes[vs.Volume] < size:
+			vs.Resize = drbd.ResizeGrowingBacking
+		case vs.SizeKiB != 0 && vs.SizeKiB < size:
+			vs.Resize = drbd.ResizeGrowingDevice
+		}
+	}
 }

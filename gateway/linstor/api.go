@@ -89,6 +89,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/volume-definitions", a.listVolumeDefinitions)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/volume-definitions", a.createVolumeDefinition)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/volume-definitions/{nr}", a.getVolumeDefinition)
+	mux.HandleFunc("PUT /v1/resource-definitions/{rd}/volume-definitions/{nr}", a.modifyVolumeDefinition)
 	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/volume-definitions/{nr}", a.deleteVolumeDefinition)
 
 	mux.HandleFunc("GET /v1/view/resources", a.viewResources)

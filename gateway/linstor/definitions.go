@@ -224,13 +224,55 @@ func (a *API) createVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 	a.commit(w, r, "vd.create", map[string]any{"resource": name, "volume": nr, "size_kib": in.VolumeDefinition.SizeKiB}, opCreate, objVlmDfn, fmt.Sprintf("New volume definition with number '%d' of resource definition '%s' created.", nr, name), map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)})
 }
 
+// modifyVolumeDefinition maps LINSTOR's volume definition modify with size_kib (what
+// `linstor volume-definition set-size` sends) to vd.resize: grow only. Properties and
+// flags of volume definitions Cairn does not keep: 501, nothing changed.
+func (a *API) modifyVolumeDefinition(w http.ResponseWriter, r *http.Request) {
+	name, nr := r.PathValue("rd"), r.PathValue("nr")
+	n, ok := volumeNumber(w, nr, opModify)
+	if !ok {
+		return
+	}
+	var in struct {
+		SizeKiB          *uint64           `json:"size_kib"`
+		OverrideProps    map[string]string `json:"override_props"`
+		DeleteProps      []string          `json:"delete_props"`
+		DeleteNamespaces []string          `json:"delete_namespaces"`
+		Flags            []string          `json:"flags"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	if len(in.OverrideProps)+len(in.DeleteProps)+len(in.DeleteNamespaces)+len(in.Flags) > 0 {
+		e := rc(maskError, opModify, objVlmDfn, codeImplError, "Cairn keeps no properties or flags on volume definitions; it changes their size only")
+		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
+		return
+	}
+	if in.SizeKiB == nil {
+		writeFailure(w, opModify, objVlmDfn, cairn.InvalidField("size_kib", "size_kib is required: Cairn changes a volume definition's size only"))
+		return
+	}
+	a.commit(w, r, "vd.resize", map[string]any{"resource": name, "volume": n, "size_kib": *in.SizeKiB}, opModify, objVlmDfn,
+		fmt.Sprintf("Volume definition with number '%d' of resource definition '%s' modified.", n, name), map[string]string{"RscDfn": name, "VlmNr": nr})
+}
+
+// volumeNumber parses a volume number of a path; a bad one is answered (invalid
+// argument naming volume) and ok is false.
+func volumeNumber(w http.ResponseWriter, nr string, op uint64) (int, bool) {
+	n, err := strconv.Atoi(nr)
+	if err != nil {
+		writeFailure(w, op, objVlmDfn, cairn.InvalidField("volume", "volume number %q is not a number", nr))
+		return 0, false
+	}
+	return n, true
+}
+
 // deleteVolumeDefinition maps to vd.delete: a volume of a definition without replicas
 // (FAIL_IN_USE for a deployed one).
 func (a *API) deleteVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 	name, nr := r.PathValue("rd"), r.PathValue("nr")
-	n, err := strconv.Atoi(nr)
-	if err != nil {
-		writeFailure(w, opDelete, objVlmDfn, cairn.InvalidField("volume", "volume number %q is not a number", nr))
+	n, ok := volumeNumber(w, nr, opDelete)
+	if !ok {
 		return
 	}
 	a.commit(w, r, "vd.delete", map[string]any{"resource": name, "volume": n}, opDelete, objVlmDfn,

@@ -121,6 +121,9 @@ func resourceOf(rd projections.ResourceDefinition, rep projections.Replica, st *
 				if vs.Volume == vd.Volume && vs.DiskState != "" {
 					vol.State = &VolumeState{DiskState: vs.DiskState}
 				}
+				if vs.Volume == vd.Volume && vs.SizeKiB != 0 {
+					vol.UsableSizeKiB = vs.SizeKiB // what DRBD reports: behind the definition during a resize
+				}
 			}
 		}
 		out.Volumes = append(out.Volumes, vol)

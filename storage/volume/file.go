@@ -92,32 +92,9 @@ func (f *File) Create(ctx context.Context, name string, sizeKiB uint64) (string,
 	return path, nil
 }
 
-// preallocate allocates every block of f up to size: fallocate, or zeros written in
-// chunks (checking ctx) where the file system does not support it.
+// preallocate allocates every block of f up to size (see growAllocated).
 func preallocate(ctx context.Context, f *os.File, size int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
-		return fmt.Errorf("fallocate: %w", err)
-	}
-	return zeroFill(ctx, f, size)
-}
-
-// zeroFill writes zeros to f up to size, a chunk at a time, stopping when ctx ends.
-func zeroFill(ctx context.Context, f *os.File, size int64) error {
-	buf := make([]byte, zeroChunk)
-	for off := int64(0); off < size; off += zeroChunk {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(int64(zeroChunk), size-off)
-		if _, err := f.WriteAt(buf[:n], off); err != nil {
-			return err
-		}
-	}
-	return nil
+	return growAllocated(ctx, f, 0, size)
 }
 
 // Remove deletes the image file; a missing file is not an error.
@@ -146,4 +123,71 @@ func (f *File) Exists(ctx context.Context, name string) (bool, error) {
 	default:
 		return false, fmt.Errorf("volume %s: %w", name, err)
 	}
+}
+
+// Grow lengthens the image file to sizeKiB: sparse for file_thin, allocated for file
+// (fallocate of the new range, or zeros), then synced. The caller (DRBD's resize, or
+// drbdmeta check-resize while detached) moves internal metadata to the new end.
+func (f *File) Grow(ctx context.Context, name string, sizeKiB uint64) error {
+	if err := checkCreate(name, sizeKiB); err != nil {
+		return err
+	}
+	path := f.Path(name)
+	fh, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("volume %s: %s: %w", name, path, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	size := int64(sizeKiB) * 1024
+	if fi.Size() >= size {
+		return nil
+	}
+	if f.Thin {
+		err = fh.Truncate(size)
+	} else {
+		err = growAllocated(ctx, fh, fi.Size(), size)
+	}
+	if err != nil {
+		return fmt.Errorf("volume %s: grow to %d KiB in %s: %w", name, sizeKiB, f.Dir, err)
+	}
+	if err := fh.Sync(); err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	return nil
+}
+
+// growAllocated allocates the range [from, to) of f: fallocate, or zeros written where
+// the file system does not support it.
+func growAllocated(ctx context.Context, f *os.File, from, to int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, from, to-from)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("fallocate: %w", err)
+	}
+	return zeroFill(ctx, f, from, to)
+}
+
+// zeroFill writes zeros to f from from up to to, a chunk at a time, stopping when ctx
+// ends.
+func zeroFill(ctx context.Context, f *os.File, from, to int64) error {
+	buf := make([]byte, zeroChunk)
+	for off := from; off < to; off += zeroChunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(int64(zeroChunk), to-off)
+		if _, err := f.WriteAt(buf[:n], off); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -129,7 +129,7 @@ func TestZeroFill(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	size := int64(zeroChunk*2 + 4096)
-	require.NoError(t, zeroFill(context.Background(), f, size))
+	require.NoError(t, zeroFill(context.Background(), f, 0, size))
 	fi, err := f.Stat()
 	require.NoError(t, err)
 	require.Equal(t, size, fi.Size())
@@ -137,5 +137,42 @@ func TestZeroFill(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.ErrorIs(t, zeroFill(ctx, f, size), context.Canceled)
+	require.ErrorIs(t, zeroFill(ctx, f, 0, size), context.Canceled)
+}
+
+// Grow on both file providers, for real: data kept, thin stays sparse, thick is
+// allocated, a smaller or equal size changes nothing, a missing file is ErrNotFound.
+func TestFileGrow(t *testing.T) {
+	ctx := context.Background()
+	for _, provider := range []drbd.Provider{drbd.ProviderFile, drbd.ProviderFileThin} {
+		t.Run(string(provider), func(t *testing.T) {
+			p, err := For(provider, "/pool1", t.TempDir(), nil)
+			require.NoError(t, err)
+			name := Name("r1", 0)
+			path, err := p.Create(ctx, name, 4096)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, append(make([]byte, 4096), []byte("keep")...), 0o600))
+			require.NoError(t, os.Truncate(path, 4096*1024))
+
+			require.NoError(t, p.Grow(ctx, name, 8192))
+			fi, err := os.Stat(path)
+			require.NoError(t, err)
+			require.Equal(t, int64(8192*1024), fi.Size())
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Equal(t, "keep", string(b[4096:4100]), "data lost by the grow")
+			if provider == drbd.ProviderFileThin {
+				require.Less(t, allocated(t, path), int64(64<<10), "thin file grew allocated")
+			} else {
+				require.GreaterOrEqual(t, allocated(t, path)-allocated(t, path)%4096, int64(4096*1024), "thick file's new range is not allocated")
+			}
+
+			require.NoError(t, p.Grow(ctx, name, 4096), "a smaller size is no shrink")
+			require.NoError(t, p.Grow(ctx, name, 8192), "the same size again")
+			fi, err = os.Stat(path)
+			require.NoError(t, err)
+			require.Equal(t, int64(8192*1024), fi.Size())
+			require.ErrorIs(t, p.Grow(ctx, Name("r9", 0), 8192), ErrNotFound)
+		})
+	}
 }

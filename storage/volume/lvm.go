@@ -19,6 +19,7 @@ import (
 //	lvcreate --yes --wipesignatures y --size SIZEk --name NAME VG                   (lvm)
 //	lvcreate --yes --virtualsize SIZEk --thin --name NAME VG/THINPOOL               (lvm_thin)
 //	lvremove -f VG/NAME
+//	lvextend --yes --size SIZEk VG/NAME                                             (Grow)
 type LVM struct {
 	VG       string
 	ThinPool string // "" for thick LVs
@@ -125,4 +126,28 @@ func (l *LVM) Exists(ctx context.Context, name string) (bool, error) {
 	}
 	_, ok, err := l.lookup(ctx, name)
 	return ok, err
+}
+
+// Grow runs lvextend when the LV is smaller than sizeKiB (LVM rounds up to an extent;
+// lvextend refuses a size that is not larger, so an LV that is already large enough is
+// left alone).
+func (l *LVM) Grow(ctx context.Context, name string, sizeKiB uint64) error {
+	if err := checkCreate(name, sizeKiB); err != nil {
+		return err
+	}
+	have, ok, err := l.lookup(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("volume %s: no such LV in %s: %w", name, l.VG, ErrNotFound)
+	}
+	if have.sizeBytes >= sizeKiB*1024 {
+		return nil
+	}
+	argv := []string{"lvextend", "--yes", "--size", strconv.FormatUint(sizeKiB, 10) + "k", l.VG + "/" + name}
+	if _, err := l.Exec.Run(ctx, argv, execx.Options{}); err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	return nil
 }

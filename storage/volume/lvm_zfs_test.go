@@ -173,3 +173,60 @@ func TestZFSRemoveExists(t *testing.T) {
 	_, err = (&ZFS{Parent: "tank/cairn", Exec: nopool}).Exists(ctx, "r1_00000")
 	require.ErrorContains(t, err, "dataset does not exist")
 }
+
+func TestLVMGrow(t *testing.T) {
+	tests := []struct {
+		name, lvs string
+		want      []string
+		err       error
+	}{
+		{name: "smaller", lvs: "  r1_00000,4194304,4194304,\n", want: []string{lvsVG0, "lvextend --yes --size 8192k vg0/r1_00000"}},
+		{name: "already large enough", lvs: "  r1_00000,8388608,4194304,\n", want: []string{lvsVG0}},
+		{name: "missing", lvs: "", want: []string{lvsVG0}, err: ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &execx.Recorder{Strict: true}
+			rec.On("lvs").Stdout(tt.lvs)
+			rec.On("lvextend")
+			err := (&LVM{VG: "vg0", Exec: rec}).Grow(context.Background(), "r1_00000", 8192)
+			if tt.err != nil {
+				require.ErrorIs(t, err, tt.err)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tt.want, rec.Commands())
+		})
+	}
+	rec := &execx.Recorder{Strict: true}
+	rec.On("lvs").Stdout("  r1_00000,4194304,4194304,\n")
+	rec.On("lvextend").Fail(5, "  Insufficient free space: 1 extents needed, but only 0 available\n")
+	require.ErrorContains(t, (&LVM{VG: "vg0", Exec: rec}).Grow(context.Background(), "r1_00000", 8192), "Insufficient free space")
+}
+
+func TestZFSGrow(t *testing.T) {
+	tests := []struct {
+		name, list string
+		want       []string
+		err        error
+	}{
+		{name: "smaller, rounded to the granule", list: "tank/cairn/r1_00000\t1048576\t16384\t0\n",
+			want: []string{zfsTank, "zfs set volsize=8320K tank/cairn/r1_00000"}},
+		{name: "already large enough", list: "tank/cairn/r1_00000\t8519680\t16384\t0\n", want: []string{zfsTank}},
+		{name: "missing", list: "tank/cairn/r2_00000\t1048576\t16384\t0\n", want: []string{zfsTank}, err: ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &execx.Recorder{Strict: true}
+			rec.On("zfs", "list").Stdout(tt.list)
+			rec.On("zfs", "set")
+			err := (&ZFS{Parent: "tank/cairn", Thin: true, Exec: rec}).Grow(context.Background(), "r1_00000", 8200)
+			if tt.err != nil {
+				require.ErrorIs(t, err, tt.err)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tt.want, rec.Commands())
+		})
+	}
+}

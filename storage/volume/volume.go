@@ -49,7 +49,16 @@ type Provider interface {
 	// Exists reports whether volume name exists. An error means the pool itself could
 	// not be read (missing volume group or zpool, tool failed).
 	Exists(ctx context.Context, name string) (bool, error)
+	// Grow makes volume name at least sizeKiB KiB (rounded as Create rounds) and keeps
+	// its data: lvextend, zfs set volsize, a longer file. A volume already that large
+	// is left as it is (idempotent, so a grow cut short by a crash is simply repeated).
+	// Never shrinks. Returns an error wrapping ErrNotFound when the volume does not
+	// exist, and the tool's error if growing fails (no free extents, quota).
+	Grow(ctx context.Context, name string, sizeKiB uint64) error
 }
+
+// ErrNotFound is wrapped by Grow's error when the volume does not exist.
+var ErrNotFound = errors.New("volume does not exist")
 
 // ErrMismatch is wrapped by Create's error when a volume of that name already exists
 // but does not fit the request (size or kind). Resolve it by hand; Cairn never

@@ -21,6 +21,7 @@ const ZFSGranuleKiB = 128
 //	zfs list -H -p -t volume -d 1 -o name,volsize,volblocksize,refreservation PARENT
 //	zfs create -V SIZEK [-s] PARENT/NAME
 //	zfs destroy PARENT/NAME
+//	zfs set volsize=SIZEK PARENT/NAME                                     (Grow)
 type ZFS struct {
 	Parent string
 	Thin   bool
@@ -128,4 +129,28 @@ func parseBytes(s string) (uint64, error) {
 		return 0, nil
 	}
 	return strconv.ParseUint(s, 10, 64)
+}
+
+// Grow sets the zvol's volsize to sizeKiB rounded up to ZFSGranuleKiB when it is
+// smaller (a thick zvol's refreservation follows volsize, as zfs does when it was
+// created with the default reservation).
+func (z *ZFS) Grow(ctx context.Context, name string, sizeKiB uint64) error {
+	if err := checkCreate(name, sizeKiB); err != nil {
+		return err
+	}
+	have, ok, err := z.lookup(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("volume %s: no such zvol under %s: %w", name, z.Parent, ErrNotFound)
+	}
+	if have.sizeBytes >= sizeKiB*1024 {
+		return nil
+	}
+	rounded := (sizeKiB + ZFSGranuleKiB - 1) / ZFSGranuleKiB * ZFSGranuleKiB
+	if _, err := z.Exec.Run(ctx, []string{"zfs", "set", "volsize=" + strconv.FormatUint(rounded, 10) + "K", z.Parent + "/" + name}, execx.Options{}); err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	return nil
 }
