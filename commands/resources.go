@@ -33,6 +33,13 @@ type (
 		Properties      map[string]string `json:"properties,omitempty"`
 		UnsetProperties []string          `json:"unset_properties,omitempty"`
 	}
+	// StoragePoolModify is the body of sp.modify: what it leaves out keeps its value.
+	StoragePoolModify struct {
+		Node          string   `json:"node"`
+		Name          string   `json:"name"`
+		CapacityKiB   *uint64  `json:"capacity_kib,omitempty"`
+		Overprovision *float64 `json:"overprovision,omitempty"`
+	}
 	// StoragePoolDelete is the body of sp.delete.
 	StoragePoolDelete struct {
 		Node string `json:"node"`
@@ -170,7 +177,7 @@ func newResourcePlan(v *projections.View, names events.Names, opts Options, d De
 		}
 		for _, sp := range pools {
 			c.Pools = append(c.Pools, replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB(),
-				NoCapacity: sp.CapacityKiB == 0})
+				NoCapacity: !sp.Known()})
 		}
 		p.cands = append(p.cands, c)
 	}
@@ -313,9 +320,9 @@ func (p *resourcePlan) pickPool(node, named string) (replicas.StoragePool, error
 		}
 	}
 	if best.FreeKiB < need && best.NoCapacity {
-		return replicas.StoragePool{}, cairn.Errorf(cairn.CodePreconditionFailed,
-			"storage pool %s on node %s has no capacity yet: give it one with sp.modify", best.Name, node).
-			WithDetails(map[string]any{"node": node, "storage_pool": best.Name, "free_kib": 0, "needed_kib": need})
+		// The operator's choice: autoplace never picks a pool of unknown size.
+		p.warn("storage pool %s on node %s has no capacity yet (its agent has not reported one, sp.modify gave none): placed on it by your choice, unchecked", best.Name, node)
+		return best, nil
 	}
 	if best.FreeKiB < need {
 		return replicas.StoragePool{}, cairn.Errorf(cairn.CodePreconditionFailed,
@@ -867,12 +874,22 @@ func resourceHandlers(opts Options) []Handler {
 		{Verb: "sp.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			// The whole stream: a replica.add taking room in the pool must make this
 			// decision again, and this one makes theirs again.
-			var c events.StoragePoolModified
+			var c StoragePoolModify
 			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
 			if err != nil {
 				return d, err
 			}
 			ev, warnings, err := decideStoragePoolModify(v, c)
+			return d.with(names.Event("node", c.Node), ev, warnings), err
+		}},
+		{Verb: "sp.capacity-report", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			// The whole stream, as sp.modify: placements read the pool's free space.
+			var c events.StoragePoolCapacityReported
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := decideCapacityReport(v, c)
 			return d.with(names.Event("node", c.Node), ev, warnings), err
 		}},
 		{Verb: "sp.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
@@ -1062,10 +1079,12 @@ func resourceHandlers(opts Options) []Handler {
 	}
 }
 
-// decideStoragePoolModify gives a pool its capacity. Refuses not_found (node, pool) and
-// precondition_failed below what replicas already take; the capacity it has is a no-op
+// decideStoragePoolModify gives a pool its capacity and/or a thin pool its
+// over-provisioning ratio; what the command leaves out keeps its value. Refuses
+// not_found (node, pool), invalid_argument naming overprovision on a thick pool, and
+// precondition_failed below what replicas already take; nothing different is a no-op
 // with a warning.
-func decideStoragePoolModify(v *projections.View, c events.StoragePoolModified) (*events.StoragePoolModified, []string, error) {
+func decideStoragePoolModify(v *projections.View, c StoragePoolModify) (*events.StoragePoolModified, []string, error) {
 	sp, ok, err := v.StoragePool(c.Node, c.Name)
 	if err != nil || !ok {
 		if err == nil {
@@ -1073,12 +1092,59 @@ func decideStoragePoolModify(v *projections.View, c events.StoragePoolModified) 
 		}
 		return nil, nil, err
 	}
-	if c.CapacityKiB < sp.AllocatedKiB {
-		return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "storage pool %s on node %s: replicas take %d KiB, more than %d KiB",
-			c.Name, c.Node, sp.AllocatedKiB, c.CapacityKiB).WithDetails(map[string]any{"allocated_kib": sp.AllocatedKiB, "in_use": true})
+	if c.CapacityKiB == nil && c.Overprovision == nil {
+		return nil, nil, cairn.InvalidField("capacity_kib", "give capacity_kib and/or overprovision")
 	}
-	if c.CapacityKiB == sp.CapacityKiB {
-		return nil, []string{fmt.Sprintf("storage pool %s on node %s already has %d KiB; nothing changed", c.Name, c.Node, c.CapacityKiB)}, nil
+	ev := events.StoragePoolModified{Node: c.Node, Name: c.Name, CapacityKiB: sp.CapacityKiB}
+	if c.Overprovision != nil {
+		if !sp.Thin() {
+			return nil, nil, cairn.InvalidField("overprovision", "storage pool %s on node %s is %s, a thick provider: only thin pools (lvm_thin, zfs_thin, file_thin) promise more than they hold",
+				c.Name, c.Node, sp.Provider)
+		}
+		ev.Overprovision = *c.Overprovision
+	}
+	if c.CapacityKiB != nil {
+		ev.CapacityKiB = *c.CapacityKiB
+		if ev.CapacityKiB < sp.AllocatedKiB {
+			return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "storage pool %s on node %s: replicas take %d KiB, more than %d KiB",
+				c.Name, c.Node, sp.AllocatedKiB, ev.CapacityKiB).WithDetails(map[string]any{"allocated_kib": sp.AllocatedKiB, "in_use": true})
+		}
+	}
+	if ev.CapacityKiB == sp.CapacityKiB && (c.Overprovision == nil || *c.Overprovision == sp.Overprovision) {
+		return nil, []string{fmt.Sprintf("storage pool %s on node %s already has %d KiB and this ratio; nothing changed", c.Name, c.Node, sp.CapacityKiB)}, nil
+	}
+	return &ev, nil, nil
+}
+
+// CapacityChanged reports whether an agent's report is news for sp: its first, one
+// whose total differs, or one whose free moved by more than 1% of the total since the
+// recorded report. Smaller moves are noise a report every 30 s would turn into events.
+func CapacityChanged(sp projections.StoragePool, total, free uint64) bool {
+	r := sp.Reported
+	if r == nil || r.TotalKiB != total {
+		return true
+	}
+	diff := max(free, r.FreeKiB) - min(free, r.FreeKiB)
+	return diff*100 > total
+}
+
+// decideCapacityReport records an agent's report of a pool (sp.capacity-report, sent
+// by the leading serve for the agent). Refuses not_found (node, pool) and
+// invalid_argument naming free_kib above total_kib; a report that is no news
+// (CapacityChanged) is a no-op with a warning.
+func decideCapacityReport(v *projections.View, c events.StoragePoolCapacityReported) (*events.StoragePoolCapacityReported, []string, error) {
+	sp, ok, err := v.StoragePool(c.Node, c.Name)
+	if err != nil || !ok {
+		if err == nil {
+			err = cairn.Errorf(cairn.CodeNotFound, "node %s has no storage pool %s", c.Node, c.Name).About(cairn.ObjStoragePool)
+		}
+		return nil, nil, err
+	}
+	if c.FreeKiB > c.TotalKiB {
+		return nil, nil, cairn.InvalidField("free_kib", "free_kib %d is more than total_kib %d", c.FreeKiB, c.TotalKiB)
+	}
+	if !CapacityChanged(sp, c.TotalKiB, c.FreeKiB) {
+		return nil, []string{fmt.Sprintf("storage pool %s on node %s: within 1%% of the recorded report; nothing changed", c.Name, c.Node)}, nil
 	}
 	return &c, nil, nil
 }

@@ -579,8 +579,9 @@ func TestStoragePoolAndGroupDelete(t *testing.T) {
 	must(t, s, "rg.create", `{"name":"rg2","place_count":3}`)
 }
 
-// A pool created without its capacity takes nothing until sp.modify gives one; the
-// refusals say so, and sp.modify never goes below what replicas take.
+// A pool created without its capacity is not autoplaced on until sp.modify gives one
+// (or its agent reports one): the refusals say so; the operator may still place a disk
+// there by name (with a warning); sp.modify never goes below what replicas take.
 func TestStoragePoolCapacityGivenLater(t *testing.T) {
 	s := servertest.Start(t)
 	must(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
@@ -589,21 +590,74 @@ func TestStoragePoolCapacityGivenLater(t *testing.T) {
 		must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin"}`, i))
 	}
 	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
-	refused(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`, cairn.CodePreconditionFailed, "has no capacity yet (sp.modify gives it one)")
+	refused(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`, cairn.CodePreconditionFailed, "has no capacity yet (its agent has not reported one; sp.modify can give one)")
 	must(t, s, "rd.create", `{"name":"r1","resource_group":"rg2"}`)
 	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
-	refused(t, s, "replica.add", `{"resource":"r1","node":"n1"}`, cairn.CodePreconditionFailed, "has no capacity yet: give it one with sp.modify")
+	r := must(t, s, "replica.add", `{"resource":"r1","node":"n3"}`)
+	assert.Contains(t, strings.Join(r.Warnings, " "), "storage pool thin on node n3 has no capacity yet")
+	assert.Contains(t, strings.Join(r.Warnings, " "), "placed on it by your choice")
 
-	r := must(t, s, "sp.modify", `{"node":"n1","name":"thin","capacity_kib":10485760}`)
+	r = must(t, s, "sp.modify", `{"node":"n1","name":"thin","capacity_kib":10485760}`)
 	assert.Equal(t, "sp.modified", r.Events[0].Type)
-	must(t, s, "sp.modify", `{"node":"n2","name":"thin","capacity_kib":10485760}`)
 	must(t, s, "replica.add", `{"resource":"r1"}`)
-	assert.Equal(t, "n1:disk n2:disk n3:tb", layout(definition(t, s, "r1")))
+	assert.Equal(t, "n1:disk n2:tb n3:disk", layout(definition(t, s, "r1")), "autoplace took the pool with a capacity, never n2's unknown one")
 	refused(t, s, "sp.modify", `{"node":"n1","name":"thin","capacity_kib":4096}`, cairn.CodePreconditionFailed, "replicas take 8192 KiB")
 	r = must(t, s, "sp.modify", `{"node":"n1","name":"thin","capacity_kib":10485760}`)
 	assert.Empty(t, r.Events)
 	assert.Contains(t, r.Warnings[0], "nothing changed")
 	refused(t, s, "sp.modify", `{"node":"n9","name":"thin","capacity_kib":10485760}`, cairn.CodeNotFound, "no storage pool")
+}
+
+// Capacity the back ends report: autoplace ranks on the reported free space, a thin
+// pool promises its over-provisioning ratio times what it holds, a thick pool's disks
+// come off its reported free, and reports within 1% are no news.
+func TestReportedCapacity(t *testing.T) {
+	s := servertest.Start(t)
+	must(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= 3; i++ {
+		must(t, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d"}`, i, i, i))
+		must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin"}`, i))
+	}
+	report := func(node string, total, free uint64) commands.Reply {
+		return servertest.Submit(s, "sp.capacity-report", fmt.Sprintf(`{"node":%q,"name":"thin","total_kib":%d,"free_kib":%d,"at":"2026-12-02T12:00:00Z"}`, node, total, free))
+	}
+	// n1 and n3 report; n3 has the most free. n2 never reports.
+	require.True(t, report("n1", 1<<20, 1<<19).OK)
+	require.True(t, report("n3", 1<<20, 1<<20).OK)
+	must(t, s, "rg.create", `{"name":"rg1","place_count":1,"storage_pool":"thin"}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg1","name":"r1","size_kib":4096}`)
+	assert.Equal(t, "n3:disk", layout(definition(t, s, "r1")), "placed on the pool reporting the most free")
+
+	// Thin: n1 may promise 20 x its free (512 MiB): 10 GiB; more is refused.
+	refused(t, s, "rg.spawn", `{"resource_group":"rg1","name":"big","size_kib":25165824}`, cairn.CodePreconditionFailed, "")
+	must(t, s, "sp.modify", `{"node":"n3","name":"thin","overprovision":1}`)
+	must(t, s, "sp.modify", `{"node":"n1","name":"thin","overprovision":1}`)
+	refused(t, s, "rg.spawn", `{"resource_group":"rg1","name":"r2","size_kib":1048576}`, cairn.CodePreconditionFailed, "")
+	must(t, s, "rg.spawn", `{"resource_group":"rg1","name":"r2","size_kib":1040000}`)
+	assert.Equal(t, "n3:disk", layout(definition(t, s, "r2")), "at ratio 1 only n3 holds it")
+	refused(t, s, "sp.modify", `{"node":"n1","name":"thin","overprovision":0.5}`, cairn.CodeInvalidArgument, "overprovision")
+
+	// Within 1% of the recorded report: no event; more: recorded.
+	r := report("n1", 1<<20, 1<<19+5000)
+	require.True(t, r.OK)
+	assert.Empty(t, r.Events)
+	assert.Contains(t, r.Warnings[0], "within 1%")
+	r = report("n1", 1<<20, 1<<19+20000)
+	require.True(t, r.OK)
+	assert.Equal(t, []string{"sp.capacity-reported"}, eventTypes(r))
+	refused(t, s, "sp.capacity-report", `{"node":"n1","name":"thin","total_kib":10,"free_kib":20,"at":"2026-12-02T12:00:00Z"}`, cairn.CodeInvalidArgument, "free_kib 20 is more than total_kib 10")
+	refused(t, s, "sp.capacity-report", `{"node":"n1","name":"nope","total_kib":10,"free_kib":2,"at":"2026-12-02T12:00:00Z"}`, cairn.CodeNotFound, "no storage pool nope")
+
+	// Thick: the reported free, less what disks took since the report.
+	must(t, s, "sp.create", `{"node":"n2","name":"thick","provider":"lvm","pool":"vg0"}`)
+	require.True(t, servertest.Submit(s, "sp.capacity-report", `{"node":"n2","name":"thick","total_kib":1048576,"free_kib":20480,"at":"2026-12-02T12:00:00Z"}`).OK)
+	refused(t, s, "sp.modify", `{"node":"n2","name":"thick","overprovision":2}`, cairn.CodeInvalidArgument, "only thin pools")
+	must(t, s, "rd.create", `{"name":"t1"}`)
+	must(t, s, "vd.create", `{"resource":"t1","volume":0,"size_kib":16384}`)
+	must(t, s, "replica.add", `{"resource":"t1","node":"n2","storage_pool":"thick"}`)
+	must(t, s, "rd.create", `{"name":"t2"}`)
+	must(t, s, "vd.create", `{"resource":"t2","volume":0,"size_kib":8192}`)
+	refused(t, s, "replica.add", `{"resource":"t2","node":"n2","storage_pool":"thick"}`, cairn.CodePreconditionFailed, "has 4096 KiB free; t2 needs 8192 KiB")
 }
 
 // rg.modify patches a group's placement and DRBD options: the next autoplace uses the

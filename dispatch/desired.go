@@ -1,12 +1,15 @@
 // Package dispatch turns the resource views into per-node desired state: for every
 // (node, resource) the projector queued in its outbox it publishes the node's
 // drbd.Desired on <prefix>.node.<node>.drbd.<resource> (CAIRN_NODES keeps the latest per
-// subject), and an empty message when the node no longer holds the resource.
+// subject), and an empty message when the node no longer holds the resource; likewise a
+// node's storage pools (<prefix>.node.<node>.sp.<pool>, volume.PoolSpec) and shared pools
+// (<prefix>.node.<node>.zpool.<pool>).
 package dispatch
 
 import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/volume"
 	"github.com/cairn-io/cairn/storage/zpool"
 )
 
@@ -56,4 +59,9 @@ func PoolDesired(p projections.Pool, node string) (zpool.Desired, bool) {
 		return zpool.Desired{}, false
 	}
 	return zpool.Desired{Pool: p.Name, Node: node, Devices: p.Devices, GrantSeq: p.GrantSeq, Revision: p.Seq}, true
+}
+
+// PoolSpec is what node's agent needs of a storage pool to measure and report it.
+func PoolSpec(sp projections.StoragePool) volume.PoolSpec {
+	return volume.PoolSpec{Node: sp.Node, Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, Revision: sp.CreatedSeq}
 }

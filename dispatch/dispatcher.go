@@ -168,6 +168,12 @@ func (d *Dispatcher) body(v *projections.View, nodes map[string]projections.Node
 	switch e.Kind {
 	case projections.KindDRBD:
 		return d.drbdBody(v, nodes, e)
+	case projections.KindSP:
+		sp, ok, err := v.StoragePool(e.Node, e.ID)
+		if err != nil || !ok {
+			return nil, err // gone: an empty message, the agent stops reporting it
+		}
+		return json.Marshal(PoolSpec(sp))
 	case projections.KindZpool:
 		p, ok, err := v.Pool(e.ID)
 		if err != nil || !ok {

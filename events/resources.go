@@ -1,6 +1,10 @@
 package events
 
-import "github.com/cairn-io/cairn/drbd"
+import (
+	"time"
+
+	"github.com/cairn-io/cairn/drbd"
+)
 
 // Events of the DRBD resource model: storage pools (on the node aggregate), resource
 // groups (cairn.ev.rg.<name>) and resource definitions with their volumes and replicas
@@ -17,12 +21,27 @@ type StoragePoolCreated struct {
 	CapacityKiB uint64        `json:"capacity_kib,omitempty"` // 0: not given yet
 }
 
-// StoragePoolModified: a storage pool's capacity as the operator gives it.
+// StoragePoolModified: a storage pool's capacity as the operator gives it (0: none, the
+// agent's reports decide), and a thin pool's over-provisioning ratio (absent: unchanged).
 type StoragePoolModified struct {
-	Node        string `json:"node"`
-	Name        string `json:"name"`
-	CapacityKiB uint64 `json:"capacity_kib"`
+	Node          string  `json:"node"`
+	Name          string  `json:"name"`
+	CapacityKiB   uint64  `json:"capacity_kib"`
+	Overprovision float64 `json:"overprovision,omitempty"`
 }
+
+// StoragePoolCapacityReported: the node's agent measured the pool's back end at At
+// (recorded by the leading serve when it first reports, or when free or total moved by
+// more than 1% of the total since the last recorded report).
+type StoragePoolCapacityReported struct {
+	Node     string    `json:"node"`
+	Name     string    `json:"name"`
+	TotalKiB uint64    `json:"total_kib"`
+	FreeKiB  uint64    `json:"free_kib"`
+	At       time.Time `json:"at"`
+}
+
+func (*StoragePoolCapacityReported) EventType() string { return "sp.capacity-reported" }
 
 func (*StoragePoolModified) EventType() string { return "sp.modified" }
 
@@ -199,6 +218,7 @@ func init() {
 			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},
 		{Name: "rg.created", Version: 1, New: func() Payload { return new(ResourceGroupCreated) }},
 		{Name: "sp.modified", Version: 1, New: func() Payload { return new(StoragePoolModified) }},
+		{Name: "sp.capacity-reported", Version: 1, New: func() Payload { return new(StoragePoolCapacityReported) }},
 		{Name: "vd.deleted", Version: 1, New: func() Payload { return new(VolumeDefinitionDeleted) }},
 		{Name: "vd.resized", Version: 1, New: func() Payload { return new(VolumeDefinitionResized) }},
 		{Name: "rg.modified", Version: 1, New: func() Payload { return new(ResourceGroupModified) }},

@@ -10,6 +10,8 @@ import (
 const (
 	KindDRBD  = "drbd"
 	KindZpool = "zpool"
+	// KindSP: a storage pool its node's agent measures and reports.
+	KindSP = "sp"
 )
 
 // OutboxEntry asks the dispatcher to publish the desired state of (Kind, ID) on Node:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -24,14 +25,79 @@ type StoragePool struct {
 	CapacityKiB  uint64        `json:"capacity_kib"`
 	AllocatedKiB uint64        `json:"allocated_kib"`
 	CreatedSeq   uint64        `json:"created_seq"`
+	// Reported is the capacity the node's agent last reported that was recorded
+	// (sp.capacity-reported), nil before the first.
+	Reported *CapacityReport `json:"reported,omitempty"`
+	// Overprovision is the thin pool's over-provisioning ratio set by sp.modify (0: the
+	// default, DefaultOverprovision; thick pools are never over-provisioned).
+	Overprovision float64 `json:"overprovision,omitempty"`
 }
 
-// FreeKiB is the capacity no replica has taken.
+// CapacityReport is a recorded report of a pool's back end.
+type CapacityReport struct {
+	TotalKiB uint64    `json:"total_kib"`
+	FreeKiB  uint64    `json:"free_kib"`
+	At       time.Time `json:"at"`
+	// AllocatedKiB is what replicas had taken when the report was recorded: a thick
+	// pool's reported free already holds those, and later disks come off it.
+	AllocatedKiB uint64 `json:"allocated_kib"`
+	Seq          uint64 `json:"seq"`
+}
+
+// DefaultOverprovision is how many times its reported size a thin pool may promise to
+// disks when sp.modify gave it no ratio (LINSTOR's MaxOversubscriptionRatio default).
+const DefaultOverprovision = 20
+
+// Thin reports whether the pool's volumes take space only as they are written.
+func (p StoragePool) Thin() bool {
+	return p.Provider.ZeroesUnwritten() && p.Provider != drbd.ProviderZFS
+}
+
+// OverprovisionRatio is the ratio a thin pool may promise (1 for thick pools).
+func (p StoragePool) OverprovisionRatio() float64 {
+	switch {
+	case !p.Thin():
+		return 1
+	case p.Overprovision > 0:
+		return p.Overprovision
+	}
+	return DefaultOverprovision
+}
+
+// Known reports whether the pool has a capacity to place on: one the operator gave
+// (capacity_kib) or one its agent reported.
+func (p StoragePool) Known() bool { return p.CapacityKiB > 0 || p.Reported != nil }
+
+// FreeKiB is what a new disk may take: the smaller of what the operator's capacity leaves
+// (capacity_kib minus what replicas took) and what the last recorded report leaves — for
+// a thick pool the reported free minus what replicas took since the report, for a thin
+// one min(total x ratio - taken, free x ratio). 0 when neither is known.
 func (p StoragePool) FreeKiB() uint64 {
-	if p.AllocatedKiB >= p.CapacityKiB {
+	free, known := uint64(math.MaxUint64), false
+	if p.CapacityKiB > 0 {
+		free, known = sub(p.CapacityKiB, p.AllocatedKiB), true
+	}
+	if r := p.Reported; r != nil {
+		known = true
+		if p.Thin() {
+			ratio := p.OverprovisionRatio()
+			free = min(free, sub(uint64(float64(r.TotalKiB)*ratio), p.AllocatedKiB), uint64(float64(r.FreeKiB)*ratio))
+		} else {
+			free = min(free, sub(r.FreeKiB, sub(p.AllocatedKiB, r.AllocatedKiB)))
+		}
+	}
+	if !known {
 		return 0
 	}
-	return p.CapacityKiB - p.AllocatedKiB
+	return free
+}
+
+// sub is a - b, 0 when b is larger.
+func sub(a, b uint64) uint64 {
+	if b >= a {
+		return 0
+	}
+	return a - b
 }
 
 // ResourceGroup is a resource group as created, with its free-form properties.
@@ -240,8 +306,16 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		if err := t.put(spNamesKey(d.Node), names); err != nil {
 			return true, err
 		}
+		queue(t, ev.Seq, d.Node, KindSP, d.Name) // its agent measures and reports it
 		return true, t.put(spKey(d.Node, d.Name), StoragePool{Node: d.Node, Name: d.Name, Provider: d.Provider,
 			Pool: d.Pool, CapacityKiB: d.CapacityKiB, CreatedSeq: ev.Seq})
+	case *events.StoragePoolCapacityReported:
+		var sp StoragePool
+		if ok, err := getJSON(t, spKey(d.Node, d.Name), &sp); err != nil || !ok {
+			return true, err
+		}
+		sp.Reported = &CapacityReport{TotalKiB: d.TotalKiB, FreeKiB: d.FreeKiB, At: d.At, AllocatedKiB: sp.AllocatedKiB, Seq: ev.Seq}
+		return true, t.put(spKey(d.Node, d.Name), sp)
 	case *events.NodeRemoved:
 		var names []string
 		if _, err := getJSON(t, spNamesKey(d.Name), &names); err != nil {
@@ -286,6 +360,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			return true, err
 		}
 		sp.CapacityKiB = d.CapacityKiB
+		if d.Overprovision > 0 {
+			sp.Overprovision = d.Overprovision
+		}
 		return true, t.put(spKey(d.Node, d.Name), sp)
 	case *events.StoragePoolDeleted:
 		var names []string
@@ -299,6 +376,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			return true, err
 		}
 		t.del(spKey(d.Node, d.Name))
+		queue(t, ev.Seq, d.Node, KindSP, d.Name) // its agent stops reporting it
 		return true, nil
 	case *events.ResourceOptionsChanged:
 		return true, updateRD(t, d.Name, ev.Seq, func(rd *ResourceDefinition) error {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/volume"
 	"github.com/cairn-io/cairn/storage/zpool"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,30 +29,43 @@ const poolStatusPrefix = "s/zpool/"
 
 func poolStatusKey(pool, node string) string { return poolStatusPrefix + pool + "/" + node }
 
-// FoldStatus consumes the agents' DRBD and pool status reports
-// (<prefix>.status.*.drbd.* and <prefix>.status.*.zpool.*, the latest of each subject
-// first, then every new one) and keeps the latest per object and node in the views
-// until ctx ends. The node and object come from the subject, which only that node's
-// agent may publish to; a report naming another is refused. onPool, when not nil, sees
-// every pool report once it is folded (after a restart the latest of each subject
-// again), so a reaction to it is not lost while serve is down.
-func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names events.Names, log zerolog.Logger, onPool func(node string, st zpool.Status)) error {
+const spStatusPrefix = "s/sp/"
+
+func spStatusKey(node, pool string) string { return spStatusPrefix + node + "/" + pool }
+
+// StatusHooks are called by FoldStatus with reports once they are folded (after a
+// restart with the latest of each subject again, so a reaction is not lost while serve
+// is down). Nil hooks are skipped.
+type StatusHooks struct {
+	Pool     func(node string, st zpool.Status)
+	Capacity func(rep volume.PoolReport)
+}
+
+// FoldStatus consumes the agents' DRBD, shared-pool and storage-pool status reports
+// (<prefix>.status.*.drbd.*, .zpool.* and .sp.*, the latest of each subject first, then
+// every new one) and keeps the latest per object and node in the views until ctx ends.
+// The node and object come from the subject, which only that node's agent may publish
+// to; a report naming another is refused. hooks see the pool and storage-pool reports.
+func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names events.Names, log zerolog.Logger, hooks StatusHooks) error {
 	filter := names.Prefix + ".status.*.drbd.*"
 	cons, err := js.OrderedConsumer(ctx, names.StatusStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter, names.Prefix + ".status.*.zpool.*"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+		FilterSubjects: []string{filter, names.Prefix + ".status.*.zpool.*", names.Prefix + ".status.*.sp.*"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
 	if err != nil {
 		return fmt.Errorf("status: consume %s: %w", filter, err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		pool, err := foldStatus(db, names, m.Subject(), m.Data())
+		pool, capacity, err := foldStatus(db, names, m.Subject(), m.Data())
 		if err != nil {
 			statusFolded.WithLabelValues("invalid").Inc()
 			log.Warn().Err(err).Str("subject", m.Subject()).Msg("status report skipped")
 			return
 		}
 		statusFolded.WithLabelValues("ok").Inc()
-		if pool != nil && onPool != nil {
-			onPool(pool.Node, *pool)
+		if pool != nil && hooks.Pool != nil {
+			hooks.Pool(pool.Node, *pool)
+		}
+		if capacity != nil && hooks.Capacity != nil {
+			hooks.Capacity(*capacity)
 		}
 	})
 	if err != nil {
@@ -62,20 +76,30 @@ func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names event
 	return nil
 }
 
-// foldStatus checks one report against its subject and stores it; a pool report is
-// returned (nil for an empty one and for DRBD reports).
-func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool.Status, error) {
+// foldStatus checks one report against its subject and stores it; a pool or storage
+// pool report is returned (nil for an empty one and for DRBD reports).
+func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool.Status, *volume.PoolReport, error) {
 	node, kind, id, ok := names.ParseStatus(subject)
-	if !ok || (kind != KindDRBD && kind != KindZpool) {
-		return nil, fmt.Errorf("not a DRBD or pool status subject")
+	if !ok || (kind != KindDRBD && kind != KindZpool && kind != KindSP) {
+		return nil, nil, fmt.Errorf("not a DRBD, pool or storage pool status subject")
 	}
-	if kind == KindZpool {
-		return foldOne(db, poolStatusKey(id, node), data, func(st zpool.Status) (bool, error) {
+	switch kind {
+	case KindZpool:
+		st, err := foldOne(db, poolStatusKey(id, node), data, func(st zpool.Status) (bool, error) {
 			if st.Node != node || st.Pool != id {
 				return false, fmt.Errorf("status names pool %s on %s but was published for %s on %s", st.Pool, st.Node, id, node)
 			}
 			return true, nil
 		})
+		return st, nil, err
+	case KindSP:
+		rep, err := foldOne(db, spStatusKey(node, id), data, func(rep volume.PoolReport) (bool, error) {
+			if rep.Node != node || rep.Name != id {
+				return false, fmt.Errorf("report names storage pool %s on %s but was published for %s on %s", rep.Name, rep.Node, id, node)
+			}
+			return true, nil
+		})
+		return nil, rep, err
 	}
 	_, err := foldOne(db, drbdStatusKey(id, node), data, func(st drbd.Status) (bool, error) {
 		if st.Node != node || st.Resource != id {
@@ -83,7 +107,7 @@ func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool
 		}
 		return st.Phase != drbd.PhaseRemoved, nil
 	})
-	return nil, err
+	return nil, nil, err
 }
 
 // foldOne stores (keep true) or deletes a status report under key after check accepted
@@ -136,6 +160,14 @@ func (v *View) EachResourceStatus(fn func(drbd.Status) error) error {
 		}
 		return fn(st)
 	})
+}
+
+// StoragePoolReport returns the latest report of a node's storage pool (ok false before
+// its agent's first).
+func (v *View) StoragePoolReport(node, pool string) (volume.PoolReport, bool, error) {
+	var rep volume.PoolReport
+	ok, err := getJSON(v.r, spStatusKey(node, pool), &rep)
+	return rep, ok, err
 }
 
 // PoolStatus returns the latest observed state of pool by node.

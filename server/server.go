@@ -300,10 +300,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	poolLog := cfg.Log.With().Str("part", "pools").Logger()
 	onPool := contestPools(runCtx, s.Admission, s.Lease.Leading, poolLog)
+	hooks := projections.StatusHooks{Pool: onPool,
+		Capacity: recordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
 	s.background(func() {
 		// Agents' status folds into the views of every serve; a contested pool report
-		// becomes pool.contest, sent by the lease holder.
-		if err := projections.FoldStatus(runCtx, db, s.JS, names, cfg.Log.With().Str("part", "status").Logger(), onPool); err != nil {
+		// becomes pool.contest, a storage pool's capacity that moved sp.capacity-report,
+		// sent by the lease holder.
+		if err := projections.FoldStatus(runCtx, db, s.JS, names, cfg.Log.With().Str("part", "status").Logger(), hooks); err != nil {
 			cfg.Log.Error().Err(err).Msg("status folding stopped")
 		}
 	})

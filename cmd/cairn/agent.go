@@ -10,6 +10,8 @@ import (
 
 	"github.com/cairn-io/cairn/agents"
 	"github.com/cairn-io/cairn/agents/drbdagent"
+	"github.com/cairn-io/cairn/agents/spagent"
+	"github.com/cairn-io/cairn/agents/zpoolagent"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/internal/execx"
@@ -30,6 +32,7 @@ func agentCmd() *cobra.Command {
 		execTO    time.Duration
 		metrics   string
 		revDir    string
+		capEvery  time.Duration
 	)
 	var zpoolFlags *zpoolAgentFlags // zpool reconciler flags (cmd/cairn/agent_zpool.go)
 	c := &cobra.Command{
@@ -67,6 +70,12 @@ func agentCmd() *cobra.Command {
 				return err
 			}
 			defer stopZpool()
+			// Storage pools (agents/spagent): <prefix>.node.<node>.sp.* are measured
+			// and reported every --capacity-interval.
+			reporter := spagent.New(spagent.Config{Node: opts.Node, Names: opts.Names, Root: drbdagent.NewPaths(root).Root,
+				Exec: &execx.Runner{Timeout: execTO, Log: opts.Log}, Pub: nc, Log: opts.Log.With().Str("part", "storage-pools").Logger(), Interval: capEvery})
+			opts.Reconciler = zpoolagent.Mux{Names: opts.Names, Kinds: map[string]agents.Reconciler{spagent.Kind: reporter}, Default: opts.Reconciler}
+			go reporter.Run(ctx)
 			a, err := agents.New(nc, opts)
 			if err != nil {
 				return err
@@ -99,6 +108,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&drbdsetup, "drbdsetup", "", "drbdsetup program (default: drbdsetup from PATH)")
 	f.DurationVar(&execTO, "exec-timeout", execx.DefaultTimeout, "timeout of every DRBD and backing-volume command (zpool has --zpool-import-timeout)")
 	f.StringVar(&revDir, "revision-dir", "", "where the highest desired-state revision per subject is kept across restarts (default ROOT/var/lib/cairn/revisions)")
+	f.DurationVar(&capEvery, "capacity-interval", 30*time.Second, "how often the node's storage pools are measured and reported (statfs, vgs/lvs, zfs list)")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9370); off when empty")
 	_ = c.MarkFlagRequired("node")
 	return c

@@ -197,7 +197,7 @@ func disqualify(rules Rules, needKiB uint64, members []Member, holding map[strin
 			unknown = unknown && p.NoCapacity
 		}
 		if unknown {
-			return fmt.Sprintf("%s has no capacity yet (sp.modify gives it one)", strings.TrimSpace("storage pool "+describePool(rules)))
+			return fmt.Sprintf("%s has no capacity yet (its agent has not reported one; sp.modify can give one)", strings.TrimSpace("storage pool "+describePool(rules)))
 		}
 		return fmt.Sprintf("only %d KiB free in %s (needs %d)", most, strings.TrimSpace("storage pool "+describePool(rules)), needKiB)
 	}

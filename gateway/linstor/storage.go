@@ -30,6 +30,9 @@ const (
 	propStorPoolName = "StorDriver/StorPoolName"
 	propFileDir      = "StorDriver/FileDir"
 	propCapacityKiB  = "Cairn/CapacityKiB"
+	// propOversubscription is LINSTOR's over-provisioning ratio of thin pools (sp.modify
+	// overprovision).
+	propOversubscription = "MaxOversubscriptionRatio"
 )
 
 var providerKinds = map[drbd.Provider]string{drbd.ProviderLVM: "LVM", drbd.ProviderLVMThin: "LVM_THIN",
@@ -53,6 +56,12 @@ func storagePoolOf(sp projections.StoragePool) StoragePool {
 		FreeSpaceMgrName: sp.Node + ";" + sp.Name, SupportsSnapshots: false}
 	if sp.CapacityKiB > 0 {
 		out.Props[propCapacityKiB] = strconv.FormatUint(sp.CapacityKiB, 10)
+	}
+	if r := sp.Reported; r != nil && (sp.CapacityKiB == 0 || r.TotalKiB < sp.CapacityKiB) {
+		out.TotalCapacity = int64(r.TotalKiB) // what the back end has
+	}
+	if sp.Thin() {
+		out.Props[propOversubscription] = strconv.FormatFloat(sp.OverprovisionRatio(), 'f', -1, 64)
 	}
 	return out
 }
@@ -110,8 +119,8 @@ func orNotFound(err error, object, format string, args ...any) error {
 
 // createStoragePool maps LINSTOR's storage pool create to sp.create: the provider from
 // provider_kind, the pool from StorDriver/StorPoolName (LVM, ZFS) or StorDriver/FileDir
-// (FILE), the capacity from Cairn/CapacityKiB, which is required: Cairn places replicas
-// by capacity and its agents do not report it yet.
+// (FILE), the capacity from Cairn/CapacityKiB when given (otherwise the node's agent
+// reports it; until then Cairn places on the pool only by name, with a warning).
 func (a *API) createStoragePool(w http.ResponseWriter, r *http.Request) {
 	node := r.PathValue("node")
 	var in StoragePool
@@ -144,7 +153,7 @@ func (a *API) createStoragePool(w http.ResponseWriter, r *http.Request) {
 	}
 	out := results(success(opCreate, objStorPool, fmt.Sprintf("Storage pool '%s' created.", in.StoragePoolName), map[string]string{"Node": node, "StorPool": in.StoragePoolName}), reply, opCreate, objStorPool)
 	if !set {
-		e := rc(maskWarn, opCreate, objStorPool, codeNoEffect, "storage pool "+in.StoragePoolName+" on node "+node+" has no capacity yet: Cairn places nothing on it until it has one (its agents do not report it yet)")
+		e := rc(maskWarn, opCreate, objStorPool, codeNoEffect, "storage pool "+in.StoragePoolName+" on node "+node+" has no capacity yet: its agent reports one within its --capacity-interval (30 s); until then autoplace passes it over")
 		e.Correction = "linstor storage-pool set-property " + node + " " + in.StoragePoolName + " " + propCapacityKiB + " <KiB>"
 		out = append(out, e)
 	}
@@ -160,8 +169,9 @@ func capacityOf(s string) (uint64, error) {
 	return n, nil
 }
 
-// modifyStoragePool maps LINSTOR's pool modify: Cairn/CapacityKiB to sp.modify; a pool's
-// other properties are settled at creation.
+// modifyStoragePool maps LINSTOR's pool modify: Cairn/CapacityKiB and
+// MaxOversubscriptionRatio to sp.modify; a pool's other properties are settled at
+// creation.
 func (a *API) modifyStoragePool(w http.ResponseWriter, r *http.Request) {
 	node, pool := r.PathValue("node"), r.PathValue("pool")
 	var in struct {
@@ -172,8 +182,8 @@ func (a *API) modifyStoragePool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for k := range in.OverrideProps {
-		if k != propCapacityKiB {
-			writeFailure(w, opModify, objStorPool, cairn.InvalidField("properties", "storage pool property %s is settled at creation; only %s changes", k, propCapacityKiB))
+		if k != propCapacityKiB && k != propOversubscription {
+			writeFailure(w, opModify, objStorPool, cairn.InvalidField("properties", "storage pool property %s is settled at creation; only %s and %s change", k, propCapacityKiB, propOversubscription))
 			return
 		}
 	}
@@ -181,17 +191,28 @@ func (a *API) modifyStoragePool(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opModify, objStorPool, cairn.InvalidField("properties", "storage pool properties are not removed (%s)", strings.Join(in.DeleteProps, ", ")))
 		return
 	}
-	capacity, set := in.OverrideProps[propCapacityKiB]
-	if !set {
+	cmd := map[string]any{"node": node, "name": pool}
+	if capacity, set := in.OverrideProps[propCapacityKiB]; set {
+		n, err := capacityOf(capacity)
+		if err != nil {
+			writeFailure(w, opModify, objStorPool, err)
+			return
+		}
+		cmd["capacity_kib"] = n
+	}
+	if ratio, set := in.OverrideProps[propOversubscription]; set {
+		f, err := strconv.ParseFloat(ratio, 64)
+		if err != nil {
+			writeFailure(w, opModify, objStorPool, cairn.InvalidField("overprovision", "%s must be a number, got %q", propOversubscription, ratio))
+			return
+		}
+		cmd["overprovision"] = f
+	}
+	if len(cmd) == 2 {
 		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objStorPool, codeNoEffect, "nothing to change on storage pool "+pool)})
 		return
 	}
-	n, err := capacityOf(capacity)
-	if err != nil {
-		writeFailure(w, opModify, objStorPool, err)
-		return
-	}
-	reply, err := a.command(r, "sp.modify", map[string]any{"node": node, "name": pool, "capacity_kib": n})
+	reply, err := a.command(r, "sp.modify", cmd)
 	if err != nil {
 		writeFailure(w, opModify, objStorPool, err)
 		return

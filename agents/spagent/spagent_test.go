@@ -1,0 +1,79 @@
+package spagent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/volume"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+)
+
+type pubs struct {
+	mu  sync.Mutex
+	got map[string][]volume.PoolReport
+}
+
+func (p *pubs) Publish(subject string, data []byte) error {
+	var r volume.PoolReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.got[subject] = append(p.got[subject], r)
+	return nil
+}
+
+func (p *pubs) count(subject string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.got[subject])
+}
+
+// A pool given to the node is measured (the real statfs of its directory) and reported
+// at once and then every interval; one the control plane takes away is no longer
+// reported; a pool it cannot measure is reported with the error; a message for another
+// node changes nothing.
+func TestReporter(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "pools/a"), 0o755))
+	p := &pubs{got: map[string][]volume.PoolReport{}}
+	names := events.NewNames("")
+	r := New(Config{Node: "n1", Names: names, Root: root, Pub: p, Log: zerolog.Nop(), Interval: 50 * time.Millisecond})
+	spec := func(name, dir string) []byte {
+		b, _ := json.Marshal(volume.PoolSpec{Node: "n1", Name: name, Provider: "file_thin", Pool: dir, Revision: 3})
+		return b
+	}
+	ctx := context.Background()
+	require.NoError(t, r.Reconcile(ctx, names.Node("n1", Kind, "a"), spec("a", "/pools/a")))
+	subject := names.Status("n1", Kind, "a")
+	require.Equal(t, 1, p.count(subject))
+	rep := p.got[subject][0]
+	require.Equal(t, "a", rep.Name)
+	require.Empty(t, rep.Error)
+	require.NotZero(t, rep.TotalKiB)
+	require.LessOrEqual(t, rep.FreeKiB, rep.TotalKiB)
+
+	require.NoError(t, r.Reconcile(ctx, names.Node("n1", Kind, "b"), spec("b", "/pools/missing")))
+	require.Contains(t, p.got[names.Status("n1", Kind, "b")][0].Error, "storage pool directory")
+
+	require.Error(t, r.Reconcile(ctx, names.Node("n2", Kind, "a"), spec("a", "/pools/a")))
+	require.Error(t, r.Reconcile(ctx, names.Node("n1", Kind, "c"), spec("a", "/pools/a")), "a body naming another pool")
+
+	runCtx, cancel := context.WithCancel(ctx)
+	go r.Run(runCtx)
+	require.Eventually(t, func() bool { return p.count(subject) >= 3 }, 5*time.Second, 10*time.Millisecond, "not reported every interval")
+	require.NoError(t, r.Reconcile(ctx, names.Node("n1", Kind, "a"), nil))
+	time.Sleep(20 * time.Millisecond) // a tick already running may still send one
+	n := p.count(subject)
+	require.Eventually(t, func() bool { return p.count(names.Status("n1", Kind, "b")) >= 3 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, n, p.count(subject), "a pool taken away is still reported")
+	cancel()
+}
