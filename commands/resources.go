@@ -96,6 +96,18 @@ type (
 		ForceInitialSync bool         `json:"force_initial_sync"`
 		DRBDOptions      drbd.Options `json:"drbd_options"`
 	}
+	// SnapshotRef is the body of rd.snapshot and rd.snapshot-delete.
+	SnapshotRef struct {
+		Resource string `json:"resource"`
+		Name     string `json:"name"`
+	}
+	// SnapshotProgress is the body of rd.snapshot-progress.
+	SnapshotProgress struct {
+		Resource string `json:"resource"`
+		Name     string `json:"name"`
+		Phase    string `json:"phase"`
+		Reason   string `json:"reason,omitempty"`
+	}
 	// ResourceDefinitionDelete is the body of rd.delete.
 	ResourceDefinitionDelete struct {
 		Name string `json:"name"`
@@ -212,10 +224,18 @@ func (p *resourcePlan) loadGroup(name string) error {
 	return nil
 }
 
-// deleteDefinition deletes a definition that has no replicas left: its volumes go with
-// it and its port is free again. Refuses precondition_failed naming the nodes that
-// still hold replicas (remove them first, which tears them down on the nodes).
+// deleteDefinition deletes a definition with its replicas (diskless first, then the
+// disks), its volumes and its port. Refuses precondition_failed while it has snapshots
+// (naming them) or an agent reports it Primary (naming the nodes).
 func (p *resourcePlan) deleteDefinition() error {
+	if n := len(p.rd.Snapshots); n > 0 {
+		names := make([]string, 0, n)
+		for _, s := range p.rd.Snapshots {
+			names = append(names, s.Name)
+		}
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has snapshots (%s); delete them first (rd.snapshot-delete)",
+			p.rd.Name, strings.Join(names, ", ")).WithDetails(map[string]any{"snapshots": names})
+	}
 	observed, err := p.v.ResourceStatus(p.rd.Name)
 	if err != nil {
 		return err
@@ -1052,6 +1072,15 @@ func resourceHandlers(opts Options) []Handler {
 				vc := c.(*VolumeDefinitionCreate)
 				return p.createVolume(vc.Volume, vc.SizeKiB)
 			}),
+		onResource("rd.snapshot", func() any { return new(SnapshotRef) },
+			func(c any) string { return c.(*SnapshotRef).Resource },
+			func(p *resourcePlan, c any) error { return p.snapshot(c.(*SnapshotRef).Name) }),
+		onResource("rd.snapshot-delete", func() any { return new(SnapshotRef) },
+			func(c any) string { return c.(*SnapshotRef).Resource },
+			func(p *resourcePlan, c any) error { return p.deleteSnapshot(c.(*SnapshotRef).Name) }),
+		onResource("rd.snapshot-progress", func() any { return new(SnapshotProgress) },
+			func(c any) string { return c.(*SnapshotProgress).Resource },
+			func(p *resourcePlan, c any) error { return p.snapshotProgress(*c.(*SnapshotProgress)) }),
 		onResource("vd.resize", func() any { return new(VolumeDefinitionResize) },
 			func(c any) string { return c.(*VolumeDefinitionResize).Resource },
 			func(p *resourcePlan, c any) error {

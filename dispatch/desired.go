@@ -7,6 +7,8 @@
 package dispatch
 
 import (
+	"slices"
+
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/volume"
@@ -49,7 +51,20 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller.Options, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas)
 	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
 		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync}
+	for _, s := range rd.Snapshots {
+		if slices.Contains(s.Nodes, node) {
+			d.Snapshots = append(d.Snapshots, drbd.SnapshotOrder{Name: s.Name, Seq: s.StartedSeq, Phase: snapshotOrders[s.Phase]})
+		}
+	}
 	return d, true
+}
+
+// snapshotOrders maps a snapshot's phase to what its nodes do.
+var snapshotOrders = map[string]string{
+	projections.SnapshotSuspending: drbd.SnapSuspend,
+	projections.SnapshotTaking:     drbd.SnapTake,
+	projections.SnapshotTaken:      drbd.SnapKeep,
+	projections.SnapshotFailed:     drbd.SnapAbort,
 }
 
 // PoolDesired builds the desired pool state of node: an import for the node holding the

@@ -92,6 +92,13 @@ func DrbdsetupGetGI(resource string, peerNodeID, volume int) []string {
 	return []string{Drbdsetup, "get-gi", resource, strconv.Itoa(peerNodeID), strconv.Itoa(volume)}
 }
 
+// SuspendIO returns `drbdsetup suspend-io <minor>`: the device holds new I/O (queued,
+// not failed) until ResumeIO, so the backing volume can be snapshotted consistently.
+func SuspendIO(minor int) []string { return []string{Drbdsetup, "suspend-io", strconv.Itoa(minor)} }
+
+// ResumeIO returns `drbdsetup resume-io <minor>`.
+func ResumeIO(minor int) []string { return []string{Drbdsetup, "resume-io", strconv.Itoa(minor)} }
+
 // DelPeer returns `drbdsetup del-peer <resource> <peerNodeID>`, which drops the
 // connection to a removed replica. drbdsetup addresses the peer by node id, so it
 // works after the peer is gone from the resource file.

@@ -24,6 +24,8 @@ func TestCommandBuilders(t *testing.T) {
 		{DumpMD(1000, disk), "drbdmeta --force 1000 v09 /dev/zvol/tank/r1_00000 internal dump-md"},
 		{DrbdsetupGetGI("r1", 2, 0), "drbdsetup get-gi r1 2 0"},
 		{DelPeer("r1", 2), "drbdsetup del-peer r1 2"},
+		{SuspendIO(1000), "drbdsetup suspend-io 1000"},
+		{ResumeIO(1000), "drbdsetup resume-io 1000"},
 		{ForgetPeer("r1", 2), "drbdsetup forget-peer r1 2"},
 		{Adm{}.Adjust("r1"), "drbdadm adjust r1"},
 		{Adm{Config: "/etc/cairn/drbd.conf", DryRun: true}.Adjust("r1"), "drbdadm -c /etc/cairn/drbd.conf -d adjust r1"},

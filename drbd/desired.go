@@ -67,7 +67,31 @@ type Desired struct {
 	// Local is this node's own replica's disk and seeding, nil when it has none (then
 	// the resource is removed from this node).
 	Local *Local `json:"local,omitempty"`
+	// Snapshots are the snapshots of the definition this node's disk takes part in, by
+	// name, each with what to do now (see SnapshotOrder). A snapshot the node recorded
+	// that is no longer listed is deleted.
+	Snapshots []SnapshotOrder `json:"snapshots,omitempty"`
 }
+
+// SnapshotOrder is one snapshot of the definition as one node's agent carries it out.
+type SnapshotOrder struct {
+	Name string `json:"name"`
+	// Seq is the sequence of the event that started it: a snapshot deleted and started
+	// again under the same name is another one.
+	Seq uint64 `json:"seq"`
+	// Phase: SnapSuspend (suspend I/O, then wait for SnapTake), SnapTake (snapshot
+	// every backing volume, resume I/O), SnapKeep (taken: keep it), SnapAbort (resume
+	// I/O, remove what was taken).
+	Phase string `json:"phase"`
+}
+
+// Phases of a SnapshotOrder.
+const (
+	SnapSuspend = "suspend"
+	SnapTake    = "take"
+	SnapKeep    = "keep"
+	SnapAbort   = "abort"
+)
 
 // Replica is one replica of a definition as every peer sees it.
 type Replica struct {

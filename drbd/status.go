@@ -24,7 +24,30 @@ type Status struct {
 	Open    *bool          `json:"open,omitempty"`
 	Volumes []VolumeStatus `json:"volumes,omitempty"`
 	Peers   []PeerStatus   `json:"peers,omitempty"`
+	// Snapshots are where this node is with each snapshot of its Desired.
+	Snapshots []SnapshotStatus `json:"snapshots,omitempty"`
 }
+
+// SnapshotStatus is one node's part of one snapshot.
+type SnapshotStatus struct {
+	Name string `json:"name"`
+	Seq  uint64 `json:"seq"`
+	// Phase: SnapSuspended (I/O suspended, waiting for the order to take), SnapTaken,
+	// SnapAborted (I/O resumed without a snapshot: the order to take came too late, or
+	// the snapshot was aborted), SnapFailed (Error says why).
+	Phase string `json:"phase"`
+	Error string `json:"error,omitempty"`
+	// SuspendedMs is how long I/O was suspended (once resumed).
+	SuspendedMs float64 `json:"suspended_ms,omitempty"`
+}
+
+// Phases of a SnapshotStatus.
+const (
+	SnapSuspended = "suspended"
+	SnapTaken     = "taken"
+	SnapAborted   = "aborted"
+	SnapFailed    = "failed"
+)
 
 // Phases of a Status.
 const (

@@ -161,9 +161,45 @@ type ResourceDefinition struct {
 	Properties map[string]string  `json:"properties,omitempty"`
 	Volumes    []VolumeDefinition `json:"volumes"`
 	Replicas   []Replica          `json:"replicas"`
-	CreatedSeq uint64             `json:"created_seq"`
+	// Snapshots are the definition's snapshots, by name (docs/resources.md "Snapshots").
+	Snapshots  []RDSnapshot `json:"snapshots,omitempty"`
+	CreatedSeq uint64       `json:"created_seq"`
 	// Seq is the sequence of the last event that changed the definition.
 	Seq uint64 `json:"seq"`
+}
+
+// RDSnapshot is one snapshot of a definition (not a failure-domain volume's Snapshot).
+type RDSnapshot struct {
+	Name string `json:"name"`
+	// Nodes are the nodes whose disks take part (and hold it once taken).
+	Nodes []string `json:"nodes"`
+	// Phase: SnapshotSuspending, SnapshotTaking, SnapshotTaken or SnapshotFailed.
+	Phase  string `json:"phase"`
+	Reason string `json:"reason,omitempty"`
+	// Volumes are the definition's volumes (number and size) when it was started.
+	Volumes    []VolumeDefinition `json:"volumes"`
+	StartedSeq uint64             `json:"started_seq"`
+	StartedAt  time.Time          `json:"started_at,omitzero"`
+	// DoneAt is when it was taken or failed.
+	DoneAt time.Time `json:"done_at,omitzero"`
+}
+
+// Phases of an RDSnapshot.
+const (
+	SnapshotSuspending = "suspending"
+	SnapshotTaking     = "taking"
+	SnapshotTaken      = "taken"
+	SnapshotFailed     = "failed"
+)
+
+// Snapshot returns the definition's snapshot called name, if any.
+func (rd *ResourceDefinition) Snapshot(name string) (*RDSnapshot, bool) {
+	for i := range rd.Snapshots {
+		if rd.Snapshots[i].Name == name {
+			return &rd.Snapshots[i], true
+		}
+	}
+	return nil, false
 }
 
 // Replica returns the replica on node, if any.
@@ -444,6 +480,30 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			}
 			return nil
 		})
+	case *events.RDSnapshotStarted:
+		t.mark(snapshotUnderWayKey(d.Resource, d.Name))
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			rd.Snapshots = append(rd.Snapshots, RDSnapshot{Name: d.Name, Nodes: d.Nodes, Phase: SnapshotSuspending,
+				Volumes: slices.Clone(rd.Volumes), StartedSeq: ev.Seq, StartedAt: ev.OccurredAt})
+			slices.SortFunc(rd.Snapshots, func(a, b RDSnapshot) int { return strings.Compare(a.Name, b.Name) })
+			return nil
+		})
+	case *events.RDSnapshotSuspended:
+		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotTaking, "")
+	case *events.RDSnapshotTaken:
+		t.del(snapshotUnderWayKey(d.Resource, d.Name))
+		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotTaken, "")
+	case *events.RDSnapshotFailed:
+		t.del(snapshotUnderWayKey(d.Resource, d.Name))
+		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotFailed, d.Reason)
+	case *events.RDSnapshotDeleted:
+		if err := delIfPresent(t, snapshotUnderWayKey(d.Resource, d.Name)); err != nil {
+			return true, err
+		}
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			rd.Snapshots = slices.DeleteFunc(rd.Snapshots, func(s RDSnapshot) bool { return s.Name == d.Name })
+			return nil
+		})
 	case *events.VolumeDefinitionDeleted:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Volumes = slices.DeleteFunc(rd.Volumes, func(v VolumeDefinition) bool { return v.Volume == d.Volume })
@@ -486,6 +546,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			}
 			t.del(nodeRDKey(d.Node, d.Resource))
 			outbox(t, ev.Seq, d.Node, d.Resource) // the node tears the resource down
+			for i := range rd.Snapshots {         // its disk's snapshots go with it
+				rd.Snapshots[i].Nodes = slices.DeleteFunc(rd.Snapshots[i].Nodes, func(n string) bool { return n == d.Node })
+			}
 			rd.Replicas = slices.DeleteFunc(rd.Replicas, func(x Replica) bool { return x.Node == d.Node })
 			return nil
 		})
@@ -544,6 +607,38 @@ func setInactive(rd *ResourceDefinition, node string, inactive bool) {
 			rd.Replicas[i].Inactive = inactive
 		}
 	}
+}
+
+// snapshotUnderWayKey indexes the snapshots under way (started, not yet taken or
+// failed), so the serve holding the lease finds them without reading every definition.
+func snapshotUnderWayKey(rd, name string) string { return "v/snap-busy/" + rd + "/" + name }
+
+// DefinitionsWithSnapshotsUnderWay lists the definitions with a snapshot under way.
+func (v *View) DefinitionsWithSnapshotsUnderWay() ([]string, error) {
+	var out []string
+	err := v.scan("v/snap-busy/", func(key string, _ []byte) error {
+		rd, _, _ := strings.Cut(strings.TrimPrefix(key, "v/snap-busy/"), "/")
+		if len(out) == 0 || out[len(out)-1] != rd {
+			out = append(out, rd)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// snapshotPhase moves a definition's snapshot to phase.
+func snapshotPhase(t *tx, rdName, name string, ev events.Event, phase, reason string) error {
+	return updateRD(t, rdName, ev.Seq, func(rd *ResourceDefinition) error {
+		s, ok := rd.Snapshot(name)
+		if !ok {
+			return fmt.Errorf("%s: %s has no snapshot %s", ev.Type, rdName, name)
+		}
+		s.Phase, s.Reason = phase, reason
+		if phase == SnapshotTaken || phase == SnapshotFailed {
+			s.DoneAt = ev.OccurredAt
+		}
+		return nil
+	})
 }
 
 // updateRD reads a definition, changes it, writes it back and queues its desired state

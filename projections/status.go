@@ -37,6 +37,7 @@ func spStatusKey(node, pool string) string { return spStatusPrefix + node + "/" 
 // restart with the latest of each subject again, so a reaction is not lost while serve
 // is down). Nil hooks are skipped.
 type StatusHooks struct {
+	DRBD     func(st drbd.Status)
 	Pool     func(node string, st zpool.Status)
 	Capacity func(rep volume.PoolReport)
 }
@@ -54,7 +55,7 @@ func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names event
 		return fmt.Errorf("status: consume %s: %w", filter, err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		pool, capacity, err := foldStatus(db, names, m.Subject(), m.Data())
+		pool, capacity, replica, err := foldStatus(db, names, m.Subject(), m.Data())
 		if err != nil {
 			statusFolded.WithLabelValues("invalid").Inc()
 			log.Warn().Err(err).Str("subject", m.Subject()).Msg("status report skipped")
@@ -67,6 +68,9 @@ func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names event
 		if capacity != nil && hooks.Capacity != nil {
 			hooks.Capacity(*capacity)
 		}
+		if replica != nil && hooks.DRBD != nil {
+			hooks.DRBD(*replica)
+		}
 	})
 	if err != nil {
 		return err
@@ -78,10 +82,10 @@ func FoldStatus(ctx context.Context, db *DB, js jetstream.JetStream, names event
 
 // foldStatus checks one report against its subject and stores it; a pool or storage
 // pool report is returned (nil for an empty one and for DRBD reports).
-func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool.Status, *volume.PoolReport, error) {
+func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool.Status, *volume.PoolReport, *drbd.Status, error) {
 	node, kind, id, ok := names.ParseStatus(subject)
 	if !ok || (kind != KindDRBD && kind != KindZpool && kind != KindSP) {
-		return nil, nil, fmt.Errorf("not a DRBD, pool or storage pool status subject")
+		return nil, nil, nil, fmt.Errorf("not a DRBD, pool or storage pool status subject")
 	}
 	switch kind {
 	case KindZpool:
@@ -91,7 +95,7 @@ func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool
 			}
 			return true, nil
 		})
-		return st, nil, err
+		return st, nil, nil, err
 	case KindSP:
 		rep, err := foldOne(db, spStatusKey(node, id), data, func(rep volume.PoolReport) (bool, error) {
 			if rep.Node != node || rep.Name != id {
@@ -99,15 +103,15 @@ func foldStatus(db *DB, names events.Names, subject string, data []byte) (*zpool
 			}
 			return true, nil
 		})
-		return nil, rep, err
+		return nil, rep, nil, err
 	}
-	_, err := foldOne(db, drbdStatusKey(id, node), data, func(st drbd.Status) (bool, error) {
+	st, err := foldOne(db, drbdStatusKey(id, node), data, func(st drbd.Status) (bool, error) {
 		if st.Node != node || st.Resource != id {
 			return false, fmt.Errorf("status names %s on %s but was published for %s on %s", st.Resource, st.Node, id, node)
 		}
 		return st.Phase != drbd.PhaseRemoved, nil
 	})
-	return nil, nil, err
+	return nil, nil, st, err
 }
 
 // foldOne stores (keep true) or deletes a status report under key after check accepted

@@ -300,8 +300,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	poolLog := cfg.Log.With().Str("part", "pools").Logger()
 	onPool := contestPools(runCtx, s.Admission, s.Lease.Leading, poolLog)
-	hooks := projections.StatusHooks{Pool: onPool,
+	snaps := snapshotAdvancer{adm: s.Admission, db: db, leading: s.Lease.Leading, log: cfg.Log.With().Str("part", "snapshots").Logger()}
+	hooks := projections.StatusHooks{Pool: onPool, DRBD: snaps.hook(runCtx),
 		Capacity: recordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
+	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.sweep) })
 	s.background(func() {
 		// Agents' status folds into the views of every serve; a contested pool report
 		// becomes pool.contest, a storage pool's capacity that moved sp.capacity-report,

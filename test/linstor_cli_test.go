@@ -218,7 +218,22 @@ func TestLinstorCLISession(t *testing.T) {
 	assert.Contains(t, failed("resource-definition", "delete", "ghost"), "does not exist")
 	machine(&rcs, "resource-definition", "delete", "ghost")
 	assert.Equal(t, retCode(lsError, lsDelete, lsRscDfn, 301), rcs[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
-	assert.Contains(t, failed("snapshot", "list"), "Cairn does not serve")
+	assert.Contains(t, failed("backup", "list", "remote1"), "Cairn does not serve")
+
+	// Snapshots: every disk of r1 suspends, snapshots its file and resumes; the CLI's
+	// create answers once it is taken.
+	assert.Contains(t, ok("snapshot", "create", "r1", "s1"), "SUCCESS")
+	snaps := ok("snapshot", "list")
+	assert.Contains(t, snaps, "s1")
+	assert.Contains(t, snaps, "Successful")
+	for _, n := range []string{"n1", "n2", fqdn} {
+		_, err := os.Stat(filepath.Join(base, n, "var/lib/cairn/thin", "r1_00000.s1.snap"))
+		assert.NoError(t, err, "%s has no snapshot file", n)
+	}
+	assert.Contains(t, failed("snapshot", "create", "r1", "s1"), "already has a snapshot s1")
+	assert.Contains(t, failed("resource-definition", "delete", "r1"), "has snapshots (s1)")
+	ok("snapshot", "delete", "r1", "s1")
+	assert.NotContains(t, ok("snapshot", "list"), "s1")
 
 	ok("resource", "delete", fqdn, "r1")
 	ok("resource-definition", "delete", "r1")

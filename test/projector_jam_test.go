@@ -81,5 +81,6 @@ func TestJunkAndNewerEventsInTheStream(t *testing.T) {
 	require.NoError(t, s.cmd.Start())
 	body = notReady()
 	require.Contains(t, body, "node.added v99")
-	require.True(t, strings.Contains(s.log.String(), "serving, not ready"), s.log.String())
+	// /readyz can answer before the projector's error is logged: wait for the line.
+	require.Eventually(t, func() bool { return strings.Contains(s.log.String(), "serving, not ready") }, 10*time.Second, 20*time.Millisecond, "%s", s.log)
 }

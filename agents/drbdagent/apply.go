@@ -283,6 +283,11 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			return st, err
 		}
 	}
+	if plan.Adjust && !l.Diskless || len(st.Snapshots) > 0 {
+		if err := r.snapshots(ctx, rd, d, st, prov, save); err != nil {
+			return st, err
+		}
+	}
 	if plan.Adjust {
 		st.Peers = PeerKeysOf(d)
 	}
@@ -436,6 +441,16 @@ func (r *Reconciler) freeDisks(ctx context.Context, rd string, st *State) error 
 	if err != nil {
 		return err
 	}
+	if snapper, err := volume.SnapshotsOf(prov, st.Provider); err == nil {
+		for name := range st.Snapshots { // a volume goes with its snapshots
+			for v := range st.Disks {
+				if err := snapper.DeleteSnapshot(ctx, volume.Name(rd, v), name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	st.Snapshots = nil
 	for v, disk := range st.Disks {
 		if st.MDCreated {
 			if _, err := os.Stat(disk); err == nil || !isFile(st.Provider) {

@@ -120,7 +120,7 @@ func newSimNodePub(t testing.TB, base, name, host string, hook func(rd, step str
 		p = pub(n.pub)
 	}
 	rec, err := New(Config{Node: name, Names: events.NewNames(""), Paths: paths, Exec: n.exec, Kernel: n.sim, Pub: p,
-		Log: zerolog.Nop(), PretendHost: true, StatusInterval: 20 * time.Millisecond, AfterStep: hook})
+		Log: zerolog.Nop(), PretendHost: true, StatusInterval: 20 * time.Millisecond, AfterStep: hook, SuspendBound: 700 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,10 @@ type Kernel interface {
 	// is not connected (DRBD's rule without --assume-peer-has-space); then the replica
 	// that grows its disk last, connected to all, grows the device everywhere.
 	Resize(ctx context.Context, r Resource, volume int) error
+	// SuspendIO suspends I/O on every local device of the resource (minors); ResumeIO
+	// resumes it. Both only while the resource is up.
+	SuspendIO(ctx context.Context, resource string, minors []int) error
+	ResumeIO(ctx context.Context, resource string, minors []int) error
 	// GetGI returns the GI of an attached volume as seen for node id peer
 	// (drbdsetup get-gi). Only for resources that are up.
 	GetGI(ctx context.Context, resource string, volume, peer int) (drbd.GI, error)
@@ -103,6 +107,26 @@ func (k *Real) Down(ctx context.Context, resource string) error {
 func (k *Real) Resize(ctx context.Context, r Resource, volume int) error {
 	_, err := k.Exec.Run(ctx, k.Adm.Resize(r.Desired.Resource, volume), execx.Options{})
 	return err
+}
+
+// SuspendIO runs drbdsetup suspend-io for every minor.
+func (k *Real) SuspendIO(ctx context.Context, resource string, minors []int) error {
+	for _, m := range minors {
+		if _, err := k.Exec.Run(ctx, k.setup(drbd.SuspendIO(m)), execx.Options{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResumeIO runs drbdsetup resume-io for every minor.
+func (k *Real) ResumeIO(ctx context.Context, resource string, minors []int) error {
+	for _, m := range minors {
+		if _, err := k.Exec.Run(ctx, k.setup(drbd.ResumeIO(m)), execx.Options{}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DelPeer runs drbdsetup del-peer.

@@ -50,6 +50,9 @@ type Config struct {
 	// StatusInterval is the least time between two status messages of one resource
 	// for observed changes (250 ms); a reconcile's status goes out at once.
 	StatusInterval time.Duration
+	// SuspendBound is the longest I/O stays suspended for a snapshot whose order to
+	// take does not come (DefaultSuspendBound).
+	SuspendBound time.Duration
 	// AfterStep, when set, is called after every step with its name (backing,
 	// md-created, seeded, installed, adjusting, adjusted, removed); returning true makes
 	// the reconcile stop right there as if the process had died (tests of restarts).
@@ -74,6 +77,26 @@ type Reconciler struct {
 	prepared  bool
 	mu        sync.Mutex
 	res       map[string]*resInfo
+
+	// locks serializes a resource's reconcile with its snapshot timers.
+	locksMu  sync.Mutex
+	locks    map[string]*sync.Mutex
+	timersMu sync.Mutex
+	timers   map[string]*time.Timer
+}
+
+// lockResource takes rd's lock (reconciles and snapshot timers of one resource never
+// run at once) and returns its release.
+func (r *Reconciler) lockResource(rd string) func() {
+	r.locksMu.Lock()
+	m := r.locks[rd]
+	if m == nil {
+		m = &sync.Mutex{}
+		r.locks[rd] = m
+	}
+	r.locksMu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 // resInfo is what the status of one resource is built from.
@@ -95,7 +118,11 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = 250 * time.Millisecond
 	}
-	r := &Reconciler{cfg: cfg, adm: drbd.Adm{Config: cfg.Paths.MainConf}, fold: NewFold(), res: map[string]*resInfo{}}
+	if cfg.SuspendBound <= 0 {
+		cfg.SuspendBound = DefaultSuspendBound
+	}
+	r := &Reconciler{cfg: cfg, adm: drbd.Adm{Config: cfg.Paths.MainConf}, fold: NewFold(), res: map[string]*resInfo{},
+		locks: map[string]*sync.Mutex{}, timers: map[string]*time.Timer{}}
 	r.pub = &statusPublisher{r: r, dirty: map[string]bool{}, last: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	return r, nil
 }
@@ -147,6 +174,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, subject string, data []byte)
 	if err := r.preparePaths(); err != nil {
 		return r.finish(ctx, rd, d, nil, err, start)
 	}
+	unlock := r.lockResource(rd)
+	defer unlock()
 	st, err := r.apply(ctx, rd, d)
 	return r.finish(ctx, rd, d, st, err, start)
 }

@@ -92,7 +92,8 @@ type simReg struct {
 	PeerHosts   map[int]string     `json:"peer_hosts"` // node id -> host (conn-name)
 	Volumes     map[int]*simVolume `json:"volumes"`
 	Conns       map[int]*simConn   `json:"conns"` // handshakes done, by peer node id
-	Seen        map[int]bool       `json:"seen"`  // node ids this disk has connected to
+	Suspended   bool               `json:"suspended,omitempty"`
+	Seen        map[int]bool       `json:"seen"` // node ids this disk has connected to
 }
 
 type simVolume struct {
@@ -510,6 +511,34 @@ func (s *Sim) Resize(ctx context.Context, r Resource, vol int) error {
 	return nil
 }
 
+// SuspendIO marks the resource's I/O suspended (events2: suspended:user).
+func (s *Sim) SuspendIO(ctx context.Context, rd string, minors []int) error {
+	return s.setSuspended(rd, true)
+}
+
+// ResumeIO marks it resumed.
+func (s *Sim) ResumeIO(ctx context.Context, rd string, minors []int) error {
+	return s.setSuspended(rd, false)
+}
+
+func (s *Sim) setSuspended(rd string, on bool) error {
+	unlock, err := lockRD(s.Dir, rd)
+	if err != nil {
+		return err
+	}
+	defer s.refresh(rd)
+	defer unlock()
+	reg, err := loadReg(s.regPath(rd, s.Node))
+	if err != nil {
+		return err
+	}
+	if reg == nil || !reg.Up {
+		return fmt.Errorf("sim: %s is not up", rd)
+	}
+	reg.Suspended = on
+	return saveReg(s.Dir, reg)
+}
+
 // Down marks the resource down and drops its connections.
 func (s *Sim) Down(ctx context.Context, rd string) error {
 	unlock, err := lockRD(s.Dir, rd)
@@ -525,7 +554,7 @@ func (s *Sim) Down(ctx context.Context, rd string) error {
 	for p := range reg.Conns {
 		s.dropConn(rd, reg, p)
 	}
-	reg.Up = false
+	reg.Up, reg.Suspended = false, false
 	if err := saveReg(s.Dir, reg); err != nil {
 		return err
 	}

@@ -37,7 +37,11 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 		return nil, reg
 	}
 	name := "name:" + rd
-	objs := []simObj{{key: "resource", object: drbd.ObjectResource, ident: name, fields: "role:Secondary suspended:no"}}
+	suspended := "no"
+	if reg.Suspended {
+		suspended = "user"
+	}
+	objs := []simObj{{key: "resource", object: drbd.ObjectResource, ident: name, fields: "role:Secondary suspended:" + suspended}}
 	vols := slices.Sorted(maps.Keys(reg.Volumes))
 	client := "no"
 	if reg.Diskless {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/internal/fsx"
@@ -56,6 +57,9 @@ type State struct {
 	Seeded    bool `json:"seeded,omitempty"`
 	Adjusted  bool `json:"adjusted,omitempty"`
 
+	// Snapshots are this incarnation's part in the definition's snapshots, by name.
+	Snapshots map[string]*SnapState `json:"snapshots,omitempty"`
+
 	// Peers are the peers of the last configuration adjusted (node id -> node, or
 	// "node#incarnation" when the desired state names the peer's incarnation); a peer
 	// that is gone from the Desired, or came back as a new incarnation, gets del-peer
@@ -90,4 +94,15 @@ func SaveState(path string, s *State) error {
 		return fmt.Errorf("state file %s: %w", path, err)
 	}
 	return nil
+}
+
+// SnapState is what the node did for one snapshot: Phase is a drbd.SnapshotStatus
+// phase (suspended, taken, aborted, failed). SuspendedAt is written BEFORE suspend-io
+// runs, so after a crash the agent knows I/O may be suspended and resumes it.
+type SnapState struct {
+	Seq         uint64    `json:"seq"`
+	Phase       string    `json:"phase"`
+	SuspendedAt time.Time `json:"suspended_at,omitzero"`
+	SuspendedMs float64   `json:"suspended_ms,omitempty"`
+	Error       string    `json:"error,omitempty"`
 }

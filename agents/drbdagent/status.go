@@ -120,6 +120,7 @@ func (r *Reconciler) build(ctx context.Context, rd string) (drbd.Status, bool) {
 	up := r.fold.Up(rd)
 	r.fold.Fill(rd, &st, names)
 	resizePhases(&st, d, state)
+	st.Snapshots = snapshotStatuses(state)
 	if d.Local.Diskless || state == nil || !state.MDCreated {
 		return st, true
 	}

@@ -107,6 +107,12 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources/{node}/activate", a.activation("resource.activate"))
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources/{node}/deactivate", a.activation("resource.deactivate"))
 
+	mux.HandleFunc("GET /v1/view/snapshots", a.viewSnapshots)
+	mux.HandleFunc("GET /v1/resource-definitions/{rd}/snapshots", a.listSnapshots)
+	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshots", a.createSnapshot)
+	mux.HandleFunc("GET /v1/resource-definitions/{rd}/snapshots/{snap}", a.getSnapshot)
+	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/snapshots/{snap}", a.deleteSnapshot)
+
 	mux.HandleFunc("GET /v1/error-reports", a.listErrorReports)
 	mux.HandleFunc("GET /v1/error-reports/{id}", a.getErrorReport)
 

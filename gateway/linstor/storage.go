@@ -9,6 +9,7 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/volume"
 )
 
 // StoragePool is LINSTOR's storage pool.
@@ -52,8 +53,7 @@ func storagePoolOf(sp projections.StoragePool) StoragePool {
 	out := StoragePool{StoragePoolName: sp.Name, NodeName: sp.Node, ProviderKind: providerKinds[sp.Provider],
 		Props:        map[string]string{propStorPoolName: sp.Pool},
 		FreeCapacity: int64(sp.FreeKiB()), TotalCapacity: int64(sp.CapacityKiB),
-		// Cairn takes no snapshots of DRBD resources yet.
-		FreeSpaceMgrName: sp.Node + ";" + sp.Name, SupportsSnapshots: false}
+		FreeSpaceMgrName: sp.Node + ";" + sp.Name, SupportsSnapshots: volume.CanSnapshot(sp.Provider)}
 	if sp.CapacityKiB > 0 {
 		out.Props[propCapacityKiB] = strconv.FormatUint(sp.CapacityKiB, 10)
 	}

@@ -1,0 +1,135 @@
+package drbdagent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/server"
+	"github.com/cairn-io/cairn/server/servertest"
+)
+
+func snapshotOf(t *testing.T, s *server.Server, rd, name string) (projections.RDSnapshot, bool) {
+	t.Helper()
+	v, err := s.DB.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	def, ok, err := v.ResourceDefinition(rd)
+	if err != nil || !ok {
+		t.Fatalf("definition %s: %v", rd, err)
+	}
+	snap, ok := def.Snapshot(name)
+	if !ok {
+		return projections.RDSnapshot{}, false
+	}
+	return *snap, true
+}
+
+// Snapshots of a DRBD resource end to end with three in-process agents on the simulated
+// kernel and the real serve: every disk suspends I/O, the leading serve sees all
+// suspended and records the order to take, every disk snapshots its file (a real
+// reflink/sparse copy) and resumes, the serve records it taken. Suspension is short and
+// I/O is resumed everywhere. With one disk's agent away, the others resume at the
+// suspension bound and the serve records the snapshot failed; the agent that comes back
+// aborts without suspending. Deleting removes the files.
+func TestSnapshotsAcrossReplicas(t *testing.T) {
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	s := servertest.Start(t, func(c *server.Config) { c.Auth = true })
+	base := t.TempDir()
+	submit(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	nodes := map[string]*clusterNode{}
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("n%d", i)
+		submit(t, s, "node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, name, i, i))
+		submit(t, s, "sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, name))
+		nodes[name] = startClusterNode(t, s, base, name, fmt.Sprintf("h%d", i))
+		nodes[name].pool(t, "var/lib/cairn/thin")
+	}
+	submit(t, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+	submit(t, s, "rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`)
+	waitApplied(t, s, "r1", map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
+	snapFile := func(node, snap string) string {
+		return filepath.Join(nodes[node].root, "var/lib/cairn/thin", "r1_00000."+snap+".snap")
+	}
+
+	submit(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
+	eventually(t, "s1 taken", 30*time.Second, func() (bool, string) {
+		snap, _ := snapshotOf(t, s, "r1", "s1")
+		return snap.Phase == projections.SnapshotTaken, js(snap)
+	})
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if _, err := os.Stat(snapFile(n, "s1")); err != nil {
+			t.Errorf("%s has no snapshot file: %v", n, err)
+		}
+		eventually(t, n+" reports s1 taken, I/O resumed", 10*time.Second, func() (bool, string) {
+			st, _ := lastStatus(t, s, n, "r1")
+			reg, _ := loadReg(nodes[n].sim.regPath("r1", n))
+			return len(st.Snapshots) == 1 && st.Snapshots[0].Phase == drbd.SnapTaken && st.Snapshots[0].SuspendedMs > 0 &&
+				st.Snapshots[0].SuspendedMs < 700 && reg != nil && !reg.Suspended, js(st.Snapshots)
+		})
+	}
+	refusedCmd(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`, "already has a snapshot s1")
+	refusedCmd(t, s, "rd.delete", `{"name":"r1"}`, "has snapshots (s1)")
+
+	// n3's agent is away: n1 and n2 suspend, resume at the bound; the snapshot fails.
+	nodes["n3"].stop()
+	submit(t, s, "rd.snapshot", `{"resource":"r1","name":"s2"}`)
+	eventually(t, "s2 failed", 30*time.Second, func() (bool, string) {
+		snap, _ := snapshotOf(t, s, "r1", "s2")
+		return snap.Phase == projections.SnapshotFailed, js(snap)
+	})
+	snap, _ := snapshotOf(t, s, "r1", "s2")
+	t.Logf("s2: %s", snap.Reason)
+	for _, n := range []string{"n1", "n2"} {
+		st, _ := lastStatus(t, s, n, "r1")
+		reg, _ := loadReg(nodes[n].sim.regPath("r1", n))
+		if reg == nil || reg.Suspended {
+			t.Errorf("%s: I/O still suspended after the failed snapshot", n)
+		}
+		for _, ss := range st.Snapshots {
+			if ss.Name == "s2" && ss.SuspendedMs > 700+500 {
+				t.Errorf("%s: suspended %.0f ms, past the 700 ms bound", n, ss.SuspendedMs)
+			}
+		}
+		if _, err := os.Stat(snapFile(n, "s2")); err == nil {
+			t.Errorf("%s kept the file of the failed snapshot", n)
+		}
+	}
+	nodes["n3"] = startClusterNode(t, s, base, "n3", "h3")
+	eventually(t, "n3 aborts s2 without suspending", 30*time.Second, func() (bool, string) {
+		st, _ := lastStatus(t, s, "n3", "r1")
+		for _, ss := range st.Snapshots {
+			if ss.Name == "s2" {
+				return ss.Phase == drbd.SnapAborted && ss.SuspendedMs == 0, js(st.Snapshots)
+			}
+		}
+		return false, js(st.Snapshots)
+	})
+
+	submit(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)
+	submit(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s2"}`)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		eventually(t, n+" removed the snapshot files", 30*time.Second, func() (bool, string) {
+			_, err := os.Stat(snapFile(n, "s1"))
+			st, _ := lastStatus(t, s, n, "r1")
+			return os.IsNotExist(err) && len(st.Snapshots) == 0, js(st.Snapshots)
+		})
+	}
+	submit(t, s, "rd.delete", `{"name":"r1"}`)
+}
+
+func refusedCmd(t *testing.T, s *server.Server, verb, body, msg string) {
+	t.Helper()
+	r := servertest.Submit(s, verb, body)
+	if r.OK || r.Error == nil || !strings.Contains(r.Error.Message, msg) {
+		t.Fatalf("%s %s: %+v, want a refusal saying %q", verb, body, r, msg)
+	}
+}

@@ -1,0 +1,138 @@
+package commands
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/volume"
+)
+
+// snapshot starts a snapshot of the definition on every diskful replica. Refuses
+// already_exists (the name), precondition_failed when the definition has no disk, a
+// disk is on a provider without snapshots (thick lvm, file: as LINSTOR), a disk's
+// replica is deactivated, its node offline, or another snapshot of the definition is
+// under way (one at a time: each suspends the definition's I/O).
+func (p *resourcePlan) snapshot(name string) error {
+	if _, exists := p.rd.Snapshot(name); exists {
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already has a snapshot %s", p.rd.Name, name)
+	}
+	for _, s := range p.rd.Snapshots {
+		if s.Phase == projections.SnapshotSuspending || s.Phase == projections.SnapshotTaking {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is under way; one snapshot of a definition at a time", s.Name, p.rd.Name)
+		}
+	}
+	var nodes, thick, inactive, offline []string
+	for _, r := range p.rd.Replicas {
+		if r.Diskless {
+			continue
+		}
+		nodes = append(nodes, r.Node)
+		if !volume.CanSnapshot(r.Provider) {
+			thick = append(thick, fmt.Sprintf("%s (%s)", r.Node, r.Provider))
+		}
+		if r.Inactive {
+			inactive = append(inactive, r.Node)
+		}
+		if c, ok := p.candidate(r.Node); ok && !c.Online {
+			offline = append(offline, r.Node)
+		}
+	}
+	switch {
+	case len(nodes) == 0:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has no replica with a disk to snapshot", p.rd.Name)
+	case len(thick) > 0:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has disks on providers without snapshots: %s (thick lvm and file volumes are not snapshotted; lvm_thin, zfs, zfs_thin and file_thin are)",
+			p.rd.Name, strings.Join(thick, ", ")).WithDetails(map[string]any{"nodes": thick})
+	case len(inactive) > 0:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is deactivated on %s; a snapshot suspends I/O of a resource that is up", p.rd.Name, strings.Join(inactive, ", "))
+	case len(offline) > 0:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "node(s) %s holding disks of %s are offline; every disk takes part in a snapshot", strings.Join(offline, ", "), p.rd.Name)
+	}
+	p.emit(&events.RDSnapshotStarted{Resource: p.rd.Name, Name: name, Nodes: nodes})
+	return nil
+}
+
+// deleteSnapshot removes a snapshot from every node; one under way is abandoned (its
+// nodes resume I/O and remove what they took: a way out when a node never reports).
+// Refuses not_found.
+func (p *resourcePlan) deleteSnapshot(name string) error {
+	s, ok := p.rd.Snapshot(name)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", p.rd.Name, name)
+	}
+	if s.Phase == projections.SnapshotSuspending || s.Phase == projections.SnapshotTaking {
+		p.warn("snapshot %s of %s was under way (%s): its nodes resume I/O and remove what they took", name, p.rd.Name, s.Phase)
+	}
+	p.emit(&events.RDSnapshotDeleted{Resource: p.rd.Name, Name: name})
+	return nil
+}
+
+// snapshotProgress records a snapshot's next phase (take, taken, failed) as the leading
+// serve saw it in its nodes' reports (SnapshotNext). Refuses not_found, and
+// precondition_failed for a phase that does not follow the recorded one (a late or
+// repeated report: nothing changes).
+func (p *resourcePlan) snapshotProgress(c SnapshotProgress) error {
+	s, ok := p.rd.Snapshot(c.Name)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", p.rd.Name, c.Name)
+	}
+	ref := events.RDSnapshotRef{Resource: p.rd.Name, Name: c.Name}
+	switch {
+	case c.Phase == "take" && s.Phase == projections.SnapshotSuspending:
+		p.emit((*events.RDSnapshotSuspended)(&ref))
+	case c.Phase == "taken" && s.Phase == projections.SnapshotTaking:
+		p.emit((*events.RDSnapshotTaken)(&ref))
+	case c.Phase == "failed" && (s.Phase == projections.SnapshotSuspending || s.Phase == projections.SnapshotTaking):
+		p.emit(&events.RDSnapshotFailed{Resource: p.rd.Name, Name: c.Name, Reason: c.Reason})
+	default:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is %s; %s does not follow", c.Name, p.rd.Name, s.Phase, c.Phase)
+	}
+	return nil
+}
+
+// SnapshotNext decides, from the latest report of every node of a snapshot under way,
+// what comes next: "take" once all report I/O suspended, "taken" once all report it
+// taken, "failed" (with the reason) as soon as one reports it aborted or failed. ok is
+// false while some node has not reported (or the snapshot is not under way).
+func SnapshotNext(s projections.RDSnapshot, statuses map[string]drbd.Status) (phase, reason string, ok bool) {
+	if s.Phase != projections.SnapshotSuspending && s.Phase != projections.SnapshotTaking {
+		return "", "", false
+	}
+	want := drbd.SnapSuspended
+	if s.Phase == projections.SnapshotTaking {
+		want = drbd.SnapTaken
+	}
+	all := true
+	nodes := slices.Clone(s.Nodes)
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		var mine *drbd.SnapshotStatus
+		st := statuses[n]
+		for i := range st.Snapshots {
+			if st.Snapshots[i].Name == s.Name && st.Snapshots[i].Seq == s.StartedSeq {
+				mine = &st.Snapshots[i]
+			}
+		}
+		switch {
+		case mine == nil:
+			all = false
+		case mine.Phase == drbd.SnapAborted || mine.Phase == drbd.SnapFailed:
+			return "failed", fmt.Sprintf("node %s: %s: %s", n, mine.Phase, mine.Error), true
+		case mine.Phase != want && !(want == drbd.SnapSuspended && mine.Phase == drbd.SnapTaken):
+			all = false
+		}
+	}
+	if !all {
+		return "", "", false
+	}
+	if want == drbd.SnapSuspended {
+		return "take", "", true
+	}
+	return "taken", "", true
+}

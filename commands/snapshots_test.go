@@ -1,0 +1,47 @@
+package commands
+
+import (
+	"testing"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/stretchr/testify/assert"
+)
+
+// SnapshotNext: the next phase only once every node's report settles it, failure as
+// soon as one node aborted, and reports of an older snapshot of the same name ignored.
+func TestSnapshotNext(t *testing.T) {
+	report := func(seq uint64, phase string) drbd.Status {
+		return drbd.Status{Snapshots: []drbd.SnapshotStatus{{Name: "s1", Seq: seq, Phase: phase, Error: "why"}}}
+	}
+	suspending := projections.RDSnapshot{Name: "s1", Nodes: []string{"n1", "n2"}, Phase: projections.SnapshotSuspending, StartedSeq: 7}
+	taking := suspending
+	taking.Phase = projections.SnapshotTaking
+	tests := []struct {
+		name     string
+		snap     projections.RDSnapshot
+		statuses map[string]drbd.Status
+		phase    string
+		ok       bool
+	}{
+		{"one node has not reported", suspending, map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended)}, "", false},
+		{"all suspended", suspending, map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(7, drbd.SnapSuspended)}, "take", true},
+		{"an older snapshot's report", suspending, map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(3, drbd.SnapSuspended)}, "", false},
+		{"one aborted", suspending, map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(7, drbd.SnapAborted)}, "failed", true},
+		{"taking, one still suspended", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapSuspended)}, "", false},
+		{"all taken", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapTaken)}, "taken", true},
+		{"taking, one failed", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapFailed)}, "failed", true},
+		{"taken already", projections.RDSnapshot{Name: "s1", Nodes: []string{"n1"}, Phase: projections.SnapshotTaken, StartedSeq: 7},
+			map[string]drbd.Status{"n1": report(7, drbd.SnapTaken)}, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			phase, reason, ok := SnapshotNext(tt.snap, tt.statuses)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.phase, phase)
+			if phase == "failed" {
+				assert.Contains(t, reason, "node n2")
+			}
+		})
+	}
+}

@@ -1,0 +1,64 @@
+package events
+
+// Snapshots of DRBD resource definitions (cairn.ev.rd.<resource>), consistent across
+// the definition's diskful replicas. A snapshot goes through phases recorded here; the
+// agents carry each phase out and report it, and the serve holding the lease records
+// the next one (docs/resources.md "Snapshots"):
+//
+//	rd.snapshot-started    every node in Nodes suspends I/O and waits
+//	rd.snapshot-suspended  all reported I/O suspended: each takes its snapshot, resumes
+//	rd.snapshot-taken      all reported it taken: the snapshot exists
+//	rd.snapshot-failed     a node could not (or its suspension bound passed): aborted,
+//	                       every node resumes and removes what it took
+//	rd.snapshot-deleted    gone from every node
+//
+// The failure-domain logical volumes' snapshots are another thing: lvol snapshots,
+// snapshot.created / snapshot.deleted (events/types.go).
+
+// RDSnapshotStarted: a snapshot of a definition was asked for; Nodes are the diskful
+// replicas' nodes that take part.
+type RDSnapshotStarted struct {
+	Resource string   `json:"resource"`
+	Name     string   `json:"name"`
+	Nodes    []string `json:"nodes"`
+}
+
+// RDSnapshotRef names one snapshot of a definition (suspended, taken, deleted).
+type RDSnapshotRef struct {
+	Resource string `json:"resource"`
+	Name     string `json:"name"`
+}
+
+// RDSnapshotSuspended: every node reported its I/O suspended.
+type RDSnapshotSuspended RDSnapshotRef
+
+// RDSnapshotTaken: every node reported its snapshot taken.
+type RDSnapshotTaken RDSnapshotRef
+
+// RDSnapshotDeleted: the snapshot is gone.
+type RDSnapshotDeleted RDSnapshotRef
+
+// RDSnapshotFailed: the snapshot was aborted; Reason names the node and what it said.
+type RDSnapshotFailed struct {
+	Resource string `json:"resource"`
+	Name     string `json:"name"`
+	Reason   string `json:"reason"`
+}
+
+func (*RDSnapshotStarted) EventType() string   { return "rd.snapshot-started" }
+func (*RDSnapshotSuspended) EventType() string { return "rd.snapshot-suspended" }
+func (*RDSnapshotTaken) EventType() string     { return "rd.snapshot-taken" }
+func (*RDSnapshotFailed) EventType() string    { return "rd.snapshot-failed" }
+func (*RDSnapshotDeleted) EventType() string   { return "rd.snapshot-deleted" }
+
+func init() {
+	for _, t := range []Type{
+		{Name: "rd.snapshot-started", Version: 1, New: func() Payload { return new(RDSnapshotStarted) }},
+		{Name: "rd.snapshot-suspended", Version: 1, New: func() Payload { return new(RDSnapshotSuspended) }},
+		{Name: "rd.snapshot-taken", Version: 1, New: func() Payload { return new(RDSnapshotTaken) }},
+		{Name: "rd.snapshot-failed", Version: 1, New: func() Payload { return new(RDSnapshotFailed) }},
+		{Name: "rd.snapshot-deleted", Version: 1, New: func() Payload { return new(RDSnapshotDeleted) }},
+	} {
+		Register(t)
+	}
+}

@@ -1,0 +1,188 @@
+package linstor
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// objSnapshot is LINSTOR's MASK_SNAPSHOT.
+const objSnapshot uint64 = 0x0C0000
+
+// Snapshot is LINSTOR's snapshot (of a resource definition).
+type Snapshot struct {
+	Name              string                     `json:"name"`
+	ResourceName      string                     `json:"resource_name"`
+	Nodes             []string                   `json:"nodes"`
+	Flags             []string                   `json:"flags"`
+	VolumeDefinitions []SnapshotVolumeDefinition `json:"volume_definitions"`
+	Snapshots         []SnapshotNode             `json:"snapshots"`
+	Props             map[string]string          `json:"props,omitempty"`
+}
+
+// SnapshotVolumeDefinition is one volume of a snapshot.
+type SnapshotVolumeDefinition struct {
+	VolumeNumber int    `json:"volume_number"`
+	SizeKiB      uint64 `json:"size_kib"`
+}
+
+// SnapshotNode is a snapshot's part on one node.
+type SnapshotNode struct {
+	SnapshotName    string   `json:"snapshot_name"`
+	NodeName        string   `json:"node_name"`
+	CreateTimestamp int64    `json:"create_timestamp,omitempty"`
+	Flags           []string `json:"flags"`
+}
+
+// snapshotOf renders a definition's snapshot: flags SUCCESSFUL once taken,
+// FAILED_DEPLOYMENT when it failed (Cairn/Reason says why), none while under way.
+func snapshotOf(rd projections.ResourceDefinition, s projections.RDSnapshot) Snapshot {
+	flags := []string{}
+	switch s.Phase {
+	case projections.SnapshotTaken:
+		flags = append(flags, "SUCCESSFUL")
+	case projections.SnapshotFailed:
+		flags = append(flags, "FAILED_DEPLOYMENT")
+	}
+	out := Snapshot{Name: s.Name, ResourceName: rd.Name, Nodes: s.Nodes, Flags: flags,
+		Props: map[string]string{"Cairn/Phase": s.Phase}}
+	if s.Reason != "" {
+		out.Props["Cairn/Reason"] = s.Reason
+	}
+	for _, v := range s.Volumes {
+		out.VolumeDefinitions = append(out.VolumeDefinitions, SnapshotVolumeDefinition{VolumeNumber: v.Volume, SizeKiB: v.SizeKiB})
+	}
+	for _, n := range s.Nodes {
+		out.Snapshots = append(out.Snapshots, SnapshotNode{SnapshotName: s.Name, NodeName: n, CreateTimestamp: millis(s.DoneAt), Flags: flags})
+	}
+	return out
+}
+
+// viewSnapshots lists every definition's snapshots (?resources=, ?nodes= filter),
+// streamed.
+func (a *API) viewSnapshots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rds, nodes := queryList(q, "resources"), queryList(q, "nodes")
+	v, err := a.DB.Read()
+	if err != nil {
+		writeFailure(w, 0, objSnapshot, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		return
+	}
+	defer v.Close()
+	out := &arrayWriter{w: w}
+	err = v.EachResourceDefinition(func(rd projections.ResourceDefinition) (bool, error) {
+		if !matches(rds, rd.Name) {
+			return true, nil
+		}
+		for _, s := range rd.Snapshots {
+			if len(nodes) > 0 && !anyMatches(nodes, s.Nodes) {
+				continue
+			}
+			if err := out.add(snapshotOf(rd, s)); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil && !out.started {
+		writeFailure(w, 0, objSnapshot, err)
+		return
+	}
+	out.close()
+}
+
+func anyMatches(filter map[string]bool, names []string) bool {
+	for _, n := range names {
+		if matches(filter, n) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *API) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	a.withView(w, objSnapshot, func(v *projections.View) (any, error) {
+		rd, err := definition(v, name)
+		out := []Snapshot{}
+		for _, s := range rd.Snapshots {
+			out = append(out, snapshotOf(rd, s))
+		}
+		return out, err
+	})
+}
+
+func (a *API) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	name, snap := r.PathValue("rd"), r.PathValue("snap")
+	a.withView(w, objSnapshot, func(v *projections.View) (any, error) {
+		rd, err := definition(v, name)
+		if err != nil {
+			return nil, err
+		}
+		s, ok := rd.Snapshot(snap)
+		if !ok {
+			return nil, notFound(cairn.ObjResourceDefinition, "resource definition %s has no snapshot %s", name, snap)
+		}
+		return snapshotOf(rd, *s), nil
+	})
+}
+
+// SnapshotWait is how long a snapshot create waits for the snapshot to be taken (as
+// LINSTOR answers once it is) before it answers that it is still under way.
+var SnapshotWait = 30 * time.Second
+
+// createSnapshot maps LINSTOR's snapshot create to rd.snapshot and answers once the
+// snapshot is taken (success), failed (an error with the reason) or SnapshotWait passed
+// (a warning: still under way).
+func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	var in Snapshot
+	if !readBody(w, r, &in) {
+		return
+	}
+	if len(in.Nodes) > 0 {
+		writeFailure(w, opCreate, objSnapshot, cairn.InvalidField("nodes", "Cairn snapshots every disk of %s; a subset of nodes is not chosen", name))
+		return
+	}
+	reply, err := a.command(r, "rd.snapshot", map[string]any{"resource": name, "name": in.Name})
+	if err != nil {
+		writeFailure(w, opCreate, objSnapshot, err)
+		return
+	}
+	refs := map[string]string{"RscDfn": name, "SnapshotName": in.Name}
+	deadline := time.Now().Add(SnapshotWait)
+	for {
+		rd, err := a.definitionNow(name)
+		if err != nil {
+			writeFailure(w, opCreate, objSnapshot, err)
+			return
+		}
+		s, ok := rd.Snapshot(in.Name)
+		switch {
+		case !ok:
+			writeFailure(w, opCreate, objSnapshot, cairn.Errorf(cairn.CodeNotFound, "snapshot %s of %s is gone", in.Name, name))
+			return
+		case s.Phase == projections.SnapshotTaken:
+			writeResults(w, results(success(opCreate, objSnapshot, fmt.Sprintf("New snapshot '%s' of resource '%s' successfully created.", in.Name, name), refs), reply, opCreate, objSnapshot))
+			return
+		case s.Phase == projections.SnapshotFailed:
+			writeFailure(w, opCreate, objSnapshot, cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s failed: %s", in.Name, name, s.Reason))
+			return
+		case time.Now().After(deadline) || r.Context().Err() != nil:
+			e := rc(maskWarn, opCreate, objSnapshot, codeNoEffect, fmt.Sprintf("snapshot %s of %s is still %s after %s; see linstor snapshot list", in.Name, name, s.Phase, SnapshotWait))
+			writeResults(w, []ApiCallRc{e})
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// deleteSnapshot maps to rd.snapshot-delete.
+func (a *API) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	name, snap := r.PathValue("rd"), r.PathValue("snap")
+	a.commit(w, r, "rd.snapshot-delete", map[string]any{"resource": name, "name": snap}, opDelete, objSnapshot,
+		fmt.Sprintf("Snapshot '%s' of resource '%s' deleted.", snap, name), map[string]string{"RscDfn": name, "SnapshotName": snap})
+}

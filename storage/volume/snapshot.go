@@ -1,0 +1,162 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/rs/zerolog"
+)
+
+// Snapshotter takes and removes point-in-time snapshots of backing volumes. Thin back
+// ends have it (lvm_thin, zfs, zfs_thin, file_thin); thick LVM and preallocated files
+// do not, as in LINSTOR (SnapshotsOf answers ErrNoSnapshots).
+//
+// Both methods are idempotent: Snapshot of a snapshot that exists leaves it (a retry
+// after a crash), DeleteSnapshot of one that does not exist succeeds.
+type Snapshotter interface {
+	// Snapshot takes snapshot snap of volume name. The caller keeps writes away
+	// (DRBD's suspend-io) so the copy is consistent with the other replicas'.
+	Snapshot(ctx context.Context, name, snap string) error
+	// DeleteSnapshot removes snapshot snap of volume name.
+	DeleteSnapshot(ctx context.Context, name, snap string) error
+}
+
+// ErrNoSnapshots is returned by SnapshotsOf for a provider without snapshots.
+var ErrNoSnapshots = errors.New("provider has no snapshots")
+
+// CanSnapshot reports whether a provider's volumes have snapshots.
+func CanSnapshot(p drbd.Provider) bool {
+	switch p {
+	case drbd.ProviderLVMThin, drbd.ProviderZFS, drbd.ProviderZFSThin, drbd.ProviderFileThin:
+		return true
+	}
+	return false
+}
+
+// SnapshotsOf returns p's Snapshotter, or an error wrapping ErrNoSnapshots naming the
+// provider.
+func SnapshotsOf(p Provider, provider drbd.Provider) (Snapshotter, error) {
+	s, ok := p.(Snapshotter)
+	if !ok || !CanSnapshot(provider) {
+		return nil, fmt.Errorf("provider %s: %w (thick volumes are not snapshotted; use lvm_thin, zfs, zfs_thin or file_thin)", provider, ErrNoSnapshots)
+	}
+	return s, nil
+}
+
+var snapRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
+
+func checkSnap(name, snap string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if !snapRE.MatchString(snap) {
+		return fmt.Errorf("snapshot name %q: must be 1-48 letters, digits, '_' or '-', starting with a letter or digit", snap)
+	}
+	return nil
+}
+
+// SnapshotPath is the image file of snapshot snap of a file volume: <Dir>/<name>.<snap>.snap.
+func (f *File) SnapshotPath(name, snap string) string {
+	return filepath.Join(f.Dir, name+"."+snap+".snap")
+}
+
+// Snapshot copies the image file with `cp --reflink=auto --sparse=always` (a reflink
+// where the file system shares blocks, a sparse copy otherwise) to a temporary name and
+// renames it in place, so a snapshot file is always complete. Only file_thin.
+func (f *File) Snapshot(ctx context.Context, name, snap string) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	if !f.Thin {
+		return fmt.Errorf("volume %s: provider file: %w", name, ErrNoSnapshots)
+	}
+	dst := f.SnapshotPath(name, snap)
+	if _, err := os.Stat(dst); err == nil {
+		return nil
+	}
+	tmp := dst + ".tmp"
+	if _, err := (&execx.Runner{Log: zerolog.Nop()}).Run(ctx, []string{"cp", "--reflink=auto", "--sparse=always", f.Path(name), tmp}, execx.Options{}); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
+	}
+	return nil
+}
+
+// DeleteSnapshot removes the snapshot's image file.
+func (f *File) DeleteSnapshot(ctx context.Context, name, snap string) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	if err := os.Remove(f.SnapshotPath(name, snap)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
+	}
+	return nil
+}
+
+// Snapshot runs `lvcreate --yes --snapshot --setactivationskip y --name NAME.SNAP VG/NAME`
+// (a thin snapshot in the same thin pool, skipped at activation as LVM does by default)
+// unless it exists. Only lvm_thin.
+func (l *LVM) Snapshot(ctx context.Context, name, snap string) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	if l.ThinPool == "" {
+		return fmt.Errorf("volume %s: provider lvm: %w", name, ErrNoSnapshots)
+	}
+	lv := name + "." + snap
+	if _, ok, err := l.lookup(ctx, lv); err != nil || ok {
+		return err
+	}
+	if _, err := l.Exec.Run(ctx, []string{"lvcreate", "--yes", "--snapshot", "--setactivationskip", "y", "--name", lv, l.VG + "/" + name}, execx.Options{}); err != nil {
+		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
+	}
+	return nil
+}
+
+// DeleteSnapshot runs lvremove -f VG/NAME.SNAP if it exists.
+func (l *LVM) DeleteSnapshot(ctx context.Context, name, snap string) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	return l.Remove(ctx, name+"."+snap)
+}
+
+// Snapshot runs `zfs snapshot PARENT/NAME@SNAP` unless it exists (zfs list -t snapshot).
+func (z *ZFS) Snapshot(ctx context.Context, name, snap string) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	full := z.Parent + "/" + name + "@" + snap
+	if _, err := z.Exec.Run(ctx, []string{"zfs", "list", "-H", "-t", "snapshot", "-o", "name", full}, execx.Options{}); err == nil {
+		return nil
+	}
+	if _, err := z.Exec.Run(ctx, []string{"zfs", "snapshot", full}, execx.Options{}); err != nil {
+		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
+	}
+	return nil
+}
+
+// DeleteSnapshot runs `zfs destroy PARENT/NAME@SNAP` if it exists.
+func (z *ZFS) DeleteSnapshot(ctx context.Context, name, snap string) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	full := z.Parent + "/" + name + "@" + snap
+	if _, err := z.Exec.Run(ctx, []string{"zfs", "list", "-H", "-t", "snapshot", "-o", "name", full}, execx.Options{}); err != nil {
+		return nil // gone (or the pool is): nothing to delete
+	}
+	if _, err := z.Exec.Run(ctx, []string{"zfs", "destroy", full}, execx.Options{}); err != nil {
+		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package volume
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/stretchr/testify/require"
+)
+
+// file_thin snapshots for real: the snapshot keeps the data of its moment while the
+// volume changes, a second Snapshot keeps the first, DeleteSnapshot removes it (twice
+// is fine); a thick file is refused with ErrNoSnapshots.
+func TestFileSnapshot(t *testing.T) {
+	ctx := context.Background()
+	p, err := For(drbd.ProviderFileThin, "/pool", t.TempDir(), nil)
+	require.NoError(t, err)
+	s, err := SnapshotsOf(p, drbd.ProviderFileThin)
+	require.NoError(t, err)
+	path, err := p.Create(ctx, "r1_00000", 1024)
+	require.NoError(t, err)
+	write := func(at int64, data string) {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte(data), at)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	write(8192, "before")
+	require.NoError(t, s.Snapshot(ctx, "r1_00000", "s1"))
+	write(8192, "after!")
+	require.NoError(t, s.Snapshot(ctx, "r1_00000", "s1"), "again: kept as it is")
+	snapFile := p.(*File).SnapshotPath("r1_00000", "s1")
+	b, err := os.ReadFile(snapFile)
+	require.NoError(t, err)
+	require.Equal(t, "before", string(b[8192:8198]))
+	require.Len(t, b, 1024*1024)
+	require.NoError(t, s.DeleteSnapshot(ctx, "r1_00000", "s1"))
+	require.NoFileExists(t, snapFile)
+	require.NoError(t, s.DeleteSnapshot(ctx, "r1_00000", "s1"))
+	require.Error(t, s.Snapshot(ctx, "r1_00000", "../x"))
+
+	thick, err := For(drbd.ProviderFile, "/pool", t.TempDir(), nil)
+	require.NoError(t, err)
+	_, err = SnapshotsOf(thick, drbd.ProviderFile)
+	require.ErrorIs(t, err, ErrNoSnapshots)
+	_, err = SnapshotsOf(&LVM{VG: "vg0"}, drbd.ProviderLVM)
+	require.ErrorIs(t, err, ErrNoSnapshots)
+}
+
+// LVM thin and ZFS snapshots through the recorder: the exact commands.
+func TestLVMAndZFSSnapshots(t *testing.T) {
+	ctx := context.Background()
+	rec := &execx.Recorder{Strict: true}
+	rec.On("lvs").Stdout("")
+	rec.On("lvcreate")
+	l := &LVM{VG: "vg0", ThinPool: "thin", Exec: rec}
+	require.NoError(t, l.Snapshot(ctx, "r1_00000", "s1"))
+	require.Equal(t, []string{
+		"lvs --noheadings --nosuffix --units b --separator , -o lv_name,lv_size,vg_extent_size,pool_lv --select lv_name=r1_00000.s1 vg0",
+		"lvcreate --yes --snapshot --setactivationskip y --name r1_00000.s1 vg0/r1_00000",
+	}, rec.Commands())
+
+	rec = &execx.Recorder{Strict: true}
+	rec.On("zfs", "list").Fail(1, "cannot open 'tank/r1_00000@s1': dataset does not exist\n")
+	rec.On("zfs", "snapshot")
+	z := &ZFS{Parent: "tank", Exec: rec}
+	require.NoError(t, z.Snapshot(ctx, "r1_00000", "s1"))
+	require.NoError(t, z.DeleteSnapshot(ctx, "r1_00000", "s1"), "gone: nothing to destroy")
+	require.Equal(t, []string{
+		"zfs list -H -t snapshot -o name tank/r1_00000@s1",
+		"zfs snapshot tank/r1_00000@s1",
+		"zfs list -H -t snapshot -o name tank/r1_00000@s1",
+	}, rec.Commands())
+	rec = &execx.Recorder{Strict: true}
+	rec.On("zfs", "list").Stdout("tank/r1_00000@s1\n")
+	rec.On("zfs", "destroy")
+	z = &ZFS{Parent: "tank", Exec: rec}
+	require.NoError(t, z.DeleteSnapshot(ctx, "r1_00000", "s1"))
+	require.Equal(t, []string{"zfs list -H -t snapshot -o name tank/r1_00000@s1", "zfs destroy tank/r1_00000@s1"}, rec.Commands())
+}
