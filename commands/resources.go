@@ -154,6 +154,15 @@ type resourcePlan struct {
 	cands   []replicas.Candidate
 	byNode  map[string]int // index into cands
 	d       Decision
+	// restore, during rd.restore, gives the disks added restore seeds and the snapshot
+	// to start from.
+	restore *restorePlan
+}
+
+// restorePlan is what the disks of a definition restored from a snapshot share.
+type restorePlan struct {
+	from    drbd.SnapshotRef
+	current map[int]drbd.UUID // by volume: the current UUID of every restored copy
 }
 
 func newResourcePlan(v *projections.View, names events.Names, opts Options, d Decision) (*resourcePlan, error) {
@@ -374,7 +383,15 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 	}
 	if pool != nil {
 		ev.StoragePool, ev.Provider, ev.Pool = pool.Name, pool.Provider, pool.Pool
-		ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, !p.hasDisk(), force)
+		if p.restore != nil {
+			from := p.restore.from
+			ev.RestoreFrom, ev.Reason = &from, "restore"
+			ev.Seeds, err = drbd.PlanRestoreSeeds(id, p.restore.current)
+		} else {
+			// A restored definition's data came from a snapshot, not from writes since
+			// day 0: a later disk gets a full sync.
+			ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, !p.hasDisk(), force || p.rd.RestoredFrom != nil)
+		}
 		if err != nil {
 			return err
 		}
@@ -387,7 +404,8 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 	}
 	p.emit(ev)
 	p.rd.Replicas = append(p.rd.Replicas, projections.Replica{Node: node, NodeID: id, Minors: ev.Minors,
-		Diskless: ev.Diskless, Tiebreaker: tiebreaker, StoragePool: ev.StoragePool, Provider: ev.Provider, Pool: ev.Pool})
+		Diskless: ev.Diskless, Tiebreaker: tiebreaker, StoragePool: ev.StoragePool, Provider: ev.Provider, Pool: ev.Pool,
+		RestoreFrom: ev.RestoreFrom})
 	return nil
 }
 
@@ -992,6 +1010,21 @@ func resourceHandlers(opts Options) []Handler {
 				return d, err
 			}
 			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions, c.Properties); err != nil {
+				return d, err
+			}
+			return p.d, nil
+		}},
+		{Verb: "rd.restore", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
+			var c SnapshotRestore
+			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
+			}
+			d := Decision{Expect: streamBoundary(v)}
+			p, err := newResourcePlan(v, names, opts, d)
+			if err != nil {
+				return d, err
+			}
+			if err := p.restoreSnapshot(c); err != nil {
 				return d, err
 			}
 			return p.d, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/nats-io/nats.go/jetstream"
 	"sort"
@@ -879,4 +880,61 @@ func TestResizeVolume(t *testing.T) {
 	// Removing a grown replica gives back what it took at its new size.
 	must(t, s, "replica.remove", `{"resource":"r1","node":"n2"}`)
 	assert.EqualValues(t, 0, pool("n2").AllocatedKiB)
+}
+
+// Snapshot phases through their verbs (what the lease holder sends from the agents'
+// reports), refusals, and a restore: the target's disks start from the snapshot with
+// one shared current UUID, and a disk added to it later gets a full sync.
+func TestSnapshotVerbs(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 4, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n1","storage_pool":"thin"}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n3","storage_pool":"thin"}`)
+	r := must(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
+	require.Equal(t, []string{"rd.snapshot-started"}, eventTypes(r))
+	r1 := definition(t, s, "r1")
+	snap, _ := r1.Snapshot("s1")
+	assert.Equal(t, []string{"n1", "n3"}, snap.Nodes)
+	assert.Equal(t, projections.SnapshotSuspending, snap.Phase)
+	refused(t, s, "rd.snapshot", `{"resource":"r1","name":"s2"}`, cairn.CodePreconditionFailed, "snapshot s1 of r1 is under way")
+	refused(t, s, "rd.restore", `{"resource":"r1","snapshot":"s1","target":"r2"}`, cairn.CodePreconditionFailed, "only a taken snapshot is restored")
+	refused(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`, cairn.CodePreconditionFailed, "suspending; taken does not follow")
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"take"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
+	require.Eventually(t, func() bool {
+		d, ok := published(t, s.JS, "n1", "r1")
+		return ok && reflect.DeepEqual([]drbd.SnapshotOrder{{Name: "s1", Seq: snap.StartedSeq, Phase: drbd.SnapKeep}}, d.Snapshots)
+	}, 5*time.Second, 20*time.Millisecond, "n1's desired state never said keep")
+
+	r = must(t, s, "rd.restore", `{"resource":"r1","snapshot":"s1","target":"r2"}`)
+	r2 := definition(t, s, "r2")
+	require.NotNil(t, r2.RestoredFrom)
+	assert.Equal(t, "n1:disk n2:tb n3:disk", layout(r2))
+	var seeds []string
+	for _, rep := range r2.Replicas {
+		if !rep.Diskless {
+			require.NotNil(t, rep.RestoreFrom)
+			assert.False(t, rep.FullSync)
+			require.Len(t, rep.Seeds, 1)
+			seeds = append(seeds, strings.Split(rep.Seeds[0].GI, ":")[0])
+		}
+	}
+	assert.Equal(t, seeds[0], seeds[1], "the restored disks share one current UUID")
+	assert.NotEqual(t, r2.Volumes[0].Day0GI, seeds[0])
+	must(t, s, "replica.add", `{"resource":"r2","node":"n4","storage_pool":"thin"}`)
+	r2 = definition(t, s, "r2")
+	rep, _ := r2.Replica("n4")
+	assert.True(t, rep.FullSync, "a disk added to a restored definition is fully synced")
+	assert.Nil(t, rep.RestoreFrom)
+
+	refused(t, s, "rd.delete", `{"name":"r1"}`, cairn.CodePreconditionFailed, "has snapshots (s1)")
+	must(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)
+	refused(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s1"}`, cairn.CodeNotFound, "has no snapshot s1")
+	must(t, s, "sp.create", `{"node":"n2","name":"file","provider":"file","pool":"/f"}`)
+	must(t, s, "rd.create", `{"name":"r3"}`)
+	must(t, s, "vd.create", `{"resource":"r3","volume":0,"size_kib":8192}`)
+	must(t, s, "replica.add", `{"resource":"r3","node":"n2","storage_pool":"file"}`)
+	refused(t, s, "rd.snapshot", `{"resource":"r3","name":"s1"}`, cairn.CodePreconditionFailed, "providers without snapshots: n2 (file)")
 }

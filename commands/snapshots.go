@@ -96,6 +96,85 @@ func (p *resourcePlan) snapshotProgress(c SnapshotProgress) error {
 	return nil
 }
 
+// SnapshotRestore is the body of rd.restore.
+type SnapshotRestore struct {
+	Resource string `json:"resource"`
+	Snapshot string `json:"snapshot"`
+	Target   string `json:"target"`
+}
+
+// restoreSnapshot creates definition c.Target from a taken snapshot: the source's group
+// and DRBD options, its volumes at the snapshot's sizes (new day-0 GIs), a disk on every
+// node holding the snapshot (the source's pool there), each starting as that node's copy
+// of the snapshot with restore seeds (one current UUID per volume shared by all: no
+// resync between them), and the tiebreaker rule. Refuses not_found (definition,
+// snapshot), precondition_failed (a snapshot not taken; a node gone, offline or without
+// room), and what rd.create refuses for the target name.
+func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
+	src, ok, err := p.v.ResourceDefinition(c.Resource)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Resource).About(cairn.ObjResourceDefinition)
+	}
+	snap, ok := src.Snapshot(c.Snapshot)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", c.Resource, c.Snapshot)
+	}
+	if snap.Phase != projections.SnapshotTaken {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is %s; only a taken snapshot is restored", c.Snapshot, c.Resource, snap.Phase)
+	}
+	if len(snap.Nodes) == 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "no node holds snapshot %s of %s any more", c.Snapshot, c.Resource)
+	}
+	if err := p.createDefinition(c.Target, src.ResourceGroup, src.DRBDOptions, nil); err != nil {
+		return err
+	}
+	from := drbd.SnapshotRef{Resource: c.Resource, Snapshot: c.Snapshot}
+	p.rd.RestoredFrom = &from
+	for i := range p.d.Events {
+		if ev, ok := p.d.Events[i].Payload.(*events.ResourceDefinitionCreated); ok && ev.Name == c.Target {
+			ev.RestoredFrom = &from
+		}
+	}
+	current := map[int]drbd.UUID{}
+	for _, vol := range snap.Volumes {
+		if err := p.createVolume(vol.Volume, vol.SizeKiB); err != nil {
+			return err
+		}
+		day0, _ := drbd.ParseUUID(p.rd.Volumes[len(p.rd.Volumes)-1].Day0GI)
+		u, err := drbd.NewDay0GI(p.rand, day0)
+		if err != nil {
+			return err
+		}
+		current[vol.Volume] = u
+	}
+	p.restore = &restorePlan{from: from, current: current}
+	for _, node := range snap.Nodes {
+		r, ok := src.Replica(node)
+		if !ok || r.Diskless {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "node %s no longer holds a disk of %s with snapshot %s", node, c.Resource, c.Snapshot)
+		}
+		cand, ok := p.candidate(node)
+		if !ok {
+			return cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode)
+		}
+		if !cand.Online {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "node %s holding a copy of snapshot %s is offline", node, c.Snapshot)
+		}
+		pool, err := p.pickPool(node, r.StoragePool)
+		if err != nil {
+			return err
+		}
+		if err := p.addReplica(node, &pool, false, "restore", false, drbd.Options{}); err != nil {
+			return err
+		}
+	}
+	p.restore = nil
+	return p.tiebreaker()
+}
+
 // SnapshotNext decides, from the latest report of every node of a snapshot under way,
 // what comes next: "take" once all report I/O suspended, "taken" once all report it
 // taken, "failed" (with the reason) as soon as one reports it aborted or failed. ok is

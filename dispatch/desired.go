@@ -50,7 +50,7 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	}
 	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller.Options, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas)
 	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
-		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync}
+		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync, RestoreFrom: local.RestoreFrom}
 	for _, s := range rd.Snapshots {
 		if slices.Contains(s.Nodes, node) {
 			d.Snapshots = append(d.Snapshots, drbd.SnapshotOrder{Name: s.Name, Seq: s.StartedSeq, Phase: snapshotOrders[s.Phase]})

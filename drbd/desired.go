@@ -135,6 +135,10 @@ type Local struct {
 	// per volume. Empty (with FullSync) means fresh metadata and a full initial sync.
 	Seeds    []Seed `json:"seeds,omitempty"`
 	FullSync bool   `json:"full_sync,omitempty"`
+	// RestoreFrom, on a replica of a restored definition, is the snapshot whose copy on
+	// this node (of the source definition's volumes in the same pool) each new backing
+	// volume starts from.
+	RestoreFrom *SnapshotRef `json:"restore_from,omitempty"`
 }
 
 // Seed is one `drbdmeta --force --node-id NodeID <minor> v09 <disk> internal set-gi GI`.

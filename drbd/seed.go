@@ -3,6 +3,7 @@ package drbd
 import (
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/cairn-io/cairn"
 )
@@ -143,4 +144,37 @@ func PlanSeeds(in SeedInput) (seeds []Seed, fullSync bool, err error) {
 		}
 	}
 	return seeds, fullSync, nil
+}
+
+// SnapshotRef names a snapshot of a resource definition a new replica's disks are
+// restored from (Local.RestoreFrom).
+type SnapshotRef struct {
+	Resource string `json:"resource"`
+	Snapshot string `json:"snapshot"`
+}
+
+// PlanRestoreSeeds plans the set-gi calls of a disk restored from a snapshot, on node
+// id id: fresh metadata (create-md) whose own GI has current (one UUID per volume, the
+// same on every replica restored from the same snapshot), consistent and up to date.
+// The snapshot's copies are identical, so replicas restored together connect without a
+// resync; every bitmap UUID stays 0 (create-md's), so any replica added later is no
+// day-0 replica of this data and gets a full sync (the definition forces it).
+func PlanRestoreSeeds(id int, current map[int]UUID) ([]Seed, error) {
+	if id < 0 || id > MaxNodeID {
+		return nil, fmt.Errorf("node id must be 0..%d, got %d", MaxNodeID, id)
+	}
+	vols := make([]int, 0, len(current))
+	for v := range current {
+		vols = append(vols, v)
+	}
+	sort.Ints(vols)
+	var seeds []Seed
+	for _, v := range vols {
+		if current[v] == 0 || current[v] == UUIDJustCreated {
+			return nil, fmt.Errorf("volume %d: restore current UUID %s is not a data UUID", v, current[v])
+		}
+		g := GI{}.SetUUID(GICurrent, current[v]).SetFlag(GIConsistent, true).SetFlag(GIWasUpToDate, true)
+		seeds = append(seeds, Seed{Volume: v, NodeID: id, GI: g.String()})
+	}
+	return seeds, nil
 }

@@ -98,6 +98,8 @@ type ResourceDefinitionCreated struct {
 	ResourceGroup string       `json:"resource_group,omitempty"`
 	Port          int          `json:"port"`
 	DRBDOptions   drbd.Options `json:"drbd_options,omitzero"`
+	// RestoredFrom is the snapshot a restored definition's data comes from (rd.restore).
+	RestoredFrom *drbd.SnapshotRef `json:"restored_from,omitempty"`
 }
 
 // VolumeDefinitionCreated: a volume of a definition, with its random day-0 GI.
@@ -129,7 +131,9 @@ type ReplicaAdded struct {
 	Seeds       []drbd.Seed   `json:"seeds,omitempty"`
 	FullSync    bool          `json:"full_sync,omitempty"`
 	DRBDOptions drbd.Options  `json:"drbd_options,omitzero"`
-	// Reason: explicit, autoplace or tiebreaker.
+	// RestoreFrom: the disk starts as this node's copy of a snapshot (rd.restore).
+	RestoreFrom *drbd.SnapshotRef `json:"restore_from,omitempty"`
+	// Reason: explicit, autoplace, tiebreaker or restore.
 	Reason string `json:"reason"`
 }
 

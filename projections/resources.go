@@ -133,6 +133,8 @@ type Replica struct {
 	FullSync    bool                 `json:"full_sync,omitempty"`
 	DRBDOptions drbd.Options         `json:"drbd_options,omitzero"`
 	Inactive    bool                 `json:"inactive,omitempty"`
+	// RestoreFrom: the disk started as this node's copy of a snapshot.
+	RestoreFrom *drbd.SnapshotRef `json:"restore_from,omitempty"`
 	// Incarnation is the sequence of the event that created the replica's current disk
 	// (replica.added, or replica.disk-toggled to diskful).
 	Incarnation uint64    `json:"incarnation"`
@@ -161,6 +163,9 @@ type ResourceDefinition struct {
 	Properties map[string]string  `json:"properties,omitempty"`
 	Volumes    []VolumeDefinition `json:"volumes"`
 	Replicas   []Replica          `json:"replicas"`
+	// RestoredFrom is the snapshot the definition was restored from (rd.restore): every
+	// replica added later gets a full sync.
+	RestoredFrom *drbd.SnapshotRef `json:"restored_from,omitempty"`
 	// Snapshots are the definition's snapshots, by name (docs/resources.md "Snapshots").
 	Snapshots  []RDSnapshot `json:"snapshots,omitempty"`
 	CreatedSeq uint64       `json:"created_seq"`
@@ -375,7 +380,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		}
 		return true, t.put(rdKey(d.Name), ResourceDefinition{Name: d.Name, ResourceGroup: d.ResourceGroup,
 			Port: d.Port, DRBDOptions: d.DRBDOptions, Volumes: []VolumeDefinition{}, Replicas: []Replica{},
-			CreatedSeq: ev.Seq, Seq: ev.Seq})
+			RestoredFrom: d.RestoredFrom, CreatedSeq: ev.Seq, Seq: ev.Seq})
 	case *events.ResourceDefinitionDeleted:
 		var rd ResourceDefinition
 		if ok, err := getJSON(t, rdKey(d.Name), &rd); err != nil || !ok {
@@ -516,7 +521,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			}
 			r := Replica{Node: d.Node, NodeID: d.NodeID, Minors: d.Minors, Diskless: d.Diskless, Tiebreaker: d.Tiebreaker,
 				StoragePool: d.StoragePool, Provider: d.Provider, Pool: d.Pool, Seeds: d.Seeds, FullSync: d.FullSync,
-				DRBDOptions: d.DRBDOptions, Incarnation: ev.Seq, AddedSeq: ev.Seq, AddedAt: ev.OccurredAt}
+				DRBDOptions: d.DRBDOptions, RestoreFrom: d.RestoreFrom, Incarnation: ev.Seq, AddedSeq: ev.Seq, AddedAt: ev.OccurredAt}
 			rd.Replicas = append(rd.Replicas, r)
 			slices.SortFunc(rd.Replicas, func(a, b Replica) int { return a.NodeID - b.NodeID })
 			for _, m := range d.Minors {

@@ -130,6 +130,16 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 					return st, fmt.Errorf("grow backing volume %s to %d KiB: %w", name, want, err)
 				}
 			}
+			if from := l.RestoreFrom; from != nil && st.Sizes[v.Number] == 0 && !st.MDCreated {
+				// A restored disk starts as this node's copy of the snapshot.
+				snapper, err := volume.SnapshotsOf(prov, l.Provider)
+				if err != nil {
+					return st, err
+				}
+				if err := snapper.Restore(ctx, name, volume.Name(from.Resource, v.Number), from.Snapshot, want); err != nil {
+					return st, err
+				}
+			}
 			path, err := prov.Create(ctx, name, want)
 			if err != nil {
 				return st, fmt.Errorf("backing volume %s: %w", name, err)

@@ -60,6 +60,16 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 		return filepath.Join(nodes[node].root, "var/lib/cairn/thin", "r1_00000."+snap+".snap")
 	}
 
+	// Data on n1's disk before the snapshot: the restored copy on n1 must hold it.
+	disk1, _ := diskOf(t, nodes["n1"], "r1")
+	f, err := os.OpenFile(disk1, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("before the snapshot"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
 	submit(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
 	eventually(t, "s1 taken", 30*time.Second, func() (bool, string) {
 		snap, _ := snapshotOf(t, s, "r1", "s1")
@@ -77,6 +87,33 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 		})
 	}
 	refusedCmd(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`, "already has a snapshot s1")
+
+	// Restore s1 into r2 on the three nodes that hold it: they start in sync (no
+	// resync among them), n1's copy holds what n1 had, and a later disk would be fully
+	// synced (the definition is marked restored).
+	submit(t, s, "rd.restore", `{"resource":"r1","snapshot":"s1","target":"r2"}`)
+	st := waitApplied(t, s, "r2", map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
+	for n, status := range st {
+		for peer, kind := range syncKinds(status) {
+			if kind != "none" && kind != "" {
+				t.Errorf("restored r2 on %s synced with %s: %s, want none (one consistent snapshot)", n, peer, kind)
+			}
+		}
+		if len(status.Volumes) != 1 || status.Volumes[0].DiskState != "UpToDate" {
+			t.Errorf("restored r2 on %s: volumes %s, want UpToDate", n, js(status.Volumes))
+		}
+	}
+	disk2, _ := diskOf(t, nodes["n1"], "r2")
+	b, err := os.ReadFile(disk2)
+	if err != nil || !strings.HasPrefix(string(b), "before the snapshot") {
+		t.Errorf("n1's restored r2 does not hold n1's data of the snapshot: %v", err)
+	}
+	if rd2 := desiredOf(t, s, "n1", "r2"); rd2 == nil || rd2.Local.RestoreFrom == nil || rd2.Local.RestoreFrom.Snapshot != "s1" {
+		t.Errorf("r2's desired state on n1 does not name the snapshot it starts from: %+v", rd2)
+	}
+	refusedCmd(t, s, "rd.restore", `{"resource":"r1","snapshot":"nope","target":"r3"}`, "has no snapshot nope")
+	refusedCmd(t, s, "rd.restore", `{"resource":"r1","snapshot":"s1","target":"r2"}`, "already exists")
+	submit(t, s, "rd.delete", `{"name":"r2"}`)
 	refusedCmd(t, s, "rd.delete", `{"name":"r1"}`, "has snapshots (s1)")
 
 	// n3's agent is away: n1 and n2 suspend, resume at the bound; the snapshot fails.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/internal/execx"
@@ -26,6 +27,12 @@ type Snapshotter interface {
 	Snapshot(ctx context.Context, name, snap string) error
 	// DeleteSnapshot removes snapshot snap of volume name.
 	DeleteSnapshot(ctx context.Context, name, snap string) error
+	// Restore makes volume name of sizeKiB KiB (as Create sizes it) holding snapshot
+	// snap of volume from: its data up to the smaller size, the rest (where internal
+	// metadata goes) whatever follows. A volume name that exists is left as it is (a
+	// retry; the caller's Create checks it). Returns an error when the snapshot is
+	// missing or the tool fails.
+	Restore(ctx context.Context, name, from, snap string, sizeKiB uint64) error
 }
 
 // ErrNoSnapshots is returned by SnapshotsOf for a provider without snapshots.
@@ -92,6 +99,34 @@ func (f *File) Snapshot(ctx context.Context, name, snap string) error {
 	return nil
 }
 
+// Restore copies the snapshot's image file (`cp --reflink=auto --sparse=always`) to a
+// temporary name, sets its length to sizeKiB and renames it to the volume's image.
+func (f *File) Restore(ctx context.Context, name, from, snap string, sizeKiB uint64) error {
+	if err := checkSnap(from, snap); err != nil {
+		return err
+	}
+	if err := checkCreate(name, sizeKiB); err != nil {
+		return err
+	}
+	if _, err := os.Stat(f.Path(name)); err == nil {
+		return nil
+	}
+	src := f.SnapshotPath(from, snap)
+	if _, err := os.Stat(src); err != nil {
+		return fmt.Errorf("restore %s from snapshot %s of %s: %w", name, snap, from, err)
+	}
+	tmp := f.Path(name) + ".restore.tmp"
+	if _, err := (&execx.Runner{Log: zerolog.Nop()}).Run(ctx, []string{"cp", "--reflink=auto", "--sparse=always", src, tmp}, execx.Options{}); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("restore %s from snapshot %s of %s: %w", name, snap, from, err)
+	}
+	if err := os.Truncate(tmp, int64(sizeKiB)*1024); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("restore %s: %w", name, err)
+	}
+	return os.Rename(tmp, f.Path(name))
+}
+
 // DeleteSnapshot removes the snapshot's image file.
 func (f *File) DeleteSnapshot(ctx context.Context, name, snap string) error {
 	if err := checkSnap(name, snap); err != nil {
@@ -123,6 +158,30 @@ func (l *LVM) Snapshot(ctx context.Context, name, snap string) error {
 	return nil
 }
 
+// Restore runs `lvcreate --yes --snapshot --setactivationskip n --name NAME VG/FROM.SNAP`
+// (a writable thin snapshot of the snapshot) and `lvresize --yes --force --size SIZEk
+// VG/NAME` to the wanted size, unless NAME exists.
+func (l *LVM) Restore(ctx context.Context, name, from, snap string, sizeKiB uint64) error {
+	if err := checkSnap(from, snap); err != nil {
+		return err
+	}
+	if err := checkCreate(name, sizeKiB); err != nil {
+		return err
+	}
+	if _, ok, err := l.lookup(ctx, name); err != nil || ok {
+		return err
+	}
+	for _, argv := range [][]string{
+		{"lvcreate", "--yes", "--snapshot", "--setactivationskip", "n", "--name", name, l.VG + "/" + from + "." + snap},
+		{"lvresize", "--yes", "--force", "--size", strconv.FormatUint(sizeKiB, 10) + "k", l.VG + "/" + name},
+	} {
+		if _, err := l.Exec.Run(ctx, argv, execx.Options{}); err != nil {
+			return fmt.Errorf("restore %s from snapshot %s of %s: %w", name, snap, from, err)
+		}
+	}
+	return nil
+}
+
 // DeleteSnapshot runs lvremove -f VG/NAME.SNAP if it exists.
 func (l *LVM) DeleteSnapshot(ctx context.Context, name, snap string) error {
 	if err := checkSnap(name, snap); err != nil {
@@ -142,6 +201,31 @@ func (z *ZFS) Snapshot(ctx context.Context, name, snap string) error {
 	}
 	if _, err := z.Exec.Run(ctx, []string{"zfs", "snapshot", full}, execx.Options{}); err != nil {
 		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
+	}
+	return nil
+}
+
+// Restore runs `zfs clone PARENT/FROM@SNAP PARENT/NAME` and sets its volsize (rounded
+// to ZFSGranuleKiB), unless NAME exists. The clone depends on the snapshot: ZFS refuses
+// to destroy the snapshot while the clone lives.
+func (z *ZFS) Restore(ctx context.Context, name, from, snap string, sizeKiB uint64) error {
+	if err := checkSnap(from, snap); err != nil {
+		return err
+	}
+	if err := checkCreate(name, sizeKiB); err != nil {
+		return err
+	}
+	if _, ok, err := z.lookup(ctx, name); err != nil || ok {
+		return err
+	}
+	rounded := (sizeKiB + ZFSGranuleKiB - 1) / ZFSGranuleKiB * ZFSGranuleKiB
+	for _, argv := range [][]string{
+		{"zfs", "clone", z.Parent + "/" + from + "@" + snap, z.Parent + "/" + name},
+		{"zfs", "set", "volsize=" + strconv.FormatUint(rounded, 10) + "K", z.Parent + "/" + name},
+	} {
+		if _, err := z.Exec.Run(ctx, argv, execx.Options{}); err != nil {
+			return fmt.Errorf("restore %s from snapshot %s of %s: %w", name, snap, from, err)
+		}
 	}
 	return nil
 }

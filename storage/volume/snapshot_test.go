@@ -81,3 +81,46 @@ func TestLVMAndZFSSnapshots(t *testing.T) {
 	require.NoError(t, z.DeleteSnapshot(ctx, "r1_00000", "s1"))
 	require.Equal(t, []string{"zfs list -H -t snapshot -o name tank/r1_00000@s1", "zfs destroy tank/r1_00000@s1"}, rec.Commands())
 }
+
+// Restore: a file_thin volume restored from a snapshot holds the snapshot's data at the
+// wanted length (real files); LVM and ZFS through the recorder.
+func TestRestore(t *testing.T) {
+	ctx := context.Background()
+	p, err := For(drbd.ProviderFileThin, "/pool", t.TempDir(), nil)
+	require.NoError(t, err)
+	s, _ := SnapshotsOf(p, drbd.ProviderFileThin)
+	path, err := p.Create(ctx, "r1_00000", 1024)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, append(make([]byte, 4096), []byte("data")...), 0o600))
+	require.NoError(t, os.Truncate(path, 1024*1024))
+	require.NoError(t, s.Snapshot(ctx, "r1_00000", "s1"))
+	require.NoError(t, s.Restore(ctx, "r2_00000", "r1_00000", "s1", 2048))
+	b, err := os.ReadFile(p.Path("r2_00000"))
+	require.NoError(t, err)
+	require.Len(t, b, 2048*1024)
+	require.Equal(t, "data", string(b[4096:4100]))
+	_, err = p.Create(ctx, "r2_00000", 2048)
+	require.NoError(t, err, "the restored volume fits its size")
+	require.Error(t, s.Restore(ctx, "r3_00000", "r1_00000", "nope", 2048))
+
+	rec := &execx.Recorder{Strict: true}
+	rec.On("lvs").Stdout("")
+	rec.On("lvcreate")
+	rec.On("lvresize")
+	require.NoError(t, (&LVM{VG: "vg0", ThinPool: "thin", Exec: rec}).Restore(ctx, "r2_00000", "r1_00000", "s1", 2048))
+	require.Equal(t, []string{
+		"lvs --noheadings --nosuffix --units b --separator , -o lv_name,lv_size,vg_extent_size,pool_lv --select lv_name=r2_00000 vg0",
+		"lvcreate --yes --snapshot --setactivationskip n --name r2_00000 vg0/r1_00000.s1",
+		"lvresize --yes --force --size 2048k vg0/r2_00000",
+	}, rec.Commands())
+	rec = &execx.Recorder{Strict: true}
+	rec.On("zfs", "list").Stdout("")
+	rec.On("zfs", "clone")
+	rec.On("zfs", "set")
+	require.NoError(t, (&ZFS{Parent: "tank", Exec: rec}).Restore(ctx, "r2_00000", "r1_00000", "s1", 2000))
+	require.Equal(t, []string{
+		"zfs list -H -p -t volume -d 1 -o name,volsize,volblocksize,refreservation tank",
+		"zfs clone tank/r1_00000@s1 tank/r2_00000",
+		"zfs set volsize=2048K tank/r2_00000",
+	}, rec.Commands())
+}
