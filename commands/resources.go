@@ -101,6 +101,11 @@ type (
 		Resource string `json:"resource"`
 		Name     string `json:"name"`
 	}
+	// SnapshotRollback is the body of rd.rollback.
+	SnapshotRollback struct {
+		Resource string `json:"resource"`
+		Snapshot string `json:"snapshot"`
+	}
 	// SnapshotProgress is the body of rd.snapshot-progress.
 	SnapshotProgress struct {
 		Resource string `json:"resource"`
@@ -1108,6 +1113,9 @@ func resourceHandlers(opts Options) []Handler {
 		onResource("rd.snapshot", func() any { return new(SnapshotRef) },
 			func(c any) string { return c.(*SnapshotRef).Resource },
 			func(p *resourcePlan, c any) error { return p.snapshot(c.(*SnapshotRef).Name) }),
+		onResource("rd.rollback", func() any { return new(SnapshotRollback) },
+			func(c any) string { return c.(*SnapshotRollback).Resource },
+			func(p *resourcePlan, c any) error { return p.rollback(c.(*SnapshotRollback).Snapshot) }),
 		onResource("rd.snapshot-delete", func() any { return new(SnapshotRef) },
 			func(c any) string { return c.(*SnapshotRef).Resource },
 			func(p *resourcePlan, c any) error { return p.deleteSnapshot(c.(*SnapshotRef).Name) }),

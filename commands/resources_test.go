@@ -930,6 +930,22 @@ func TestSnapshotVerbs(t *testing.T) {
 	assert.Nil(t, rep.RestoreFrom)
 
 	refused(t, s, "rd.delete", `{"name":"r1"}`, cairn.CodePreconditionFailed, "has snapshots (s1)")
+
+	// Roll back: only deactivated, only to the latest snapshot, only disks that hold it.
+	refused(t, s, "rd.rollback", `{"resource":"r1","snapshot":"s1"}`, cairn.CodePreconditionFailed, "is active on n1, n2, n3")
+	must(t, s, "resource.deactivate", `{"resource":"r1"}`)
+	r = must(t, s, "rd.rollback", `{"resource":"r1","snapshot":"s1"}`)
+	require.Equal(t, []string{"rd.rolled-back"}, eventTypes(r))
+	require.Eventually(t, func() bool {
+		d, ok := published(t, s.JS, "n3", "r1")
+		return ok && d.Local.Rollback != nil && d.Local.Rollback.Snapshot == "s1" && len(d.Local.Rollback.Seeds) == 1
+	}, 5*time.Second, 20*time.Millisecond, "n3's desired state never carried the rollback")
+	must(t, s, "replica.add", `{"resource":"r1","node":"n4","storage_pool":"thin"}`)
+	r1 = definition(t, s, "r1")
+	rep, _ = r1.Replica("n4")
+	assert.True(t, rep.FullSync, "a disk added after a rollback is fully synced")
+	must(t, s, "resource.deactivate", `{"resource":"r1","node":"n4"}`)
+	refused(t, s, "rd.rollback", `{"resource":"r1","snapshot":"s1"}`, cairn.CodePreconditionFailed, "disks of r1 on n4 were added after snapshot s1")
 	must(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)
 	refused(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s1"}`, cairn.CodeNotFound, "has no snapshot s1")
 	must(t, s, "sp.create", `{"node":"n2","name":"file","provider":"file","pool":"/f"}`)

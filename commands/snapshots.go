@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/cairn-io/cairn"
@@ -173,6 +174,59 @@ func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
 	}
 	p.restore = nil
 	return p.tiebreaker()
+}
+
+// rollback rolls every disk of the definition back to its latest snapshot, name.
+// Refuses not_found (snapshot), precondition_failed: not taken, not the latest taken
+// snapshot (a rollback to an older one would silently drop the newer ones), a replica
+// still active (deactivate the resource everywhere first), a disk without the snapshot
+// (added after it: remove it first), a snapshot under way.
+func (p *resourcePlan) rollback(name string) error {
+	s, ok := p.rd.Snapshot(name)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", p.rd.Name, name)
+	}
+	if s.Phase != projections.SnapshotTaken {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is %s; only a taken snapshot is rolled back to", name, p.rd.Name, s.Phase)
+	}
+	for _, o := range p.rd.Snapshots {
+		switch {
+		case o.Phase == projections.SnapshotSuspending || o.Phase == projections.SnapshotTaking:
+			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is under way", o.Name, p.rd.Name)
+		case o.Phase == projections.SnapshotTaken && o.StartedSeq > s.StartedSeq:
+			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is newer than %s: a rollback goes to the latest snapshot only (delete %s first)", o.Name, p.rd.Name, name, o.Name)
+		}
+	}
+	var active, missing []string
+	for _, r := range p.rd.Replicas {
+		if !r.Inactive {
+			active = append(active, r.Node)
+		}
+		if !r.Diskless && !slices.Contains(s.Nodes, r.Node) {
+			missing = append(missing, r.Node)
+		}
+	}
+	slices.Sort(active)
+	slices.Sort(missing)
+	if len(active) > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s is active on %s; deactivate it everywhere first (resource.deactivate)", p.rd.Name, strings.Join(active, ", ")).
+			WithDetails(map[string]any{"nodes": active})
+	}
+	if len(missing) > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "the disks of %s on %s were added after snapshot %s and do not hold it; remove them first", p.rd.Name, strings.Join(missing, ", "), name)
+	}
+	current := map[string]string{}
+	for _, v := range p.rd.Volumes {
+		day0, _ := drbd.ParseUUID(v.Day0GI)
+		u, err := drbd.NewDay0GI(p.rand, day0)
+		if err != nil {
+			return err
+		}
+		current[strconv.Itoa(v.Volume)] = u.String()
+	}
+	p.emit(&events.RDRolledBack{Resource: p.rd.Name, Name: name, Current: current})
+	p.warn("every disk of %s goes back to snapshot %s: what was written since is lost; activate the resource when the agents report it rolled back", p.rd.Name, name)
+	return nil
 }
 
 // SnapshotNext decides, from the latest report of every node of a snapshot under way,

@@ -8,6 +8,7 @@ package dispatch
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
@@ -51,6 +52,16 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller.Options, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas)
 	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
 		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync, RestoreFrom: local.RestoreFrom}
+	if rb := rd.Rollback; rb != nil && !local.Diskless && local.Incarnation < rb.Seq {
+		current := map[int]drbd.UUID{}
+		for v, hex := range rb.Current {
+			n, _ := strconv.Atoi(v)
+			current[n], _ = drbd.ParseUUID(hex)
+		}
+		seeds, _ := drbd.PlanRestoreSeeds(local.NodeID, current) // checked when the event was decided
+		d.Local.Rollback = &drbd.Rollback{Snapshot: rb.Snapshot, Seq: rb.Seq, Seeds: seeds}
+		d.Revision = max(d.Revision, rb.Seq)
+	}
 	for _, s := range rd.Snapshots {
 		if slices.Contains(s.Nodes, node) {
 			d.Snapshots = append(d.Snapshots, drbd.SnapshotOrder{Name: s.Name, Seq: s.StartedSeq, Phase: snapshotOrders[s.Phase]})

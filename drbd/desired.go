@@ -139,6 +139,17 @@ type Local struct {
 	// this node (of the source definition's volumes in the same pool) each new backing
 	// volume starts from.
 	RestoreFrom *SnapshotRef `json:"restore_from,omitempty"`
+	// Rollback, once per Seq, makes every backing volume hold its snapshot Snapshot
+	// again and gives it fresh metadata with Seeds (the same current UUID on every
+	// replica), while the resource is down.
+	Rollback *Rollback `json:"rollback,omitempty"`
+}
+
+// Rollback is a definition's roll back to one of its snapshots, as one node carries it out.
+type Rollback struct {
+	Snapshot string `json:"snapshot"`
+	Seq      uint64 `json:"seq"`
+	Seeds    []Seed `json:"seeds"`
 }
 
 // Seed is one `drbdmeta --force --node-id NodeID <minor> v09 <disk> internal set-gi GI`.

@@ -45,6 +45,17 @@ type RDSnapshotFailed struct {
 	Reason   string `json:"reason"`
 }
 
+// RDRolledBack: every disk of the definition (all deactivated, all holding the
+// snapshot) goes back to snapshot Name; Current is the current UUID each volume's
+// fresh metadata gets on every disk (hex, by volume number).
+type RDRolledBack struct {
+	Resource string            `json:"resource"`
+	Name     string            `json:"name"`
+	Current  map[string]string `json:"current"`
+}
+
+func (*RDRolledBack) EventType() string { return "rd.rolled-back" }
+
 func (*RDSnapshotStarted) EventType() string   { return "rd.snapshot-started" }
 func (*RDSnapshotSuspended) EventType() string { return "rd.snapshot-suspended" }
 func (*RDSnapshotTaken) EventType() string     { return "rd.snapshot-taken" }
@@ -58,6 +69,7 @@ func init() {
 		{Name: "rd.snapshot-taken", Version: 1, New: func() Payload { return new(RDSnapshotTaken) }},
 		{Name: "rd.snapshot-failed", Version: 1, New: func() Payload { return new(RDSnapshotFailed) }},
 		{Name: "rd.snapshot-deleted", Version: 1, New: func() Payload { return new(RDSnapshotDeleted) }},
+		{Name: "rd.rolled-back", Version: 1, New: func() Payload { return new(RDRolledBack) }},
 	} {
 		Register(t)
 	}

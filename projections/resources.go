@@ -166,6 +166,8 @@ type ResourceDefinition struct {
 	// RestoredFrom is the snapshot the definition was restored from (rd.restore): every
 	// replica added later gets a full sync.
 	RestoredFrom *drbd.SnapshotRef `json:"restored_from,omitempty"`
+	// Rollback is the definition's last roll back to a snapshot (rd.rolled-back).
+	Rollback *RollbackRecord `json:"rollback,omitempty"`
 	// Snapshots are the definition's snapshots, by name (docs/resources.md "Snapshots").
 	Snapshots  []RDSnapshot `json:"snapshots,omitempty"`
 	CreatedSeq uint64       `json:"created_seq"`
@@ -187,6 +189,14 @@ type RDSnapshot struct {
 	StartedAt  time.Time          `json:"started_at,omitzero"`
 	// DoneAt is when it was taken or failed.
 	DoneAt time.Time `json:"done_at,omitzero"`
+}
+
+// RollbackRecord is a definition's roll back: the snapshot, the event's sequence and
+// the shared current UUID of each volume (hex, by volume number).
+type RollbackRecord struct {
+	Snapshot string            `json:"snapshot"`
+	Seq      uint64            `json:"seq"`
+	Current  map[string]string `json:"current"`
 }
 
 // Phases of an RDSnapshot.
@@ -501,6 +511,14 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.RDSnapshotFailed:
 		t.del(snapshotUnderWayKey(d.Resource, d.Name))
 		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotFailed, d.Reason)
+	case *events.RDRolledBack:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			rd.Rollback = &RollbackRecord{Snapshot: d.Name, Seq: ev.Seq, Current: d.Current}
+			// The disks' data no longer came from writes since day 0: later disks get a
+			// full sync, as on a restored definition.
+			rd.RestoredFrom = &drbd.SnapshotRef{Resource: rd.Name, Snapshot: d.Name}
+			return nil
+		})
 	case *events.RDSnapshotDeleted:
 		if err := delIfPresent(t, snapshotUnderWayKey(d.Resource, d.Name)); err != nil {
 			return true, err

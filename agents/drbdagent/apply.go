@@ -174,6 +174,11 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			}
 		}
 	}
+	if plan.Rollback {
+		if err := r.rollback(ctx, rd, d, st, prov, save); err != nil {
+			return st, err
+		}
+	}
 	// 4. The resource file, with the devices DRBD attaches (inert until the adjust).
 	if r.cfg.LoopDevices && !l.Diskless && isFile(l.Provider) {
 		for v, path := range st.Disks {

@@ -34,6 +34,9 @@ type Plan struct {
 	// before anything else (and, while DRBD has them detached, their metadata moved to
 	// the new end with drbdmeta check-resize).
 	Grow []int
+	// Rollback: take the resource down if it is up, make every backing volume hold the
+	// snapshot again, create-md and apply the rollback's seeds (once per rollback).
+	Rollback bool
 	// Resize are the volumes DRBD has not been resized for since their backing grew:
 	// drbdadm resize after the adjust (only while Active).
 	Resize []int
@@ -66,6 +69,7 @@ func (p Plan) Steps(fileChanged bool) []string {
 	add(p.Remove, "tear down")
 	add(p.Retire != nil, "retire an older incarnation")
 	add(len(p.Grow) > 0, fmt.Sprintf("grow backing volumes %v", p.Grow))
+	add(p.Rollback, "roll back to a snapshot")
 	add(p.CreateMD, "create metadata")
 	add(p.Seed, "seed the generation identifiers")
 	add(p.Adjust && fileChanged, "adjust to a new resource file")
@@ -134,6 +138,7 @@ func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 		}
 	}
 	if !l.Diskless {
+		p.Rollback = l.Rollback != nil && cur.MDCreated && cur.RolledBack < l.Rollback.Seq
 		p.Grow, p.Resize = growth(d.Volumes, cur)
 		if !d.Active {
 			p.Resize = nil

@@ -237,3 +237,38 @@ func snapshotStatuses(st *State) []drbd.SnapshotStatus {
 	})
 	return out
 }
+
+// rollback takes rd down (the control plane asked for it deactivated, but a host may
+// have it up), makes every backing volume hold snapshot rb.Snapshot again, gives it fresh
+// metadata and the rollback's seeds (the same current UUID on every disk: they connect
+// without a resync), and records it, so it runs once per rollback.
+func (r *Reconciler) rollback(ctx context.Context, rd string, d *drbd.Desired, st *State, prov volume.Provider, save func(*State) error) error {
+	rb := d.Local.Rollback
+	snapper, err := volume.SnapshotsOf(prov, d.Local.Provider)
+	if err != nil {
+		return err
+	}
+	if err := r.cfg.Kernel.Down(ctx, rd); err != nil {
+		return fmt.Errorf("rollback: down: %w", err)
+	}
+	for _, v := range d.Volumes {
+		name := volume.Name(rd, v.Number)
+		if err := snapper.Rollback(ctx, name, rb.Snapshot, drbd.BackingKiB(v.SizeKiB, st.MaxPeers)); err != nil {
+			return err
+		}
+		if _, err := r.run(ctx, drbd.CreateMD(st.Minors[v.Number], st.Disks[v.Number], st.MaxPeers)); err != nil {
+			return fmt.Errorf("rollback: create-md volume %d: %w", v.Number, err)
+		}
+	}
+	for _, s := range rb.Seeds {
+		if _, err := r.run(ctx, drbd.SeedArgv(st.Minors[s.Volume], st.Disks[s.Volume], s)); err != nil {
+			return fmt.Errorf("rollback: set-gi volume %d: %w", s.Volume, err)
+		}
+	}
+	st.RolledBack = rb.Seq
+	if err := save(st); err != nil {
+		return err
+	}
+	metricSteps.WithLabelValues("rollback").Inc()
+	return r.step(rd, "rolled-back")
+}

@@ -57,6 +57,8 @@ type State struct {
 	Seeded    bool `json:"seeded,omitempty"`
 	Adjusted  bool `json:"adjusted,omitempty"`
 
+	// RolledBack is the Seq of the last roll back carried out (Local.Rollback).
+	RolledBack uint64 `json:"rolled_back,omitempty"`
 	// Snapshots are this incarnation's part in the definition's snapshots, by name.
 	Snapshots map[string]*SnapState `json:"snapshots,omitempty"`
 

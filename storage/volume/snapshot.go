@@ -33,6 +33,9 @@ type Snapshotter interface {
 	// retry; the caller's Create checks it). Returns an error when the snapshot is
 	// missing or the tool fails.
 	Restore(ctx context.Context, name, from, snap string, sizeKiB uint64) error
+	// Rollback makes volume name of sizeKiB KiB hold its own snapshot snap again (all
+	// that was written since is lost). Idempotent: repeating it gives the same volume.
+	Rollback(ctx context.Context, name, snap string, sizeKiB uint64) error
 }
 
 // ErrNoSnapshots is returned by SnapshotsOf for a provider without snapshots.
@@ -127,6 +130,20 @@ func (f *File) Restore(ctx context.Context, name, from, snap string, sizeKiB uin
 	return os.Rename(tmp, f.Path(name))
 }
 
+// Rollback replaces the image file with a copy of its snapshot (as Restore, then a
+// rename over the image: a crash leaves either the old or the rolled-back image).
+func (f *File) Rollback(ctx context.Context, name, snap string, sizeKiB uint64) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	tmp := name + ".rollback"
+	_ = os.Remove(f.Path(tmp))
+	if err := f.Restore(ctx, tmp, name, snap, sizeKiB); err != nil {
+		return err
+	}
+	return os.Rename(f.Path(tmp), f.Path(name))
+}
+
 // DeleteSnapshot removes the snapshot's image file.
 func (f *File) DeleteSnapshot(ctx context.Context, name, snap string) error {
 	if err := checkSnap(name, snap); err != nil {
@@ -182,6 +199,24 @@ func (l *LVM) Restore(ctx context.Context, name, from, snap string, sizeKiB uint
 	return nil
 }
 
+// Rollback removes the LV and makes it again as a writable thin snapshot of its
+// snapshot (lvremove, then Restore); thin snapshots do not depend on their origin.
+func (l *LVM) Rollback(ctx context.Context, name, snap string, sizeKiB uint64) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	if _, ok, err := l.lookup(ctx, name+"."+snap); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("rollback %s: no snapshot %s", name, snap)
+		}
+		return err
+	}
+	if err := l.Remove(ctx, name); err != nil {
+		return err
+	}
+	return l.Restore(ctx, name, name, snap, sizeKiB)
+}
+
 // DeleteSnapshot runs lvremove -f VG/NAME.SNAP if it exists.
 func (l *LVM) DeleteSnapshot(ctx context.Context, name, snap string) error {
 	if err := checkSnap(name, snap); err != nil {
@@ -226,6 +261,18 @@ func (z *ZFS) Restore(ctx context.Context, name, from, snap string, sizeKiB uint
 		if _, err := z.Exec.Run(ctx, argv, execx.Options{}); err != nil {
 			return fmt.Errorf("restore %s from snapshot %s of %s: %w", name, snap, from, err)
 		}
+	}
+	return nil
+}
+
+// Rollback runs `zfs rollback PARENT/NAME@SNAP` (only the latest snapshot: Cairn
+// rolls back to no other).
+func (z *ZFS) Rollback(ctx context.Context, name, snap string, sizeKiB uint64) error {
+	if err := checkSnap(name, snap); err != nil {
+		return err
+	}
+	if _, err := z.Exec.Run(ctx, []string{"zfs", "rollback", z.Parent + "/" + name + "@" + snap}, execx.Options{}); err != nil {
+		return fmt.Errorf("rollback %s to snapshot %s: %w", name, snap, err)
 	}
 	return nil
 }

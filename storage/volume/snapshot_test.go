@@ -124,3 +124,49 @@ func TestRestore(t *testing.T) {
 		"zfs set volsize=2048K tank/r2_00000",
 	}, rec.Commands())
 }
+
+// Rollback: a file_thin volume holds its snapshot's data again (real files), twice is
+// the same; LVM and ZFS through the recorder.
+func TestRollback(t *testing.T) {
+	ctx := context.Background()
+	p, err := For(drbd.ProviderFileThin, "/pool", t.TempDir(), nil)
+	require.NoError(t, err)
+	s, _ := SnapshotsOf(p, drbd.ProviderFileThin)
+	path, err := p.Create(ctx, "r1_00000", 1024)
+	require.NoError(t, err)
+	write := func(data string) {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte(data), 0)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	write("old")
+	require.NoError(t, s.Snapshot(ctx, "r1_00000", "s1"))
+	write("new")
+	for range 2 {
+		require.NoError(t, s.Rollback(ctx, "r1_00000", "s1", 1024))
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Equal(t, "old", string(b[:3]))
+		require.Len(t, b, 1024*1024)
+	}
+
+	rec := &execx.Recorder{Strict: true}
+	rec.On("zfs", "rollback")
+	require.NoError(t, (&ZFS{Parent: "tank", Exec: rec}).Rollback(ctx, "r1_00000", "s1", 1024))
+	require.Equal(t, []string{"zfs rollback tank/r1_00000@s1"}, rec.Commands())
+	rec = &execx.Recorder{Strict: true}
+	rec.On("lvs", "--noheadings", "--nosuffix", "--units", "b", "--separator", ",", "-o", "lv_name,lv_size,vg_extent_size,pool_lv", "--select", "lv_name=r1_00000.s1").Stdout("  r1_00000.s1,1048576,4194304,thin\n")
+	rec.On("lvs").Stdout("")
+	rec.On("lvcreate")
+	rec.On("lvresize")
+	require.NoError(t, (&LVM{VG: "vg0", ThinPool: "thin", Exec: rec}).Rollback(ctx, "r1_00000", "s1", 1024))
+	require.Equal(t, []string{
+		"lvs --noheadings --nosuffix --units b --separator , -o lv_name,lv_size,vg_extent_size,pool_lv --select lv_name=r1_00000.s1 vg0",
+		"lvs --noheadings --nosuffix --units b --separator , -o lv_name,lv_size,vg_extent_size,pool_lv --select lv_name=r1_00000 vg0",
+		"lvs --noheadings --nosuffix --units b --separator , -o lv_name,lv_size,vg_extent_size,pool_lv --select lv_name=r1_00000 vg0",
+		"lvcreate --yes --snapshot --setactivationskip n --name r1_00000 vg0/r1_00000.s1",
+		"lvresize --yes --force --size 1024k vg0/r1_00000",
+	}, rec.Commands())
+}
