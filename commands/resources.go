@@ -101,6 +101,11 @@ type (
 		Resource string `json:"resource"`
 		Name     string `json:"name"`
 	}
+	// SnapshotClone is the body of rd.clone.
+	SnapshotClone struct {
+		Resource string `json:"resource"`
+		Target   string `json:"target"`
+	}
 	// SnapshotRollback is the body of rd.rollback.
 	SnapshotRollback struct {
 		Resource string `json:"resource"`
@@ -1116,6 +1121,9 @@ func resourceHandlers(opts Options) []Handler {
 		onResource("rd.rollback", func() any { return new(SnapshotRollback) },
 			func(c any) string { return c.(*SnapshotRollback).Resource },
 			func(p *resourcePlan, c any) error { return p.rollback(c.(*SnapshotRollback).Snapshot) }),
+		onResource("rd.clone", func() any { return new(SnapshotClone) },
+			func(c any) string { return c.(*SnapshotClone).Resource },
+			func(p *resourcePlan, c any) error { return p.clone(c.(*SnapshotClone).Target) }),
 		onResource("rd.snapshot-delete", func() any { return new(SnapshotRef) },
 			func(c any) string { return c.(*SnapshotRef).Resource },
 			func(p *resourcePlan, c any) error { return p.deleteSnapshot(c.(*SnapshotRef).Name) }),

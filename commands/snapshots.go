@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -227,6 +228,50 @@ func (p *resourcePlan) rollback(name string) error {
 	p.emit(&events.RDRolledBack{Resource: p.rd.Name, Name: name, Current: current})
 	p.warn("every disk of %s goes back to snapshot %s: what was written since is lost; activate the resource when the agents report it rolled back", p.rd.Name, name)
 	return nil
+}
+
+// snapshotName is what a snapshot name may be (the volume providers' rule).
+var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
+
+// CloneSnapshot is the name of the snapshot rd.clone takes for target.
+func CloneSnapshot(target string) string { return "clone-" + target }
+
+// clone starts a snapshot of the definition (CloneSnapshot(target)) that the serve
+// holding the lease restores into target once it is taken (rd.restore). Refuses
+// already_exists (target), invalid_argument naming target when its snapshot name would
+// not be valid, and what rd.snapshot refuses.
+func (p *resourcePlan) clone(target string) error {
+	if _, exists, err := p.v.ResourceDefinition(target); err != nil || exists {
+		if err == nil {
+			err = cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already exists", target).About(cairn.ObjResourceDefinition)
+		}
+		return err
+	}
+	name := CloneSnapshot(target)
+	if !snapshotName.MatchString(name) {
+		return cairn.InvalidField("target", "target %q is too long for its snapshot's name %q (1-48 letters, digits, '_' or '-')", target, name)
+	}
+	if err := p.snapshot(name); err != nil {
+		return err
+	}
+	for i := range p.d.Events {
+		if ev, ok := p.d.Events[i].Payload.(*events.RDSnapshotStarted); ok && ev.Name == name {
+			ev.CloneTo = target
+		}
+	}
+	return nil
+}
+
+// ClonesDue returns the rd.restore commands of the clones whose snapshot is taken and
+// whose target does not exist yet (exists reports whether a definition exists).
+func ClonesDue(rd projections.ResourceDefinition, exists func(string) bool) []SnapshotRestore {
+	var out []SnapshotRestore
+	for _, s := range rd.Snapshots {
+		if s.CloneTo != "" && s.Phase == projections.SnapshotTaken && !exists(s.CloneTo) {
+			out = append(out, SnapshotRestore{Resource: rd.Name, Snapshot: s.Name, Target: s.CloneTo})
+		}
+	}
+	return out
 }
 
 // SnapshotNext decides, from the latest report of every node of a snapshot under way,

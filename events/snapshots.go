@@ -21,6 +21,9 @@ type RDSnapshotStarted struct {
 	Resource string   `json:"resource"`
 	Name     string   `json:"name"`
 	Nodes    []string `json:"nodes"`
+	// CloneTo, for the snapshot of rd.clone, is the definition restored from it once
+	// it is taken.
+	CloneTo string `json:"clone_to,omitempty"`
 }
 
 // RDSnapshotRef names one snapshot of a definition (suspended, taken, deleted).

@@ -183,6 +183,8 @@ type RDSnapshot struct {
 	// Phase: SnapshotSuspending, SnapshotTaking, SnapshotTaken or SnapshotFailed.
 	Phase  string `json:"phase"`
 	Reason string `json:"reason,omitempty"`
+	// CloneTo is the definition rd.clone restores from this snapshot once taken.
+	CloneTo string `json:"clone_to,omitempty"`
 	// Volumes are the definition's volumes (number and size) when it was started.
 	Volumes    []VolumeDefinition `json:"volumes"`
 	StartedSeq uint64             `json:"started_seq"`
@@ -388,6 +390,11 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		if d.ResourceGroup != "" {
 			t.mark(rgRDKey(d.ResourceGroup, d.Name))
 		}
+		if d.RestoredFrom != nil { // a clone's restore: its snapshot is done
+			if err := delIfPresent(t, snapshotUnderWayKey(d.RestoredFrom.Resource, d.RestoredFrom.Snapshot)); err != nil {
+				return true, err
+			}
+		}
 		return true, t.put(rdKey(d.Name), ResourceDefinition{Name: d.Name, ResourceGroup: d.ResourceGroup,
 			Port: d.Port, DRBDOptions: d.DRBDOptions, Volumes: []VolumeDefinition{}, Replicas: []Replica{},
 			RestoredFrom: d.RestoredFrom, CreatedSeq: ev.Seq, Seq: ev.Seq})
@@ -498,7 +505,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.RDSnapshotStarted:
 		t.mark(snapshotUnderWayKey(d.Resource, d.Name))
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
-			rd.Snapshots = append(rd.Snapshots, RDSnapshot{Name: d.Name, Nodes: d.Nodes, Phase: SnapshotSuspending,
+			rd.Snapshots = append(rd.Snapshots, RDSnapshot{Name: d.Name, Nodes: d.Nodes, Phase: SnapshotSuspending, CloneTo: d.CloneTo,
 				Volumes: slices.Clone(rd.Volumes), StartedSeq: ev.Seq, StartedAt: ev.OccurredAt})
 			slices.SortFunc(rd.Snapshots, func(a, b RDSnapshot) int { return strings.Compare(a.Name, b.Name) })
 			return nil
@@ -506,7 +513,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.RDSnapshotSuspended:
 		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotTaking, "")
 	case *events.RDSnapshotTaken:
-		t.del(snapshotUnderWayKey(d.Resource, d.Name))
+		if err := takenBusy(t, d.Resource, d.Name); err != nil {
+			return true, err
+		}
 		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotTaken, "")
 	case *events.RDSnapshotFailed:
 		t.del(snapshotUnderWayKey(d.Resource, d.Name))
@@ -635,6 +644,20 @@ func setInactive(rd *ResourceDefinition, node string, inactive bool) {
 // snapshotUnderWayKey indexes the snapshots under way (started, not yet taken or
 // failed), so the serve holding the lease finds them without reading every definition.
 func snapshotUnderWayKey(rd, name string) string { return "v/snap-busy/" + rd + "/" + name }
+
+// takenBusy leaves a taken snapshot in the under-way index only while a clone waits
+// for its restore.
+func takenBusy(t *tx, rdName, name string) error {
+	var rd ResourceDefinition
+	if ok, err := getJSON(t, rdKey(rdName), &rd); err != nil || !ok {
+		return err
+	}
+	if s, ok := rd.Snapshot(name); ok && s.CloneTo != "" {
+		return nil
+	}
+	t.del(snapshotUnderWayKey(rdName, name))
+	return nil
+}
 
 // DefinitionsWithSnapshotsUnderWay lists the definitions with a snapshot under way.
 func (v *View) DefinitionsWithSnapshotsUnderWay() ([]string, error) {

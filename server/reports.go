@@ -79,6 +79,12 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request,
 		return nil, err
 	}
 	var out []commands.Request
+	exists := func(name string) bool { _, ok, _ := v.ResourceDefinition(name); return ok }
+	for _, c := range commands.ClonesDue(rd, exists) {
+		body, _ := json.Marshal(c)
+		out = append(out, commands.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots",
+			CommandID: fmt.Sprintf("clone-%s-%s-%s", c.Resource, c.Snapshot, c.Target)})
+	}
 	for _, s := range rd.Snapshots {
 		phase, reason, ok := commands.SnapshotNext(s, statuses)
 		if !ok {

@@ -232,6 +232,31 @@ func TestLinstorCLISession(t *testing.T) {
 	}
 	assert.Contains(t, failed("snapshot", "create", "r1", "s1"), "already has a snapshot s1")
 	assert.Contains(t, failed("resource-definition", "delete", "r1"), "has snapshots (s1)")
+
+	// Roll back (deactivated everywhere first) and clone (the CLI waits for COMPLETE).
+	assert.Contains(t, failed("snapshot", "rollback", "r1", "s1"), "deactivate it everywhere first")
+	for _, n := range []string{"n1", "n2", fqdn} {
+		ok("resource", "deactivate", n, "r1")
+	}
+	assert.Contains(t, ok("snapshot", "rollback", "r1", "s1"), "SUCCESS")
+	for _, n := range []string{"n1", "n2", fqdn} {
+		ok("resource", "activate", n, "r1")
+	}
+	rs = upToDate(3)
+	assert.Contains(t, ok("resource-definition", "clone", "r1", "r1c"), "r1c")
+	require.Eventually(t, func() bool {
+		var out [][]resource
+		machine(&out, "resource", "list", "-r", "r1c")
+		n := 0
+		for _, r := range out[0] {
+			if len(r.Volumes) == 1 && r.Volumes[0].State.DiskState == "UpToDate" {
+				n++
+			}
+		}
+		return n == 3
+	}, 60*time.Second, 250*time.Millisecond, "the clone r1c never had its three disks UpToDate")
+	ok("resource-definition", "delete", "r1c")
+	ok("snapshot", "delete", "r1", "clone-r1c")
 	ok("snapshot", "delete", "r1", "s1")
 	assert.NotContains(t, ok("snapshot", "list"), "s1")
 

@@ -193,6 +193,16 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 		})
 	}
 
+	// Clone: a snapshot the serve restores into r3 once it is taken.
+	submit(t, s, "rd.clone", `{"resource":"r1","target":"r3"}`)
+	waitApplied(t, s, "r3", map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
+	if clone, ok := snapshotOf(t, s, "r1", "clone-r3"); !ok || clone.Phase != projections.SnapshotTaken || clone.CloneTo != "r3" {
+		t.Errorf("the clone's snapshot: %+v", clone)
+	}
+	refusedCmd(t, s, "rd.clone", `{"resource":"r1","target":"r3"}`, "already exists")
+	submit(t, s, "rd.delete", `{"name":"r3"}`)
+	submit(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"clone-r3"}`)
+
 	submit(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)
 	submit(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s2"}`)
 	for _, n := range []string{"n1", "n2", "n3"} {

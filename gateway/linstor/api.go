@@ -112,6 +112,10 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshots", a.createSnapshot)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/snapshots/{snap}", a.getSnapshot)
 	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/snapshots/{snap}", a.deleteSnapshot)
+	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshot-rollback/{snap}", a.rollbackSnapshot)
+	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshot-restore-resource/{snap}", a.restoreSnapshot)
+	mux.HandleFunc("POST /v1/resource-definitions/{rd}/clone", a.cloneDefinition)
+	mux.HandleFunc("GET /v1/resource-definitions/{rd}/clone/{clone}", a.cloneStatus)
 
 	mux.HandleFunc("GET /v1/error-reports", a.listErrorReports)
 	mux.HandleFunc("GET /v1/error-reports/{id}", a.getErrorReport)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -185,4 +186,74 @@ func (a *API) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	name, snap := r.PathValue("rd"), r.PathValue("snap")
 	a.commit(w, r, "rd.snapshot-delete", map[string]any{"resource": name, "name": snap}, opDelete, objSnapshot,
 		fmt.Sprintf("Snapshot '%s' of resource '%s' deleted.", snap, name), map[string]string{"RscDfn": name, "SnapshotName": snap})
+}
+
+// rollbackSnapshot maps LINSTOR's snapshot rollback to rd.rollback (the latest
+// snapshot, the resource deactivated everywhere first).
+func (a *API) rollbackSnapshot(w http.ResponseWriter, r *http.Request) {
+	name, snap := r.PathValue("rd"), r.PathValue("snap")
+	a.commit(w, r, "rd.rollback", map[string]any{"resource": name, "snapshot": snap}, opModify, objSnapshot,
+		fmt.Sprintf("Resource '%s' rolled back to snapshot '%s'.", name, snap), map[string]string{"RscDfn": name, "SnapshotName": snap})
+}
+
+// restoreSnapshot maps LINSTOR's snapshot-restore-resource to rd.restore: Cairn
+// creates the target definition itself with the snapshot's volumes, on every node that
+// holds the snapshot (a subset of nodes is refused).
+func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
+	name, snap := r.PathValue("rd"), r.PathValue("snap")
+	var in struct {
+		ToResource string   `json:"to_resource"`
+		Nodes      []string `json:"nodes"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	if len(in.Nodes) > 0 {
+		writeFailure(w, opCreate, objRsc, cairn.InvalidField("nodes", "Cairn restores on every node that holds snapshot %s", snap))
+		return
+	}
+	a.commit(w, r, "rd.restore", map[string]any{"resource": name, "snapshot": snap, "target": in.ToResource}, opCreate, objRsc,
+		fmt.Sprintf("Resource '%s' restored from snapshot '%s' of '%s'.", in.ToResource, snap, name), map[string]string{"RscDfn": in.ToResource})
+}
+
+// cloneDefinition maps LINSTOR's clone to rd.clone and answers where its status is.
+func (a *API) cloneDefinition(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("rd")
+	var in struct {
+		Name string `json:"name"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	reply, err := a.command(r, "rd.clone", map[string]any{"resource": name, "target": in.Name})
+	if err != nil {
+		writeFailure(w, opCreate, objRscDfn, err)
+		return
+	}
+	msgs := results(success(opCreate, objRscDfn, fmt.Sprintf("Clone of '%s' into '%s' started.", name, in.Name), map[string]string{"RscDfn": in.Name}), reply, opCreate, objRscDfn)
+	writeJSON(w, http.StatusCreated, map[string]any{"location": "/v1/resource-definitions/" + name + "/clone/" + in.Name,
+		"source_name": name, "clone_name": in.Name, "messages": msgs})
+}
+
+// cloneStatus answers COMPLETE once the target was restored from the clone's snapshot,
+// FAILED when the snapshot failed, CLONING until then.
+func (a *API) cloneStatus(w http.ResponseWriter, r *http.Request) {
+	name, target := r.PathValue("rd"), r.PathValue("clone")
+	a.withView(w, objRscDfn, func(v *projections.View) (any, error) {
+		if _, ok, err := v.ResourceDefinition(target); err != nil || ok {
+			return map[string]string{"status": "COMPLETE"}, err
+		}
+		rd, err := definition(v, name)
+		if err != nil {
+			return nil, err
+		}
+		s, ok := rd.Snapshot(commands.CloneSnapshot(target))
+		switch {
+		case !ok:
+			return nil, notFound(cairn.ObjResourceDefinition, "no clone of %s into %s", name, target)
+		case s.Phase == projections.SnapshotFailed:
+			return map[string]string{"status": "FAILED"}, nil
+		}
+		return map[string]string{"status": "CLONING"}, nil
+	})
 }
