@@ -255,20 +255,8 @@ func (p *resourcePlan) deleteDefinition() error {
 		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has snapshots (%s); delete them first (rd.snapshot-delete)",
 			p.rd.Name, strings.Join(names, ", ")).WithDetails(map[string]any{"snapshots": names})
 	}
-	observed, err := p.v.ResourceStatus(p.rd.Name)
-	if err != nil {
+	if err := p.refuseInUse("it is deleted"); err != nil {
 		return err
-	}
-	var primaries []string
-	for node, st := range observed {
-		if _, has := p.rd.Replica(node); has && st.Role == "Primary" {
-			primaries = append(primaries, node)
-		}
-	}
-	if len(primaries) > 0 {
-		slices.Sort(primaries)
-		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is in use (Primary on %s); stop what uses it first",
-			p.rd.Name, strings.Join(primaries, ", ")).WithDetails(map[string]any{"nodes": primaries})
 	}
 	// Its replicas go with it, in the same append: diskless ones first, then the disks.
 	var nodes []string
@@ -286,6 +274,27 @@ func (p *resourcePlan) deleteDefinition() error {
 		p.warn("resource definition %s was deleted with its %d replica(s), on %s (torn down there)", p.rd.Name, len(nodes), strings.Join(nodes, ", "))
 	}
 	p.emit(&events.ResourceDefinitionDeleted{Name: p.rd.Name, Port: p.rd.Port, Volumes: len(p.rd.Volumes)})
+	return nil
+}
+
+// refuseInUse refuses precondition_failed while an agent reports the definition Primary
+// somewhere (naming the nodes): what stops using it must go first.
+func (p *resourcePlan) refuseInUse(before string) error {
+	observed, err := p.v.ResourceStatus(p.rd.Name)
+	if err != nil {
+		return err
+	}
+	var primaries []string
+	for node, st := range observed {
+		if _, has := p.rd.Replica(node); has && st.Role == "Primary" {
+			primaries = append(primaries, node)
+		}
+	}
+	if len(primaries) > 0 {
+		slices.Sort(primaries)
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is in use (Primary on %s); stop what uses it before %s",
+			p.rd.Name, strings.Join(primaries, ", "), before).WithDetails(map[string]any{"nodes": primaries})
+	}
 	return nil
 }
 
@@ -585,12 +594,13 @@ func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options, p
 	return nil
 }
 
-// createVolume emits vd.created with a random day-0 GI. Volumes are defined before the
-// first replica: refuses precondition_failed afterwards, already_exists for a taken number.
+// createVolume emits vd.created with a random day-0 GI and, on a deployed definition,
+// replica.volume-added for every replica: a minor on its node and, for a disk, room in
+// its pool and the volume's seeds (the first disk's volume is the first, the others
+// day-0 seeded on thin providers, fully synced otherwise or on a restored definition).
+// Refuses already_exists for a taken number, precondition_failed when a disk's pool has
+// no room or a node no free minor.
 func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
-	if len(p.rd.Replicas) > 0 {
-		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s already has replicas; define its volumes before the first replica.add", p.rd.Name)
-	}
 	for _, v := range p.rd.Volumes {
 		if v.Volume == volume {
 			return cairn.Errorf(cairn.CodeAlreadyExists, "resource %s already has volume %d (%d KiB)", p.rd.Name, volume, v.SizeKiB).About(cairn.ObjVolumeDefinition)
@@ -602,6 +612,32 @@ func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
 	}
 	p.emit(&events.VolumeDefinitionCreated{Resource: p.rd.Name, Volume: volume, SizeKiB: sizeKiB, Day0GI: gi.String()})
 	p.rd.Volumes = append(p.rd.Volumes, projections.VolumeDefinition{Volume: volume, SizeKiB: sizeKiB, Day0GI: gi.String()})
+	first := true
+	for i := range p.rd.Replicas {
+		r := &p.rd.Replicas[i]
+		minors, err := p.takeMinors(r.Node, 1)
+		if err != nil {
+			return err
+		}
+		ev := &events.ReplicaVolumeAdded{Resource: p.rd.Name, Node: r.Node, Volume: volume, Minor: minors[0]}
+		if !r.Diskless {
+			if sp, ok, err := p.v.StoragePool(r.Node, r.StoragePool); err != nil {
+				return err
+			} else if ok && sp.Known() && sp.FreeKiB() < sizeKiB {
+				return cairn.Errorf(cairn.CodePreconditionFailed, "storage pool %s on node %s has %d KiB free; volume %d of %s needs %d KiB",
+					r.StoragePool, r.Node, sp.FreeKiB(), volume, p.rd.Name, sizeKiB).
+					WithDetails(map[string]any{"node": r.Node, "storage_pool": r.StoragePool, "free_kib": sp.FreeKiB(), "needed_kib": sizeKiB})
+			}
+			ev.Seeds, ev.FullSync, err = drbd.PlanSeeds(drbd.SeedInput{NodeID: r.NodeID, Provider: r.Provider,
+				Volumes: []drbd.SeedVolume{{Number: volume, Day0GI: gi.String(), First: first}}, ForceInitialSync: p.rd.RestoredFrom != nil, Rand: p.rand})
+			if err != nil {
+				return err
+			}
+			first = false
+		}
+		p.emit(ev)
+		r.Minors = append(r.Minors, events.VolumeMinor{Volume: volume, Minor: minors[0]})
+	}
 	return nil
 }
 
@@ -644,17 +680,24 @@ func (p *resourcePlan) resizeVolume(volume int, sizeKiB uint64) error {
 	return nil
 }
 
-// deleteVolume removes a volume of a definition without replicas (a deployed one's
-// volumes stay until that is built: precondition_failed naming the replicas' nodes).
-// Refuses not_found for a volume the definition does not have.
+// deleteVolume removes a volume of a definition; on a deployed one every replica lets go
+// of it first (replica.volume-removed: its agent detaches it, wipes its metadata and
+// removes its backing volume). Refuses not_found for a volume the definition does not
+// have, precondition_failed for the only volume of a deployed definition (delete the
+// definition) and while an agent reports it Primary (naming the nodes).
 func (p *resourcePlan) deleteVolume(volume int) error {
-	if n := len(p.rd.Replicas); n > 0 {
-		nodes := make([]string, 0, n)
-		for _, r := range p.rd.Replicas {
-			nodes = append(nodes, r.Node)
+	if len(p.rd.Replicas) > 0 && slices.ContainsFunc(p.rd.Volumes, func(v projections.VolumeDefinition) bool { return v.Volume == volume }) {
+		if len(p.rd.Volumes) == 1 {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "volume %d is the only volume of %s, which has replicas; delete the definition instead", volume, p.rd.Name)
 		}
-		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s has replicas (on %s); a volume of a deployed resource is not deleted yet",
-			p.rd.Name, strings.Join(nodes, ", ")).WithDetails(map[string]any{"nodes": nodes})
+		if err := p.refuseInUse("a volume of it is deleted"); err != nil {
+			return err
+		}
+		for _, r := range p.rd.Replicas {
+			if m, ok := r.Minor(volume); ok {
+				p.emit(&events.ReplicaVolumeRemoved{Resource: p.rd.Name, Node: r.Node, Volume: volume, Minor: m})
+			}
+		}
 	}
 	for i, v := range p.rd.Volumes {
 		if v.Volume == volume {

@@ -181,8 +181,18 @@ func TestResourceLifecycle(t *testing.T) {
 	refused(t, s, "replica.add", `{"resource":"r1","node":"ghost"}`, cairn.CodeNotFound, "not in the cluster")
 	refused(t, s, "node.remove", `{"name":"`+tb+`"}`, cairn.CodePreconditionFailed, "holds replicas of 1 resource(s) (r1)")
 	refused(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`, cairn.CodeAlreadyExists, "r1 already exists")
-	refused(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":4096}`, cairn.CodePreconditionFailed, "before the first replica.add")
+	refused(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":1099511627776}`, cairn.CodePreconditionFailed, "KiB free; volume 1 of r1 needs 1099511627776 KiB")
 	refused(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":1}`, cairn.CodeInvalidArgument, "minimum")
+	// A volume added to the deployed definition: every replica gets a minor and seeds.
+	r = must(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":4096}`)
+	assert.Equal(t, []string{"vd.created", "replica.volume-added", "replica.volume-added", "replica.volume-added"}, eventTypes(r))
+	for _, rep := range definition(t, s, "r1").Replicas {
+		m0, ok0 := rep.Minor(0)
+		m1, ok1 := rep.Minor(1)
+		assert.True(t, ok0 && ok1 && m0 != m1, "%s: minors %v", rep.Node, rep.Minors)
+	}
+	must(t, s, "vd.delete", `{"resource":"r1","volume":1}`)
+	assert.Len(t, definition(t, s, "r1").Replicas[0].Minors, 1)
 
 	// activation: reallocate_port is the only way a port changes
 	must(t, s, "resource.deactivate", `{"resource":"r1"}`)
@@ -832,7 +842,7 @@ func TestDeleteVolume(t *testing.T) {
 	assert.Equal(t, 0, vols[0].Volume)
 	refused(t, s, "vd.delete", `{"resource":"r1","volume":1}`, cairn.CodeNotFound, "no volume 1")
 	must(t, s, "replica.add", `{"resource":"r1","node":"n1"}`)
-	refused(t, s, "vd.delete", `{"resource":"r1","volume":0}`, cairn.CodePreconditionFailed, "has replicas (on n1)")
+	refused(t, s, "vd.delete", `{"resource":"r1","volume":0}`, cairn.CodePreconditionFailed, "volume 0 is the only volume of r1, which has replicas")
 }
 
 // vd.resize grows a deployed volume: the definition, every diskful replica's pool and

@@ -53,6 +53,31 @@ type VolumeDefinitionDeleted struct {
 
 func (*VolumeDefinitionDeleted) EventType() string { return "vd.deleted" }
 
+// ReplicaVolumeAdded: a replica of a deployed definition gets a volume the definition
+// just got (vd.created in the same append): its minor and, for a disk, the volume's
+// seeds (as replica.added plans them) or a full sync.
+type ReplicaVolumeAdded struct {
+	Resource string      `json:"resource"`
+	Node     string      `json:"node"`
+	Volume   int         `json:"volume"`
+	Minor    int         `json:"minor"`
+	Seeds    []drbd.Seed `json:"seeds,omitempty"`
+	FullSync bool        `json:"full_sync,omitempty"`
+}
+
+func (*ReplicaVolumeAdded) EventType() string { return "replica.volume-added" }
+
+// ReplicaVolumeRemoved: a replica lets go of a volume the definition drops (vd.deleted
+// in the same append): its minor is free again.
+type ReplicaVolumeRemoved struct {
+	Resource string `json:"resource"`
+	Node     string `json:"node"`
+	Volume   int    `json:"volume"`
+	Minor    int    `json:"minor"`
+}
+
+func (*ReplicaVolumeRemoved) EventType() string { return "replica.volume-removed" }
+
 // VolumeDefinitionResized: a volume of a definition grew to SizeKiB (from
 // PreviousKiB). Every diskful replica's agent grows its backing volume, then DRBD grows
 // the device once all have; each pool that holds a disk takes the difference.
@@ -225,6 +250,8 @@ func init() {
 		{Name: "sp.capacity-reported", Version: 1, New: func() Payload { return new(StoragePoolCapacityReported) }},
 		{Name: "vd.deleted", Version: 1, New: func() Payload { return new(VolumeDefinitionDeleted) }},
 		{Name: "vd.resized", Version: 1, New: func() Payload { return new(VolumeDefinitionResized) }},
+		{Name: "replica.volume-added", Version: 1, New: func() Payload { return new(ReplicaVolumeAdded) }},
+		{Name: "replica.volume-removed", Version: 1, New: func() Payload { return new(ReplicaVolumeRemoved) }},
 		{Name: "rg.modified", Version: 1, New: func() Payload { return new(ResourceGroupModified) }},
 		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},

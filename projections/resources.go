@@ -485,6 +485,46 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			slices.SortFunc(rd.Volumes, func(a, b VolumeDefinition) int { return a.Volume - b.Volume })
 			return nil
 		})
+	case *events.ReplicaVolumeAdded:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			r, ok := rd.Replica(d.Node)
+			if !ok {
+				return fmt.Errorf("replica.volume-added: %s has no replica on %s", d.Resource, d.Node)
+			}
+			r.Minors = append(r.Minors, events.VolumeMinor{Volume: d.Volume, Minor: d.Minor})
+			r.Seeds = append(r.Seeds, d.Seeds...)
+			if err := takeMinor(t, d.Node, d.Minor, d.Resource, d.Volume); err != nil {
+				return err
+			}
+			if r.Diskless {
+				return nil
+			}
+			for _, v := range rd.Volumes {
+				if v.Volume == d.Volume {
+					return allocate(t, d.Node, r.StoragePool, int64(v.SizeKiB))
+				}
+			}
+			return fmt.Errorf("replica.volume-added: %s has no volume %d", d.Resource, d.Volume)
+		})
+	case *events.ReplicaVolumeRemoved:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			r, ok := rd.Replica(d.Node)
+			if !ok {
+				return fmt.Errorf("replica.volume-removed: %s has no replica on %s", d.Resource, d.Node)
+			}
+			r.Minors = slices.DeleteFunc(r.Minors, func(m events.VolumeMinor) bool { return m.Volume == d.Volume })
+			r.Seeds = slices.DeleteFunc(r.Seeds, func(s drbd.Seed) bool { return s.Volume == d.Volume })
+			freeMinor(t, d.Node, d.Minor)
+			if r.Diskless {
+				return nil
+			}
+			for _, v := range rd.Volumes {
+				if v.Volume == d.Volume {
+					return allocate(t, d.Node, r.StoragePool, -int64(v.SizeKiB))
+				}
+			}
+			return nil
+		})
 	case *events.VolumeDefinitionResized:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			i := slices.IndexFunc(rd.Volumes, func(v VolumeDefinition) bool { return v.Volume == d.Volume })

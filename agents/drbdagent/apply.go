@@ -107,6 +107,14 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		st.Provider, st.Pool, st.MaxPeers = l.Provider, l.Pool, maxPeers
 		st.Minors = minors
 	}
+	if len(plan.AddVolumes) > 0 { // recorded first: a crash halfway repeats them
+		for _, v := range plan.AddVolumes {
+			st.Minors[v] = minors[v]
+			if !slices.Contains(st.Adding, v) {
+				st.Adding = append(st.Adding, v)
+			}
+		}
+	}
 	if err := save(st); err != nil {
 		return st, err
 	}
@@ -222,8 +230,27 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			return st, err
 		}
 	}
+	if len(plan.AddVolumes) > 0 {
+		only := map[int]bool{}
+		for _, v := range plan.AddVolumes {
+			only[v] = true
+			if _, err := r.run(ctx, drbd.CreateMD(st.Minors[v], st.Disks[v], st.MaxPeers)); err != nil {
+				return st, fmt.Errorf("create-md of added volume %d: %w", v, err)
+			}
+		}
+		if err := r.seed(ctx, rd, d, st, only); err != nil {
+			return st, err
+		}
+		st.Adding = nil
+		if err := save(st); err != nil {
+			return st, err
+		}
+		if err := r.step(rd, "volumes-added"); err != nil {
+			return st, err
+		}
+	}
 	if plan.Seed {
-		if err := r.seed(ctx, rd, d, st); err != nil {
+		if err := r.seed(ctx, rd, d, st, nil); err != nil {
 			return st, err
 		}
 		st.Seeded = true
@@ -295,6 +322,14 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	}
 	if plan.DropDisks {
 		if err := r.freeDisks(ctx, rd, st); err != nil {
+			return st, err
+		}
+	}
+	if len(plan.DropVolumes) > 0 && (plan.Adjust || plan.Down || !st.Adjusted) {
+		if err := r.dropVolumes(ctx, rd, st, plan.DropVolumes); err != nil {
+			return st, err
+		}
+		if err := save(st); err != nil {
 			return st, err
 		}
 	}
@@ -399,8 +434,11 @@ func (r *Reconciler) check(ctx context.Context, d *drbd.Desired, rendered []byte
 
 // seed applies every seed of d (one set-gi per seed, always --force) and verifies the
 // result with get-gi for every node id against drbd.Metadata.
-func (r *Reconciler) seed(ctx context.Context, rd string, d *drbd.Desired, st *State) error {
+func (r *Reconciler) seed(ctx context.Context, rd string, d *drbd.Desired, st *State, only map[int]bool) error {
 	for _, s := range d.Local.Seeds {
+		if only != nil && !only[s.Volume] {
+			continue
+		}
 		disk, ok := st.Disks[s.Volume]
 		if !ok {
 			return fmt.Errorf("local.seeds: volume %d has no backing disk", s.Volume)
@@ -410,6 +448,9 @@ func (r *Reconciler) seed(ctx context.Context, rd string, d *drbd.Desired, st *S
 		}
 	}
 	for _, v := range d.Volumes {
+		if only != nil && !only[v.Number] {
+			continue
+		}
 		want := drbd.NewMetadata()
 		if err := want.Apply(d.Local.Seeds, v.Number); err != nil {
 			return fmt.Errorf("local.seeds: %w", err)
@@ -427,6 +468,45 @@ func (r *Reconciler) seed(ctx context.Context, rd string, d *drbd.Desired, st *S
 				return fmt.Errorf("verify seeds: volume %d node id %d: get-gi %s, want %s", v.Number, n, got, want.GI(n))
 			}
 		}
+	}
+	return nil
+}
+
+// dropVolumes wipes the metadata of volumes the definition no longer has (DRBD detached
+// them at the adjust) and removes their backing volumes and snapshots, then forgets them
+// in st (the caller saves it).
+func (r *Reconciler) dropVolumes(ctx context.Context, rd string, st *State, vols []int) error {
+	prov, err := volume.For(st.Provider, st.Pool, r.cfg.Paths.Root, r.cfg.Exec)
+	if err != nil {
+		return err
+	}
+	snapper, _ := volume.SnapshotsOf(prov, st.Provider)
+	for _, v := range vols {
+		if disk, ok := st.Disks[v]; ok {
+			if _, err := r.run(ctx, drbd.WipeMD(st.Minors[v], disk)); err != nil {
+				return fmt.Errorf("wipe-md of dropped volume %d: %w", v, err)
+			}
+		}
+		if snapper != nil {
+			for name := range st.Snapshots {
+				if err := snapper.DeleteSnapshot(ctx, volume.Name(rd, v), name); err != nil {
+					return err
+				}
+			}
+		}
+		if r.cfg.LoopDevices && isFile(st.Provider) {
+			if err := (volume.Loop{Exec: r.cfg.Exec}).Detach(ctx, st.Disks[v]); err != nil {
+				return err
+			}
+		}
+		if err := prov.Remove(ctx, volume.Name(rd, v)); err != nil {
+			return err
+		}
+		delete(st.Disks, v)
+		delete(st.Minors, v)
+		delete(st.Sizes, v)
+		delete(st.Resized, v)
+		metricSteps.WithLabelValues("drop-volume").Inc()
 	}
 	return nil
 }

@@ -34,6 +34,11 @@ type Plan struct {
 	// before anything else (and, while DRBD has them detached, their metadata moved to
 	// the new end with drbdmeta check-resize).
 	Grow []int
+	// AddVolumes are volumes the Desired has that this incarnation, its metadata
+	// created, does not (vd.create on a deployed definition): backing, create-md and
+	// their seeds before the adjust. DropVolumes are volumes it has that the Desired no
+	// longer has: after the adjust (which detaches them), wipe-md and backing removed.
+	AddVolumes, DropVolumes []int
 	// Rollback: take the resource down if it is up, make every backing volume hold the
 	// snapshot again, create-md and apply the rollback's seeds (once per rollback).
 	Rollback bool
@@ -70,11 +75,13 @@ func (p Plan) Steps(fileChanged bool) []string {
 	add(p.Retire != nil, "retire an older incarnation")
 	add(len(p.Grow) > 0, fmt.Sprintf("grow backing volumes %v", p.Grow))
 	add(p.Rollback, "roll back to a snapshot")
+	add(len(p.AddVolumes) > 0, fmt.Sprintf("add volumes %v", p.AddVolumes))
 	add(p.CreateMD, "create metadata")
 	add(p.Seed, "seed the generation identifiers")
 	add(p.Adjust && fileChanged, "adjust to a new resource file")
 	add(p.Down, "take down")
 	add(len(p.Resize) > 0, fmt.Sprintf("resize volumes %v", p.Resize))
+	add(len(p.DropVolumes) > 0, fmt.Sprintf("drop volumes %v", p.DropVolumes))
 	add(p.DropDisks, "drop the disks")
 	add(len(p.Forget) > 0, fmt.Sprintf("forget peers %v", p.Forget))
 	return out
@@ -139,6 +146,9 @@ func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 	}
 	if !l.Diskless {
 		p.Rollback = l.Rollback != nil && cur.MDCreated && cur.RolledBack < l.Rollback.Seq
+		if cur.MDCreated {
+			p.AddVolumes, p.DropVolumes = volumeChanges(d.Volumes, cur)
+		}
 		p.Grow, p.Resize = growth(d.Volumes, cur)
 		if !d.Active {
 			p.Resize = nil
@@ -153,6 +163,26 @@ func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 		p.Forget = leftPeers(cur.Peers, d)
 	}
 	return p
+}
+
+// volumeChanges returns the volumes of vols that st has no disk for (or is still
+// adding), and the disks of st whose volume vols no longer has, both sorted.
+func volumeChanges(vols []drbd.Volume, st *State) (add, drop []int) {
+	want := map[int]bool{}
+	for _, v := range vols {
+		want[v.Number] = true
+		if _, ok := st.Disks[v.Number]; !ok || slices.Contains(st.Adding, v.Number) {
+			add = append(add, v.Number)
+		}
+	}
+	for v := range st.Disks {
+		if !want[v] {
+			drop = append(drop, v)
+		}
+	}
+	sort.Ints(add)
+	sort.Ints(drop)
+	return add, drop
 }
 
 // growth returns the volumes of vols whose backing in st holds less than their size

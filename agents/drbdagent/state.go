@@ -57,6 +57,9 @@ type State struct {
 	Seeded    bool `json:"seeded,omitempty"`
 	Adjusted  bool `json:"adjusted,omitempty"`
 
+	// Adding are volumes added to the adjusted incarnation whose metadata is not
+	// created and seeded yet (written before their backing volumes are made).
+	Adding []int `json:"adding,omitempty"`
 	// RolledBack is the Seq of the last roll back carried out (Local.Rollback).
 	RolledBack uint64 `json:"rolled_back,omitempty"`
 	// Snapshots are this incarnation's part in the definition's snapshots, by name.
