@@ -74,6 +74,8 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /cairn/v1/resource-groups", g.listResourceGroups)
 	mux.HandleFunc("GET /cairn/v1/resources", g.listResources)
 	mux.HandleFunc("GET /cairn/v1/resources/{name}", g.getResource)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots", g.listSnapshots)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots/{snap}", g.getSnapshot)
 	mux.HandleFunc("GET /cairn/v1/pools", g.listPools)
 	mux.HandleFunc("GET /cairn/v1/pools/{name}", g.getPool)
 	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)

@@ -99,6 +99,67 @@ func (g *Gateway) getResource(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// SnapshotView is a snapshot of a definition with what each of its nodes last
+// reported of it.
+type SnapshotView struct {
+	projections.RDSnapshot
+	Observed map[string]drbd.SnapshotStatus `json:"observed"`
+}
+
+// snapshotsOf returns the definition's snapshots (all, or only name) with their nodes'
+// reports.
+func snapshotsOf(v *projections.View, rdName, name string) ([]SnapshotView, error) {
+	rd, ok, err := v.ResourceDefinition(rdName)
+	if err == nil && !ok {
+		err = cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", rdName)
+	}
+	if err != nil {
+		return nil, err
+	}
+	observed, err := v.ResourceStatus(rdName)
+	if err != nil {
+		return nil, err
+	}
+	out := []SnapshotView{}
+	for _, s := range rd.Snapshots {
+		if name != "" && s.Name != name {
+			continue
+		}
+		sv := SnapshotView{RDSnapshot: s, Observed: map[string]drbd.SnapshotStatus{}}
+		for _, node := range s.Nodes {
+			for _, ss := range observed[node].Snapshots {
+				if ss.Name == s.Name && ss.Seq == s.StartedSeq {
+					sv.Observed[node] = ss
+				}
+			}
+		}
+		out = append(out, sv)
+	}
+	if name != "" && len(out) == 0 {
+		return nil, cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", rdName, name)
+	}
+	return out, nil
+}
+
+// listSnapshots serves GET /cairn/v1/resources/{name}/snapshots.
+func (g *Gateway) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		snaps, err := snapshotsOf(v, r.PathValue("name"), "")
+		return map[string]any{"snapshots": snaps}, err
+	})
+}
+
+// getSnapshot serves GET /cairn/v1/resources/{name}/snapshots/{snap}.
+func (g *Gateway) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		snaps, err := snapshotsOf(v, r.PathValue("name"), r.PathValue("snap"))
+		if err != nil {
+			return nil, err
+		}
+		return snaps[0], nil
+	})
+}
+
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}

@@ -230,6 +230,24 @@ func TestLinstorCLISession(t *testing.T) {
 		_, err := os.Stat(filepath.Join(base, n, "var/lib/cairn/thin", "r1_00000.s1.snap"))
 		assert.NoError(t, err, "%s has no snapshot file", n)
 	}
+	// The native API shows the snapshot with each node's report of it.
+	var snap struct {
+		Phase    string `json:"phase"`
+		Observed map[string]struct {
+			Phase       string  `json:"phase"`
+			SuspendedMs float64 `json:"suspended_ms"`
+		} `json:"observed"`
+	}
+	code, body := httpJSON(t, "GET", s.url("/cairn/v1/resources/r1/snapshots/s1"), "")
+	require.Equal(t, 200, code, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &snap))
+	assert.Equal(t, "taken", snap.Phase)
+	require.Len(t, snap.Observed, 3, body)
+	for n, o := range snap.Observed {
+		assert.True(t, o.Phase == "taken" && o.SuspendedMs > 0, "%s: %+v", n, o)
+	}
+	code, _ = httpJSON(t, "GET", s.url("/cairn/v1/resources/r1/snapshots/nope"), "")
+	assert.Equal(t, 404, code)
 	assert.Contains(t, failed("snapshot", "create", "r1", "s1"), "already has a snapshot s1")
 	assert.Contains(t, failed("resource-definition", "delete", "r1"), "has snapshots (s1)")
 

@@ -146,7 +146,7 @@ func Decide(d *drbd.Desired, st *State, installed bool) Plan {
 	}
 	if !l.Diskless {
 		p.Rollback = l.Rollback != nil && cur.MDCreated && cur.RolledBack < l.Rollback.Seq
-		if cur.MDCreated {
+		if cur.MDCreated && len(d.Volumes) > 0 { // a deployed definition always has a volume
 			p.AddVolumes, p.DropVolumes = volumeChanges(d.Volumes, cur)
 		}
 		p.Grow, p.Resize = growth(d.Volumes, cur)

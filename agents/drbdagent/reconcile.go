@@ -250,6 +250,7 @@ func (r *Reconciler) finish(ctx context.Context, rd string, d *drbd.Desired, st 
 		r.mu.Lock()
 		delete(r.res, rd)
 		r.mu.Unlock()
+		r.pub.forget(rd)
 	}
 	return err
 }

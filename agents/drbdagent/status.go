@@ -24,6 +24,10 @@ type statusPublisher struct {
 	dirty map[string]bool
 	last  map[string]time.Time
 	wake  chan struct{}
+	// sending serializes build-and-send per resource: a status built before a
+	// reconcile finished must not go out after the one built from its outcome.
+	sendingMu sync.Mutex
+	sending   map[string]*sync.Mutex
 }
 
 // now builds and publishes rd's status (after a reconcile).
@@ -33,6 +37,13 @@ func (p *statusPublisher) now(ctx context.Context, rd string) {
 	p.last[rd] = time.Now()
 	p.mu.Unlock()
 	p.publish(ctx, rd, "reconcile")
+}
+
+// forget drops rd's send lock (the resource is gone from the node).
+func (p *statusPublisher) forget(rd string) {
+	p.sendingMu.Lock()
+	delete(p.sending, rd)
+	p.sendingMu.Unlock()
 }
 
 // soon marks rd's status to be published within StatusInterval.
@@ -76,6 +87,18 @@ func (p *statusPublisher) run(ctx context.Context) {
 }
 
 func (p *statusPublisher) publish(ctx context.Context, rd, cause string) {
+	p.sendingMu.Lock()
+	if p.sending == nil {
+		p.sending = map[string]*sync.Mutex{}
+	}
+	m := p.sending[rd]
+	if m == nil {
+		m = &sync.Mutex{}
+		p.sending[rd] = m
+	}
+	p.sendingMu.Unlock()
+	m.Lock()
+	defer m.Unlock()
 	st, ok := p.r.build(ctx, rd)
 	if !ok || p.r.cfg.Pub == nil {
 		return

@@ -77,7 +77,8 @@ func TestAddAndDropVolume(t *testing.T) {
 		eventually(t, n+" dropped volume 1", 30*time.Second, func() (bool, string) {
 			st, _ := lastStatus(t, s, n, "r1")
 			_, err := os.Stat(volFile(n, 1))
-			return st.Phase == drbd.PhaseApplied && len(st.Volumes) == 1 && st.Volumes[0].Volume == 0 && os.IsNotExist(err), js(st)
+			state, _ := LoadState(NewPaths(nodes[n].root).StateFile("r1"))
+			return st.Phase == drbd.PhaseApplied && len(st.Volumes) == 1 && st.Volumes[0].Volume == 0 && os.IsNotExist(err), js(st) + "\ndesired " + js(desiredOf(t, s, n, "r1")) + "\nstate " + js(state)
 		})
 	}
 	if _, err := os.Stat(volFile("n1", 0)); err != nil {
