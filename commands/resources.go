@@ -688,7 +688,8 @@ func (p *resourcePlan) resizeVolume(volume int, sizeKiB uint64) error {
 func (p *resourcePlan) deleteVolume(volume int) error {
 	if len(p.rd.Replicas) > 0 && slices.ContainsFunc(p.rd.Volumes, func(v projections.VolumeDefinition) bool { return v.Volume == volume }) {
 		if len(p.rd.Volumes) == 1 {
-			return cairn.Errorf(cairn.CodePreconditionFailed, "volume %d is the only volume of %s, which has replicas; delete the definition instead", volume, p.rd.Name)
+			return cairn.Errorf(cairn.CodePreconditionFailed, "volume %d is the only volume of %s, which has replicas; delete the definition instead", volume, p.rd.Name).
+				WithDetails(map[string]any{"in_use": true})
 		}
 		if err := p.refuseInUse("a volume of it is deleted"); err != nil {
 			return err

@@ -431,7 +431,8 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, 1, vds[1].Number, "without a number the next one")
 	l.get("/v1/resource-definitions/r2/volume-definitions/1", &vds[0])
 	l.rcs(404, "GET", "/v1/resource-definitions/r2/volume-definitions/7", "")
-	// A volume of a definition without replicas goes (vd.delete); of r1 (deployed) not.
+	// A volume of a definition without replicas goes (vd.delete); the only one of r1
+	// (deployed) not.
 	l.rcs(201, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"volume_number":5,"size_kib":102400}}`)
 	rc = l.rcs(200, "DELETE", "/v1/resource-definitions/r2/volume-definitions/5", "")
 	assert.Equal(t, retCode(lsDelete, lsVlmDfn, lsDeleted), rc[0].RetCode)

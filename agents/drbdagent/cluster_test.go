@@ -334,3 +334,23 @@ func TestThreeAgentsDay0Seeding(t *testing.T) {
 		return st.Phase == drbd.PhaseApplied && connectedTo(st, disks...) && fulls >= 1 && len(st.Volumes) == 1 && st.Volumes[0].DiskState == "UpToDate", js(st)
 	})
 }
+
+// threeNodes starts a server (serve --auth) with a cluster of n1..n3, each with a
+// file_thin pool "thin" and an in-process agent on the simulated kernel; base is the
+// directory of the nodes' roots.
+func threeNodes(t *testing.T) (s *server.Server, base string, nodes map[string]*clusterNode) {
+	t.Helper()
+	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	s = servertest.Start(t, func(c *server.Config) { c.Auth = true })
+	base = t.TempDir()
+	submit(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	nodes = map[string]*clusterNode{}
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("n%d", i)
+		submit(t, s, "node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, name, i, i))
+		submit(t, s, "sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, name))
+		nodes[name] = startClusterNode(t, s, base, name, fmt.Sprintf("h%d", i))
+		nodes[name].pool(t, "var/lib/cairn/thin")
+	}
+	return s, base, nodes
+}

@@ -2,16 +2,12 @@ package drbdagent
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/testtools"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 )
 
 // vd.resize end to end with three in-process agents on the simulated kernel (real
@@ -22,18 +18,7 @@ import (
 // metadata of the detached disk to the new end (drbdmeta check-resize), attaches and
 // resizes, and every replica then reports the new size with the metadata intact.
 func TestResizeWithAHostDown(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
-	s := servertest.Start(t, func(c *server.Config) { c.Auth = true })
-	base := t.TempDir()
-	submit(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
-	nodes := map[string]*clusterNode{}
-	for i := 1; i <= 3; i++ {
-		name := fmt.Sprintf("n%d", i)
-		submit(t, s, "node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, name, i, i))
-		submit(t, s, "sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, name))
-		nodes[name] = startClusterNode(t, s, base, name, fmt.Sprintf("h%d", i))
-		nodes[name].pool(t, "var/lib/cairn/thin")
-	}
+	s, base, nodes := threeNodes(t)
 	submit(t, s, "rd.create", `{"name":"r1"}`)
 	submit(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":4096}`)
 	submit(t, s, "replica.add", `{"resource":"r1","node":"n1"}`)

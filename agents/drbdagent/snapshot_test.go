@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/server"
 	"github.com/cairn-io/cairn/server/servertest"
@@ -41,18 +40,7 @@ func snapshotOf(t *testing.T, s *server.Server, rd, name string) (projections.RD
 // suspension bound and the serve records the snapshot failed; the agent that comes back
 // aborts without suspending. Deleting removes the files.
 func TestSnapshotsAcrossReplicas(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
-	s := servertest.Start(t, func(c *server.Config) { c.Auth = true })
-	base := t.TempDir()
-	submit(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
-	nodes := map[string]*clusterNode{}
-	for i := 1; i <= 3; i++ {
-		name := fmt.Sprintf("n%d", i)
-		submit(t, s, "node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, name, i, i))
-		submit(t, s, "sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, name))
-		nodes[name] = startClusterNode(t, s, base, name, fmt.Sprintf("h%d", i))
-		nodes[name].pool(t, "var/lib/cairn/thin")
-	}
+	s, base, nodes := threeNodes(t)
 	submit(t, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
 	submit(t, s, "rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`)
 	waitApplied(t, s, "r1", map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
