@@ -157,14 +157,20 @@ func TestRollback(t *testing.T) {
 	require.NoError(t, (&ZFS{Parent: "tank", Exec: rec}).Rollback(ctx, "r1_00000", "s1", 1024))
 	require.Equal(t, []string{"zfs rollback tank/r1_00000@s1"}, rec.Commands())
 	rec = &execx.Recorder{Strict: true}
-	rec.On("lvs", "--noheadings", "--nosuffix", "--units", "b", "--separator", ",", "-o", "lv_name,lv_size,vg_extent_size,pool_lv", "--select", "lv_name=r1_00000.s1").Stdout("  r1_00000.s1,1048576,4194304,thin\n")
-	rec.On("lvs").Stdout("")
+	lvsOf := func(lv string) []string {
+		return []string{"lvs", "--noheadings", "--nosuffix", "--units", "b", "--separator", ",", "-o", "lv_name,lv_size,vg_extent_size,pool_lv", "--select", "lv_name=" + lv}
+	}
+	rec.On(lvsOf("r1_00000.s1")...).Stdout("  r1_00000.s1,1048576,4194304,thin\n")
+	rec.On(lvsOf("r1_00000")...).Stdout("  r1_00000,1048576,4194304,thin\n").Times(1) // Remove's lookup: it exists
+	rec.On("lvs").Stdout("")                                                          // then it is gone
+	rec.On("lvremove")
 	rec.On("lvcreate")
 	rec.On("lvresize")
 	require.NoError(t, (&LVM{VG: "vg0", ThinPool: "thin", Exec: rec}).Rollback(ctx, "r1_00000", "s1", 1024))
 	require.Equal(t, []string{
 		"lvs --noheadings --nosuffix --units b --separator , -o lv_name,lv_size,vg_extent_size,pool_lv --select lv_name=r1_00000.s1 vg0",
 		"lvs --noheadings --nosuffix --units b --separator , -o lv_name,lv_size,vg_extent_size,pool_lv --select lv_name=r1_00000 vg0",
+		"lvremove -f vg0/r1_00000",
 		"lvs --noheadings --nosuffix --units b --separator , -o lv_name,lv_size,vg_extent_size,pool_lv --select lv_name=r1_00000 vg0",
 		"lvcreate --yes --snapshot --setactivationskip n --name r1_00000 vg0/r1_00000.s1",
 		"lvresize --yes --force --size 1024k vg0/r1_00000",
