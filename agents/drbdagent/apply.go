@@ -122,7 +122,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	// 3. Backing volumes.
 	if plan.Backing {
 		if st.Disks == nil {
-			st.Disks, st.Sizes, st.Resized = map[int]string{}, map[int]uint64{}, map[int]uint64{}
+			st.Disks = map[int]string{}
 		}
 		if st.Sizes == nil {
 			st.Sizes, st.Resized = map[int]uint64{}, map[int]uint64{}
@@ -487,11 +487,9 @@ func (r *Reconciler) dropVolumes(ctx context.Context, rd string, st *State, vols
 				return fmt.Errorf("wipe-md of dropped volume %d: %w", v, err)
 			}
 		}
-		if snapper != nil {
-			for name := range st.Snapshots {
-				if err := snapper.DeleteSnapshot(ctx, volume.Name(rd, v), name); err != nil {
-					return err
-				}
+		for name := range st.Snapshots {
+			if err := deleteAll(ctx, snapper, rd, []int{v}, name); err != nil {
+				return err
 			}
 		}
 		if r.cfg.LoopDevices && isFile(st.Provider) {
@@ -536,13 +534,10 @@ func (r *Reconciler) freeDisks(ctx context.Context, rd string, st *State) error 
 	if err != nil {
 		return err
 	}
-	if snapper, err := volume.SnapshotsOf(prov, st.Provider); err == nil {
-		for name := range st.Snapshots { // a volume goes with its snapshots
-			for v := range st.Disks {
-				if err := snapper.DeleteSnapshot(ctx, volume.Name(rd, v), name); err != nil {
-					return err
-				}
-			}
+	snapper, _ := volume.SnapshotsOf(prov, st.Provider)
+	for name := range st.Snapshots { // a volume goes with its snapshots
+		if err := deleteAll(ctx, snapper, rd, diskVolumes(st), name); err != nil {
+			return err
 		}
 	}
 	st.Snapshots = nil

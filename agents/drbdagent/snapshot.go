@@ -3,6 +3,7 @@ package drbdagent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -33,20 +34,25 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 	}
 	minors := sortedMinors(st)
 	bound := r.cfg.SuspendBound
+	// drop resumes I/O held for a snapshot and removes it from the node and from st.
+	drop := func(name, why string) error {
+		if ss := st.Snapshots[name]; ss != nil && ss.Phase == drbd.SnapSuspended {
+			r.abortSuspended(ctx, rd, minors, ss, why)
+		}
+		if err := deleteAll(ctx, snapper, rd, diskVolumes(st), name); err != nil {
+			return err
+		}
+		delete(st.Snapshots, name)
+		return save(st)
+	}
 	listed := map[string]bool{}
 	for _, o := range d.Snapshots {
 		listed[o.Name] = true
 		ss := st.Snapshots[o.Name]
 		if ss != nil && ss.Seq != o.Seq { // an older snapshot of the same name: gone
-			if ss.Phase == drbd.SnapSuspended {
-				r.abortSuspended(ctx, rd, minors, ss, "replaced")
+			if err := drop(o.Name, "replaced"); err != nil {
+				return err
 			}
-			if snapper != nil {
-				if err := deleteAll(ctx, snapper, rd, d.Volumes, o.Name); err != nil {
-					return err
-				}
-			}
-			delete(st.Snapshots, o.Name)
 			ss = nil
 		}
 		switch o.Phase {
@@ -85,7 +91,7 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 			case ss.Phase == drbd.SnapSuspended && time.Since(ss.SuspendedAt) > bound:
 				r.abortSuspended(ctx, rd, minors, ss, "the order to take came after the suspension bound")
 			case ss.Phase == drbd.SnapSuspended:
-				err := takeAll(ctx, snapper, rd, d.Volumes, o.Name)
+				err := takeAll(ctx, snapper, rd, diskVolumes(st), o.Name)
 				r.resume(ctx, rd, minors, ss)
 				if err != nil {
 					ss.Phase, ss.Error = drbd.SnapFailed, err.Error()
@@ -95,16 +101,17 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 				metricSteps.WithLabelValues("snapshot").Inc()
 			}
 		case drbd.SnapAbort:
-			if ss != nil && ss.Phase == drbd.SnapSuspended {
-				r.abortSuspended(ctx, rd, minors, ss, "aborted")
-			}
-			if ss == nil {
+			// Once: resume if suspended, remove what was taken, record it aborted.
+			switch {
+			case ss == nil:
 				st.Snapshots[o.Name] = &SnapState{Seq: o.Seq, Phase: drbd.SnapAborted, Error: "aborted"}
-			}
-			if snapper != nil {
-				if err := deleteAll(ctx, snapper, rd, d.Volumes, o.Name); err != nil {
+			case ss.Phase == drbd.SnapSuspended:
+				r.abortSuspended(ctx, rd, minors, ss, "aborted")
+			case ss.Phase == drbd.SnapTaken || ss.Phase == drbd.SnapFailed:
+				if err := deleteAll(ctx, snapper, rd, diskVolumes(st), o.Name); err != nil {
 					return err
 				}
+				ss.Phase = drbd.SnapAborted
 			}
 		}
 		if err := save(st); err != nil {
@@ -112,20 +119,10 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 		}
 	}
 	for name := range st.Snapshots {
-		if listed[name] {
-			continue
-		}
-		if ss := st.Snapshots[name]; ss.Phase == drbd.SnapSuspended {
-			r.abortSuspended(ctx, rd, minors, ss, "deleted")
-		}
-		if snapper != nil {
-			if err := deleteAll(ctx, snapper, rd, d.Volumes, name); err != nil {
+		if !listed[name] {
+			if err := drop(name, "deleted"); err != nil {
 				return err
 			}
-		}
-		delete(st.Snapshots, name)
-		if err := save(st); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -190,25 +187,35 @@ func (r *Reconciler) expire(rd, name string) {
 	r.pub.now(ctx, rd)
 }
 
-func takeAll(ctx context.Context, s volume.Snapshotter, rd string, vols []drbd.Volume, snap string) error {
+func takeAll(ctx context.Context, s volume.Snapshotter, rd string, vols []int, snap string) error {
 	if s == nil {
 		return fmt.Errorf("no snapshots on this provider")
 	}
 	for _, v := range vols {
-		if err := s.Snapshot(ctx, volume.Name(rd, v.Number), snap); err != nil {
+		if err := s.Snapshot(ctx, volume.Name(rd, v), snap); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func deleteAll(ctx context.Context, s volume.Snapshotter, rd string, vols []drbd.Volume, snap string) error {
+// deleteAll removes snapshot snap of the given volumes of rd; nothing without a
+// Snapshotter (a provider without snapshots never took one).
+func deleteAll(ctx context.Context, s volume.Snapshotter, rd string, vols []int, snap string) error {
+	if s == nil {
+		return nil
+	}
 	for _, v := range vols {
-		if err := s.DeleteSnapshot(ctx, volume.Name(rd, v.Number), snap); err != nil {
+		if err := s.DeleteSnapshot(ctx, volume.Name(rd, v), snap); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// diskVolumes lists the volumes st has backing disks for, sorted.
+func diskVolumes(st *State) []int {
+	return slices.Sorted(maps.Keys(st.Disks))
 }
 
 func sortedMinors(st *State) []int {
