@@ -553,12 +553,8 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.RDSnapshotSuspended:
 		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotTaking, "")
 	case *events.RDSnapshotTaken:
-		if err := takenBusy(t, d.Resource, d.Name); err != nil {
-			return true, err
-		}
 		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotTaken, "")
 	case *events.RDSnapshotFailed:
-		t.del(snapshotUnderWayKey(d.Resource, d.Name))
 		return true, snapshotPhase(t, d.Resource, d.Name, ev, SnapshotFailed, d.Reason)
 	case *events.RDRolledBack:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
@@ -685,20 +681,6 @@ func setInactive(rd *ResourceDefinition, node string, inactive bool) {
 // failed), so the serve holding the lease finds them without reading every definition.
 func snapshotUnderWayKey(rd, name string) string { return "v/snap-busy/" + rd + "/" + name }
 
-// takenBusy leaves a taken snapshot in the under-way index only while a clone waits
-// for its restore.
-func takenBusy(t *tx, rdName, name string) error {
-	var rd ResourceDefinition
-	if ok, err := getJSON(t, rdKey(rdName), &rd); err != nil || !ok {
-		return err
-	}
-	if s, ok := rd.Snapshot(name); ok && s.CloneTo != "" {
-		return nil
-	}
-	t.del(snapshotUnderWayKey(rdName, name))
-	return nil
-}
-
 // DefinitionsWithSnapshotsUnderWay lists the definitions with a snapshot under way.
 func (v *View) DefinitionsWithSnapshotsUnderWay() ([]string, error) {
 	var out []string
@@ -722,6 +704,11 @@ func snapshotPhase(t *tx, rdName, name string, ev events.Event, phase, reason st
 		s.Phase, s.Reason = phase, reason
 		if phase == SnapshotTaken || phase == SnapshotFailed {
 			s.DoneAt = ev.OccurredAt
+			// Off the under-way index, except a clone's taken snapshot: it stays until
+			// the target is restored (rd.created with restored_from).
+			if phase == SnapshotFailed || s.CloneTo == "" {
+				t.del(snapshotUnderWayKey(rdName, name))
+			}
 		}
 		return nil
 	})
