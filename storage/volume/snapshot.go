@@ -91,15 +91,28 @@ func (f *File) Snapshot(ctx context.Context, name, snap string) error {
 	if _, err := os.Stat(dst); err == nil {
 		return nil
 	}
-	tmp := dst + ".tmp"
-	if _, err := (&execx.Runner{Log: zerolog.Nop()}).Run(ctx, []string{"cp", "--reflink=auto", "--sparse=always", f.Path(name), tmp}, execx.Options{}); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := copyFile(ctx, f.Path(name), dst, 0); err != nil {
 		return fmt.Errorf("snapshot %s of %s: %w", snap, name, err)
 	}
 	return nil
+}
+
+// copyFile copies src to dst with `cp --reflink=auto --sparse=always` (a reflink where
+// the file system shares blocks, a sparse copy otherwise) under a temporary name, sets
+// its length to sizeBytes (unless 0) and renames it to dst, so dst is always complete.
+func copyFile(ctx context.Context, src, dst string, sizeBytes int64) error {
+	tmp := dst + ".tmp"
+	if _, err := (&execx.Runner{Log: zerolog.Nop()}).Run(ctx, []string{"cp", "--reflink=auto", "--sparse=always", src, tmp}, execx.Options{}); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if sizeBytes > 0 {
+		if err := os.Truncate(tmp, sizeBytes); err != nil {
+			_ = os.Remove(tmp)
+			return err
+		}
+	}
+	return os.Rename(tmp, dst)
 }
 
 // Restore copies the snapshot's image file (`cp --reflink=auto --sparse=always`) to a
@@ -118,30 +131,22 @@ func (f *File) Restore(ctx context.Context, name, from, snap string, sizeKiB uin
 	if _, err := os.Stat(src); err != nil {
 		return fmt.Errorf("restore %s from snapshot %s of %s: %w", name, snap, from, err)
 	}
-	tmp := f.Path(name) + ".restore.tmp"
-	if _, err := (&execx.Runner{Log: zerolog.Nop()}).Run(ctx, []string{"cp", "--reflink=auto", "--sparse=always", src, tmp}, execx.Options{}); err != nil {
-		_ = os.Remove(tmp)
+	if err := copyFile(ctx, src, f.Path(name), int64(sizeKiB)*1024); err != nil {
 		return fmt.Errorf("restore %s from snapshot %s of %s: %w", name, snap, from, err)
 	}
-	if err := os.Truncate(tmp, int64(sizeKiB)*1024); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("restore %s: %w", name, err)
-	}
-	return os.Rename(tmp, f.Path(name))
+	return nil
 }
 
-// Rollback replaces the image file with a copy of its snapshot (as Restore, then a
-// rename over the image: a crash leaves either the old or the rolled-back image).
+// Rollback replaces the image file with a copy of its snapshot (renamed over the
+// image: a crash leaves either the old or the rolled-back image).
 func (f *File) Rollback(ctx context.Context, name, snap string, sizeKiB uint64) error {
 	if err := checkSnap(name, snap); err != nil {
 		return err
 	}
-	tmp := name + ".rollback"
-	_ = os.Remove(f.Path(tmp))
-	if err := f.Restore(ctx, tmp, name, snap, sizeKiB); err != nil {
-		return err
+	if err := copyFile(ctx, f.SnapshotPath(name, snap), f.Path(name), int64(sizeKiB)*1024); err != nil {
+		return fmt.Errorf("rollback %s to snapshot %s: %w", name, snap, err)
 	}
-	return os.Rename(f.Path(tmp), f.Path(name))
+	return nil
 }
 
 // DeleteSnapshot removes the snapshot's image file.
