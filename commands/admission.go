@@ -11,6 +11,7 @@ import (
 	"github.com/agnivade/levenshtein"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -82,6 +83,9 @@ type Options struct {
 	// PoolFailoverTimeout: how long a pool's owner must be offline before its grant may
 	// move to another node (30 s).
 	PoolFailoverTimeout time.Duration
+
+	// claims are the claim subjects of this process's commands under way (set by New).
+	claims *inflight
 }
 
 // DefaultDeadline bounds a command's whole handling in admission (Options.Deadline).
@@ -137,6 +141,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	if opts.PoolFailoverTimeout <= 0 {
 		opts.PoolFailoverTimeout = DefaultPoolFailoverTimeout
 	}
+	opts.claims = newInflight()
 	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts, retryLocks: newRetryLocks(),
 		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute),
 		refusals: newRefusalRing(1000)}
@@ -298,6 +303,8 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 	}
 
 	var held chan struct{} // the boundary's retry lock, once a conflict made this command wait
+	var lost race          // the claims another command of this process held, last attempt
+	var raced []string     // the claims of the attempt before
 	defer func() {
 		if held != nil {
 			<-held
@@ -308,10 +315,28 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 		if err != nil {
 			return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
 		}
-		reply, seen, boundary, retry := a.attempt(ctx, h, req, view)
+		reply, seen, boundary, retry := a.attempt(ctx, h, req, view, &lost)
 		view.Close()
 		if retry == retryNone {
 			return reply
+		}
+		if retry == retryRace {
+			// Another command of this process decided on one of the same ports or
+			// nodes a moment ago. The next decision sees it as taken and usually avoids
+			// it (an autoplace picks another node, a port the next one); when it takes
+			// the same again (a named node), it waits until some command is done.
+			// Not an attempt: nothing was appended and nothing conflicted.
+			attempt--
+			if slices.Equal(lost.claims, raced) {
+				select {
+				case <-lost.released:
+				case <-ctx.Done():
+					return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
+						"%s: gave up waiting for another command on the same node or port: %v; retry with the same command id", req.Verb, ctx.Err()))
+				}
+			}
+			raced = lost.claims
+			continue
 		}
 		if retry == retryBusy {
 			// Nothing was appended: back off and try again, without waiting for the views.
@@ -377,7 +402,18 @@ func (l *retryLocks) of(b events.Expect) chan struct{} {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte{byte(b.Kind)})
 	_, _ = h.Write([]byte(b.Subject + "\x00" + b.Filter))
+	if len(b.Checks) > 0 {
+		// The first subject read: the definition (or node) the command is about.
+		_, _ = h.Write([]byte(b.Checks[0].Subject))
+	}
 	return l[h.Sum32()%uint32(len(l))]
+}
+
+// race is what an attempt lost to another command of this process: the claim subjects
+// it decided on and a channel closed when some command gives its claims back.
+type race struct {
+	claims   []string
+	released <-chan struct{}
 }
 
 // retryKind says whether and why admission decides a command again.
@@ -387,12 +423,13 @@ const (
 	retryNone  retryKind = iota
 	retryMoved           // the boundary moved: wait for the views, decide again
 	retryBusy            // JetStream was busy: nothing appended, try again shortly
+	retryRace            // another command of this process took a port or node decided on: decide again now
 )
 
 // attempt decides the command on one view and tries to append. seen is the view's
 // sequence, boundary the decision's consistency boundary, retry whether and why to
 // decide again.
-func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *projections.View) (reply Reply, seen uint64, boundary events.Expect, retry retryKind) {
+func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *projections.View, lost *race) (reply Reply, seen uint64, boundary events.Expect, retry retryKind) {
 	seen = view.Seq()
 	if rec, ok, err := view.Command(req.CommandID); err != nil {
 		return refused(req.CommandID, err), seen, boundary, retryNone
@@ -405,11 +442,11 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		// A refusal or a no-op appends nothing, so no expectation guards it: confirm
 		// that the view it was decided on is current for the boundary, else decide again.
 		if d.Expect.Kind != 0 {
-			cur, berr := a.store.BoundarySeq(ctx, d.Expect)
+			stale, berr := a.store.Stale(ctx, d.Expect)
 			if berr != nil {
 				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable, "could not read %s: %v", a.names.EventsStream(), berr)), seen, boundary, retryNone
 			}
-			if cur != d.Expect.Seq {
+			if stale {
 				return Reply{}, seen, boundary, retryMoved
 			}
 		}
@@ -421,6 +458,17 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 			a.remember(ctx, req, r)
 		}
 		return r, seen, boundary, retryNone
+	}
+	if claims := claimSubjects(d.Events); len(claims) > 0 {
+		ok, released := a.opts.claims.reserve(claims)
+		if !ok {
+			lost.claims, lost.released = claims, released
+			return Reply{}, seen, boundary, retryRace
+		}
+		defer a.opts.claims.release(claims)
+	}
+	if d.Expect.Kind == events.ExpectChecks {
+		d.Events = a.withCheckCarriers(req.Verb, d.Events, d.Expect.Checks)
 	}
 	envs, err := events.Seal(events.Meta{CommandID: req.CommandID, CorrelationID: req.CorrelationID,
 		CausationID: req.CausationID, Actor: req.Actor, OccurredAt: a.opts.Now(), RequestDigest: req.digest}, d.Events)
@@ -457,6 +505,27 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		r.Warnings = append(r.Warnings, "events are stored but the views have not applied them yet")
 	}
 	return r, seen, boundary, retryNone
+}
+
+// withCheckCarriers adds command.checked events when the command read more subjects
+// than its events can carry checks for (one per message of the atomic batch).
+func (a *Admission) withCheckCarriers(verb string, drafts []events.Draft, checks events.Checks) []events.Draft {
+	subjects := make([]string, len(drafts))
+	for i, d := range drafts {
+		subjects[i] = d.Subject
+	}
+	_, missing := events.AssignChecks(subjects, checks)
+	if missing == 0 {
+		return drafts
+	}
+	ev := &events.CommandChecked{Verb: verb}
+	for _, c := range checks {
+		ev.Checks = append(ev.Checks, events.ReadCheck{Subject: c.Subject, Seq: c.Seq})
+	}
+	for range missing {
+		drafts = append(drafts, events.Draft{Subject: a.names.CheckedSubject(), Payload: ev})
+	}
+	return drafts
 }
 
 // replyFromViews answers a duplicate delivery from the command's record in the views.

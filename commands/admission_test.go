@@ -110,7 +110,9 @@ func TestConcurrentAddOfOneNameAcceptsExactlyOne(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{"ok": 1, cairn.CodeAlreadyExists: n - 1}, codes)
-	assert.Equal(t, uint64(2), servertest.LastSeq(t, s), "exactly cluster.created and one node.added")
+	// cluster.created, then one node.add: node.added, its host's claim (failure domains)
+	// and the command.checked carrying its read of the cluster.
+	assert.Equal(t, uint64(4), servertest.LastSeq(t, s), "exactly cluster.created and one node.add")
 }
 
 // Without failure domains a node's commands depend on that node alone (its subject is
@@ -140,7 +142,7 @@ func TestCommandsThatLostTheSameBoundaryTakeTurns(t *testing.T) {
 	for i, r := range replies {
 		assert.True(t, r.OK, "r%02d: %+v", i, r.Error)
 	}
-	assert.Equal(t, uint64(1+n), servertest.LastSeq(t, s))
+	assert.Equal(t, uint64(1+2*n), servertest.LastSeq(t, s), "each one rd.created and port.claimed")
 }
 
 // node.add reads every node and serializes on the stream; see the topology tests.)
@@ -197,7 +199,8 @@ func TestSameCommandIDAppendsOnceAndRepliesTheSame(t *testing.T) {
 	// the body field is the same key as the header
 	viaBody := servertest.Send(t, nc, "node.add", `{"command_id":"add-n1",`+nodeBody("n1")[1:])
 	assert.Equal(t, first, viaBody)
-	assert.Equal(t, uint64(2), servertest.LastSeq(t, s))
+	require.Len(t, first.Events, 3, "node.added, host.changed, command.checked")
+	assert.Equal(t, uint64(4), servertest.LastSeq(t, s))
 
 	// concurrent deliveries of one id: one append, one answer
 	var wg sync.WaitGroup
@@ -214,7 +217,7 @@ func TestSameCommandIDAppendsOnceAndRepliesTheSame(t *testing.T) {
 		require.True(t, r.OK, "%+v", r.Error)
 		assert.Equal(t, replies[0], r)
 	}
-	assert.Equal(t, uint64(3), servertest.LastSeq(t, s))
+	assert.Equal(t, uint64(7), servertest.LastSeq(t, s), "one more node.add of three events")
 
 	// a refusal is remembered too: the retried id gets the first answer
 	r1 := servertest.Send(t, nc, "node.remove", `{"name":"n9"}`, commands.HeaderCommandID, "rm-n9")

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -72,69 +73,86 @@ func DecideSnapshotDelete(existing *projections.Snapshot, c NameOnly) (*events.S
 	return &events.SnapshotDeleted{Name: c.Name, Lvol: existing.Lvol, Node: existing.Node}, nil
 }
 
-// volumeHandlers decide the logical volume and snapshot verbs. Their boundary is the
-// whole stream: placing a volume depends on its node, which node.remove may take away.
+// volumeHandlers decide the logical volume and snapshot verbs. lvol.create reads its
+// name and its node and claims the node (node.remove must see the volume); a snapshot
+// reads its volume (lvol.delete must not leave it behind).
 func volumeHandlers() []Handler {
 	return []Handler{
 		{Verb: "lvol.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c LvolCreate
-			d := Decision{Expect: streamBoundary(v)}
 			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
+			}
+			r := newReads(v, names)
+			if err := errors.Join(r.of("lvol", c.Name), r.of("node", c.Node)); err != nil {
 				return Decision{}, err
 			}
 			l, lok, err := v.Lvol(c.Name)
 			if err != nil {
-				return d, err
+				return r.decide(Decision{}), err
 			}
 			n, nok, err := v.Node(c.Node)
 			if err != nil {
-				return d, err
+				return r.decide(Decision{}), err
 			}
 			ev, err := DecideLvolCreate(ptrIf(l, lok), ptrIf(n, nok), c)
-			return d.with(names.Event("lvol", c.Name), ev, nil), err
+			d := Decision{}.with(names.Event("lvol", c.Name), ev, nil)
+			if err == nil {
+				d = d.with(names.Event("node", c.Node), &events.NodeClaimed{Name: c.Node, Resource: c.Name, Reason: "logical volume " + c.Name}, nil)
+			}
+			return r.decide(d), err
 		}},
 		{Verb: "lvol.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NameOnly
-			d := Decision{Expect: streamBoundary(v)}
 			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
+			}
+			r := newReads(v, names)
+			if err := r.of("lvol", c.Name); err != nil {
 				return Decision{}, err
 			}
 			l, ok, err := v.Lvol(c.Name)
 			if err != nil {
-				return d, err
+				return r.decide(Decision{}), err
 			}
 			ev, err := DecideLvolDelete(ptrIf(l, ok), c)
-			return d.with(names.Event("lvol", c.Name), ev, nil), err
+			return r.decide(Decision{}.with(names.Event("lvol", c.Name), ev, nil)), err
 		}},
 		{Verb: "snapshot.create", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c SnapshotCreate
-			d := Decision{Expect: streamBoundary(v)}
 			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
+			}
+			r := newReads(v, names)
+			if err := errors.Join(r.of("snapshot", c.Name), r.of("lvol", c.Lvol)); err != nil {
 				return Decision{}, err
 			}
 			s, sok, err := v.Snapshot(c.Name)
 			if err != nil {
-				return d, err
+				return r.decide(Decision{}), err
 			}
 			l, lok, err := v.Lvol(c.Lvol)
 			if err != nil {
-				return d, err
+				return r.decide(Decision{}), err
 			}
 			ev, err := DecideSnapshotCreate(ptrIf(s, sok), ptrIf(l, lok), c)
-			return d.with(names.Event("snapshot", c.Name), ev, nil), err
+			return r.decide(Decision{}.with(names.Event("snapshot", c.Name), ev, nil)), err
 		}},
 		{Verb: "snapshot.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NameOnly
-			d := Decision{Expect: streamBoundary(v)}
 			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
+			}
+			r := newReads(v, names)
+			if err := r.of("snapshot", c.Name); err != nil {
 				return Decision{}, err
 			}
 			s, ok, err := v.Snapshot(c.Name)
 			if err != nil {
-				return d, err
+				return r.decide(Decision{}), err
 			}
 			ev, err := DecideSnapshotDelete(ptrIf(s, ok), c)
-			return d.with(names.Event("snapshot", c.Name), ev, nil), err
+			return r.decide(Decision{}.with(names.Event("snapshot", c.Name), ev, nil)), err
 		}},
 	}
 }

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -162,12 +163,11 @@ func nodeHandlers() []Handler {
 	return []Handler{
 		{Verb: "node.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeModify
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) {
-				if c.Address != "" { // it reads every node's address
-					return streamBoundary(v), nil
-				}
-				return subjectBoundary(v, names.Event("node", c.Name))
-			})
+			// The node's own subject. The address check against the other nodes is
+			// advice, not an invariant (node.add accepts a shared address with a
+			// warning), so it is not a read to check: two renames racing to one address
+			// can both land, as two node.add with it can.
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Name)) })
 			if err != nil {
 				return d, err
 			}
@@ -193,75 +193,21 @@ func nodeHandlers() []Handler {
 		}},
 		{Verb: "node.add", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeAdd
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return topologyBoundary(v, names, c.Name) })
-			if err != nil {
-				return d, err
+			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
 			}
-			cl, ok, err := v.Cluster()
-			if err != nil {
-				return d, err
-			}
-			n, found, err := v.Node(c.Name)
-			if err != nil {
-				return d, err
-			}
-			ev, warnings, err := DecideNodeAdd(ptrIf(cl, ok), ptrIf(n.Spec, found), c)
-			if err != nil {
-				return d, err
-			}
-			others, err := v.NodesAt(c.Address)
-			if err != nil {
-				return d, err
-			}
-			for _, o := range others {
-				warnings = append(warnings, fmt.Sprintf("node %s has the same address %s: replicas of one resource on both would share DRBD's endpoint", o, c.Address))
-			}
-			m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role, Physical: ev.PhysicalLabel}
-			if err := checkTopology(v, &m, ""); err != nil {
-				return d, err
-			}
-			up, err := placementFor(v, &m, "")
-			if err != nil {
-				return d, err
-			}
-			return d.with(names.Event("node", c.Name), ev, warnings).with(names.Event("cluster", cl.Name), up, nil), nil
+			r := newReads(v, names)
+			d, err := decideNodeAdd(r, c)
+			return r.decide(d), err
 		}},
 		{Verb: "node.remove", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeRemove
-			// node.remove reads the node's volumes, every node and the activation.
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
-			if err != nil {
-				return d, err
+			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
 			}
-			n, found, err := v.Node(c.Name)
-			if err != nil {
-				return d, err
-			}
-			ev, err := DecideNodeRemove(ptrIf(n, found), c)
-			if err != nil {
-				return d, err
-			}
-			if err := checkRemoval(v, c.Name); err != nil {
-				return d, err
-			}
-			if rds, err := v.NodeResources(c.Name); err != nil {
-				return d, err
-			} else if len(rds) > 0 {
-				return d, cairn.Errorf(cairn.CodePreconditionFailed, "node %s holds replicas of %d resource(s) (%s); remove them first",
-					c.Name, len(rds), strings.Join(rds[:min(len(rds), 10)], ", ")).WithDetails(map[string]any{"resources": rds})
-			}
-			if err := checkTopology(v, nil, c.Name); err != nil {
-				return d, err
-			}
-			up, err := placementFor(v, nil, c.Name)
-			if err != nil {
-				return d, err
-			}
-			d = d.with(names.Event("node", c.Name), ev, nil)
-			if up != nil {
-				d = d.with(names.Event("cluster", up.Cluster), up, nil)
-			}
-			return d, nil
+			r := newReads(v, names)
+			d, err := decideNodeRemove(r, c)
+			return r.decide(d), err
 		}},
 		{Verb: "node.set-state", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c NodeSetState
@@ -284,4 +230,130 @@ func ptrIf[T any](v T, ok bool) *T {
 		return nil
 	}
 	return &v
+}
+
+// readTopology records the reads of a topology decision in a cluster with failure
+// domains: the cluster (its activation, placement and the balance every counted host
+// change rewrites through placement.updated) and the node's host.
+func readTopology(r *reads, cl projections.Cluster, host string) error {
+	if !cl.FailureDomains {
+		return nil
+	}
+	return errors.Join(r.aggregate("cluster"), r.of("host", host))
+}
+
+// hostChanged is the claim on a host a node joins or leaves, in a cluster with failure
+// domains (nil otherwise).
+func hostChanged(cl projections.Cluster, host, node, domain, change string) *events.HostChanged {
+	if !cl.FailureDomains {
+		return nil
+	}
+	return &events.HostChanged{Host: host, Node: node, FailureDomain: domain, Change: change}
+}
+
+// decideNodeAdd decides node.add. Reads: the node's subject; without a cluster, the
+// cluster's; with failure domains, the cluster and the host (readTopology). The other
+// nodes' addresses are advice (a warning), not reads.
+func decideNodeAdd(r *reads, c NodeAdd) (Decision, error) {
+	v, names := r.v, r.names
+	var d Decision
+	if err := r.of("node", c.Name); err != nil {
+		return d, err
+	}
+	cl, ok, err := v.Cluster()
+	if err != nil {
+		return d, err
+	}
+	if !ok {
+		if err := r.aggregate("cluster"); err != nil {
+			return d, err
+		}
+	} else if err := readTopology(r, cl, c.Host); err != nil {
+		return d, err
+	}
+	n, found, err := v.Node(c.Name)
+	if err != nil {
+		return d, err
+	}
+	ev, warnings, err := DecideNodeAdd(ptrIf(cl, ok), ptrIf(n.Spec, found), c)
+	if err != nil {
+		return d, err
+	}
+	others, err := v.NodesAt(c.Address)
+	if err != nil {
+		return d, err
+	}
+	for _, o := range others {
+		warnings = append(warnings, fmt.Sprintf("node %s has the same address %s: replicas of one resource on both would share DRBD's endpoint", o, c.Address))
+	}
+	m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role, Physical: ev.PhysicalLabel}
+	if err := checkTopology(v, &m, ""); err != nil {
+		return d, err
+	}
+	up, err := placementFor(v, &m, "")
+	if err != nil {
+		return d, err
+	}
+	d = d.with(names.Event("node", c.Name), ev, warnings).with(names.Event("cluster", cl.Name), up, nil)
+	return d.with(names.Event("host", c.Host), hostChanged(cl, c.Host, c.Name, c.FailureDomain, "joined"), nil), nil
+}
+
+// decideNodeRemove decides node.remove. Reads: the node's subject (its replicas and
+// volumes claim it); with failure domains, the cluster and the host; once activated,
+// every node (the online hosts that must stay above k + m); while the cluster holds no
+// data, every definition and volume (the two-host floor starts with the first).
+func decideNodeRemove(r *reads, c NodeRemove) (Decision, error) {
+	v, names := r.v, r.names
+	var d Decision
+	if err := r.of("node", c.Name); err != nil {
+		return d, err
+	}
+	n, found, err := v.Node(c.Name)
+	if err != nil {
+		return d, err
+	}
+	ev, err := DecideNodeRemove(ptrIf(n, found), c)
+	if err != nil {
+		return d, err
+	}
+	cl, _, err := v.Cluster()
+	if err != nil {
+		return d, err
+	}
+	if err := readTopology(r, cl, n.Spec.Host); err != nil {
+		return d, err
+	}
+	if cl.Activated {
+		if err := r.aggregate("node"); err != nil {
+			return d, err
+		}
+		if data, err := v.HoldsData(); err != nil {
+			return d, err
+		} else if !data {
+			if err := errors.Join(r.aggregate("rd"), r.aggregate("lvol")); err != nil {
+				return d, err
+			}
+		}
+	}
+	if err := checkRemoval(v, c.Name); err != nil {
+		return d, err
+	}
+	if rds, err := v.NodeResources(c.Name); err != nil {
+		return d, err
+	} else if len(rds) > 0 {
+		return d, cairn.Errorf(cairn.CodePreconditionFailed, "node %s holds replicas of %d resource(s) (%s); remove them first",
+			c.Name, len(rds), strings.Join(rds[:min(len(rds), 10)], ", ")).WithDetails(map[string]any{"resources": rds})
+	}
+	if err := checkTopology(v, nil, c.Name); err != nil {
+		return d, err
+	}
+	up, err := placementFor(v, nil, c.Name)
+	if err != nil {
+		return d, err
+	}
+	d = d.with(names.Event("node", c.Name), ev, nil)
+	if up != nil {
+		d = d.with(names.Event("cluster", up.Cluster), up, nil)
+	}
+	return d.with(names.Event("host", n.Spec.Host), hostChanged(cl, n.Spec.Host, c.Name, n.Spec.FailureDomain, "left"), nil), nil
 }

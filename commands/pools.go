@@ -131,40 +131,55 @@ func poolHandlers(opts Options) []Handler {
 			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
-			d := Decision{Expect: streamBoundary(v)}
+			// Reads: the pool and every node it names.
+			r := newReads(v, names)
+			if err := r.of("pool", c.Name); err != nil {
+				return Decision{}, err
+			}
 			if _, exists, err := v.Pool(c.Name); err != nil || exists {
 				if err == nil {
 					err = cairn.Errorf(cairn.CodeAlreadyExists, "pool %s already exists", c.Name)
 				}
-				return d, err
+				return r.decide(Decision{}), err
 			}
 			for _, n := range c.Nodes {
+				if err := r.of("node", n); err != nil {
+					return Decision{}, err
+				}
 				if nd, err := node(v, n); err != nil || nd == nil {
 					if err == nil {
 						err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", n).About(cairn.ObjNode)
 					}
-					return d, err
+					return r.decide(Decision{}), err
 				}
 			}
-			return d.with(names.Event("pool", c.Name), &c, nil), nil
+			return r.decide(Decision{}.with(names.Event("pool", c.Name), &c, nil)), nil
 		}},
-		poolVerb("pool.import", func(v *projections.View, p *projections.Pool, c PoolImport) (*events.PoolImportGranted, []string, error) {
-			target, err := node(v, c.Node)
+		poolVerb("pool.import", func(r *reads, p *projections.Pool, c PoolImport) (*events.PoolImportGranted, []string, error) {
+			// Reads the target node and the owner: a grant that moves because the owner
+			// was offline conflicts with the owner coming back (node.set-state).
+			if err := r.of("node", c.Node); err != nil {
+				return nil, nil, err
+			}
+			target, err := node(r.v, c.Node)
 			if err != nil {
 				return nil, nil, err
 			}
 			var owner *projections.Node
-			if p != nil {
-				if owner, err = node(v, p.Owner); err != nil {
+			if p != nil && p.Owner != "" {
+				if err := r.of("node", p.Owner); err != nil {
+					return nil, nil, err
+				}
+				if owner, err = node(r.v, p.Owner); err != nil {
 					return nil, nil, err
 				}
 			}
 			return DecidePoolImport(p, target, owner, c, opts.Now(), opts.PoolFailoverTimeout)
 		}),
-		poolVerb("pool.export", func(_ *projections.View, p *projections.Pool, c PoolExport) (*events.PoolExported, []string, error) {
+		poolVerb("pool.export", func(_ *reads, p *projections.Pool, c PoolExport) (*events.PoolExported, []string, error) {
 			return DecidePoolExport(p, c)
 		}),
-		poolVerb("pool.contest", func(_ *projections.View, p *projections.Pool, c PoolContest) (*events.PoolContested, []string, error) {
+		poolVerb("pool.contest", func(_ *reads, p *projections.Pool, c PoolContest) (*events.PoolContested, []string, error) {
 			return DecidePoolContest(p, c)
 		}),
 	}
@@ -177,20 +192,23 @@ func (c PoolImport) poolName() string  { return c.Pool }
 func (c PoolContest) poolName() string { return c.Pool }
 
 // poolVerb is a handler for a verb on an existing pool's subject: it decodes C, reads
-// the pool (nil when unknown) and lets decide choose the event E, on the whole stream
-// as boundary.
-func poolVerb[C poolBody, E events.Payload](verb string, decide func(*projections.View, *projections.Pool, C) (E, []string, error)) Handler {
+// the pool (nil when unknown) and lets decide choose the event E, recording what else
+// it reads in r; the boundary is the pool's subject and those reads.
+func poolVerb[C poolBody, E events.Payload](verb string, decide func(*reads, *projections.Pool, C) (E, []string, error)) Handler {
 	return Handler{Verb: verb, Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 		var c C
 		if err := decodeBody(body, &c); err != nil {
 			return Decision{}, err
 		}
-		d := Decision{Expect: streamBoundary(v)}
+		r := newReads(v, names)
+		if err := r.of("pool", c.poolName()); err != nil {
+			return Decision{}, err
+		}
 		p, ok, err := v.Pool(c.poolName())
 		if err != nil {
-			return d, err
+			return r.decide(Decision{}), err
 		}
-		ev, warnings, err := decide(v, ptrIf(p, ok), c)
-		return d.with(names.Event("pool", c.poolName()), ev, warnings), err
+		ev, warnings, err := decide(r, ptrIf(p, ok), c)
+		return r.decide(Decision{}.with(names.Event("pool", c.poolName()), ev, warnings)), err
 	}}
 }

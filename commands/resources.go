@@ -3,10 +3,12 @@ package commands
 import (
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cairn-io/cairn"
@@ -164,6 +166,10 @@ type resourcePlan struct {
 	cands   []replicas.Candidate
 	byNode  map[string]int // index into cands
 	d       Decision
+	// reads is the decision's read set: every subject whose state it depends on.
+	reads *reads
+	// claims are the node.claimed and port.claimed events, appended after the others.
+	claims []events.Draft
 	// restore, during rd.restore, gives the disks added restore seeds and the snapshot
 	// to start from.
 	restore *restorePlan
@@ -175,16 +181,65 @@ type restorePlan struct {
 	current map[int]drbd.UUID // by volume: the current UUID of every restored copy
 }
 
-func newResourcePlan(v *projections.View, names events.Names, opts Options, d Decision) (*resourcePlan, error) {
+// newResourcePlan starts a plan on the view. It always returns a plan, whose decision
+// carries the reads made so far even when it also returns a refusal.
+func newResourcePlan(v *projections.View, names events.Names, opts Options) (*resourcePlan, error) {
+	p := &resourcePlan{v: v, names: names, opts: opts, rand: rand.Reader, reads: newReads(v, names)}
 	cl, ok, err := v.Cluster()
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	if !ok {
-		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "there is no cluster yet: run cluster.create first")
+		// The refusal depends on every cluster subject: cluster.create moves it.
+		if err := p.reads.aggregate("cluster"); err != nil {
+			return p, err
+		}
+		return p, cairn.Errorf(cairn.CodePreconditionFailed, "there is no cluster yet: run cluster.create first")
 	}
-	p := &resourcePlan{v: v, names: names, opts: opts, rand: rand.Reader, cluster: cl, d: d, byNode: map[string]int{}}
-	nodes, err := v.Nodes()
+	// Not a read to check: what a plan uses of the cluster (its failure-domain rule) is
+	// set at cluster.create and never changes.
+	p.cluster = cl
+	return p, nil
+}
+
+// read records that the decision depends on subject as the view has it.
+func (p *resourcePlan) read(subject string) error { return p.reads.subject(subject) }
+
+// decision is the plan's events with its read set as the boundary.
+func (p *resourcePlan) decision() Decision {
+	d := p.d
+	if len(d.Events) > 0 {
+		d.Events = append(slices.Clip(d.Events), p.claims...)
+	}
+	return p.reads.decide(d)
+}
+
+// claimNode makes the command's append conditional on node's subject and records the
+// claim there (node.claimed, once per node and command): two commands taking minors or
+// pool room on one node conflict, on different nodes they never meet.
+func (p *resourcePlan) claimNode(node, reason string) error {
+	subject := p.names.Event("node", node)
+	for _, d := range p.claims {
+		if d.Subject == subject {
+			return nil
+		}
+	}
+	if err := p.read(subject); err != nil {
+		return err
+	}
+	p.claims = append(p.claims, events.Draft{Subject: subject, Payload: &events.NodeClaimed{Name: node, Resource: p.rd.Name, Reason: reason}})
+	return nil
+}
+
+// candidates are every node as placement sees it, read once per plan. Not a read to
+// check: a node added or changed meanwhile only means the placement could have chosen
+// otherwise; the nodes actually placed on are claimed (claimNode).
+func (p *resourcePlan) candidates() ([]replicas.Candidate, error) {
+	if p.byNode != nil {
+		return p.cands, nil
+	}
+	p.byNode = map[string]int{}
+	nodes, err := p.v.Nodes()
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +257,7 @@ func newResourcePlan(v *projections.View, names events.Names, opts Options, d De
 		p.byNode[n.Spec.Name] = len(p.cands)
 		c := replicas.Candidate{Node: n.Spec.Name, Online: n.Status.State == events.StateOnline,
 			Storage: n.Spec.Role == events.RoleStorage, Domain: n.Spec.FailureDomain, Props: props}
-		pools, err := v.NodeStoragePools(n.Spec.Name)
+		pools, err := p.v.NodeStoragePools(n.Spec.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -212,11 +267,14 @@ func newResourcePlan(v *projections.View, names events.Names, opts Options, d De
 		}
 		p.cands = append(p.cands, c)
 	}
-	return p, nil
+	return p.cands, nil
 }
 
 // load reads the definition (not_found when it does not exist) and its group.
 func (p *resourcePlan) load(name string) error {
+	if err := p.read(p.names.Event("rd", name)); err != nil {
+		return err
+	}
 	rd, ok, err := p.v.ResourceDefinition(name)
 	if err != nil {
 		return err
@@ -225,6 +283,8 @@ func (p *resourcePlan) load(name string) error {
 		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", name).About(cairn.ObjResourceDefinition)
 	}
 	p.rd = rd
+	// Not a read to check: a group is never deleted while a definition is in it, and
+	// a concurrent rg.modify only orders before or after this command.
 	return p.loadGroup(rd.ResourceGroup)
 }
 
@@ -307,6 +367,9 @@ func (p *resourcePlan) warn(format string, args ...any) {
 }
 
 func (p *resourcePlan) candidate(node string) (*replicas.Candidate, bool) {
+	if _, err := p.candidates(); err != nil {
+		return nil, false
+	}
 	i, ok := p.byNode[node]
 	if !ok {
 		return nil, false
@@ -383,6 +446,9 @@ func (p *resourcePlan) pickPool(node, named string) (replicas.StoragePool, error
 // addReplica allocates a node id and minors and decides the seeding plan of a new
 // replica, then emits replica.added. pool is nil for a diskless replica.
 func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebreaker bool, reason string, force bool, opts drbd.Options) error {
+	if err := p.claimNode(node, "replica of "+p.rd.Name+" ("+reason+")"); err != nil {
+		return err
+	}
 	used := make([]int, 0, len(p.rd.Replicas))
 	for _, r := range p.rd.Replicas {
 		used = append(used, r.NodeID)
@@ -464,7 +530,11 @@ func (p *resourcePlan) seeds(id int, provider drbd.Provider, first, force bool) 
 
 // tiebreaker applies the tiebreaker rule after the command's other changes.
 func (p *resourcePlan) tiebreaker() error {
-	plan := replicas.PlanTiebreaker(p.members(), p.cands)
+	cands, err := p.candidates()
+	if err != nil {
+		return err
+	}
+	plan := replicas.PlanTiebreaker(p.members(), cands)
 	switch {
 	case plan.Add != "":
 		return p.addReplica(plan.Add, nil, true, "tiebreaker", false, drbd.Options{})
@@ -507,7 +577,22 @@ func (p *resourcePlan) autoplace(target int, force bool, opts drbd.Options) erro
 		p.warn("resource %s already has %d diskful replica(s) (place count %d); nothing placed", p.rd.Name, diskful, target)
 		return nil
 	}
-	choices, err := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, p.members(), p.cands)
+	cands, err := p.candidates()
+	if err != nil {
+		return err
+	}
+	// Nodes another command of this process is placing on right now come last: taken
+	// only when the placement needs them (each claim would conflict with the other).
+	var idle []replicas.Candidate
+	for _, c := range cands {
+		if !p.opts.claims.busy(p.names.Event("node", c.Node)) {
+			idle = append(idle, c)
+		}
+	}
+	choices, err := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, p.members(), idle)
+	if err != nil && len(idle) < len(cands) {
+		choices, err = replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, p.members(), cands)
+	}
 	if cairn.ErrorCode(err) == cairn.CodePreconditionFailed {
 		// Short of nodes: the tiebreaker's node may take a disk (LINSTOR's tiebreaker
 		// takeover). Only then: a new node's disk on a thin pool starts at day 0 and syncs
@@ -519,7 +604,7 @@ func (p *resourcePlan) autoplace(target int, force bool, opts drbd.Options) erro
 			}
 		}
 		if len(placed) < len(p.members()) {
-			if again, err2 := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, placed, p.cands); err2 == nil {
+			if again, err2 := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), target-diskful, placed, cands); err2 == nil {
 				choices, err = again, nil
 			}
 		}
@@ -529,7 +614,9 @@ func (p *resourcePlan) autoplace(target int, force bool, opts drbd.Options) erro
 	}
 	for _, c := range choices {
 		if r, ok := p.rd.Replica(c.Node); ok && r.Tiebreaker {
-			p.giveDisk(r, c.Pool)
+			if err := p.giveDisk(r, c.Pool); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := p.addReplica(c.Node, &c.Pool, false, "autoplace", force, opts); err != nil {
@@ -542,7 +629,10 @@ func (p *resourcePlan) autoplace(target int, force bool, opts drbd.Options) erro
 // giveDisk turns diskless replica r into a diskful one on pool. A diskless replica
 // holds nothing: it gets fresh metadata and a full sync, never a seed that could skip
 // data its peers hold.
-func (p *resourcePlan) giveDisk(r *projections.Replica, sp replicas.StoragePool) {
+func (p *resourcePlan) giveDisk(r *projections.Replica, sp replicas.StoragePool) error {
+	if err := p.claimNode(r.Node, "disk for the replica of "+p.rd.Name); err != nil {
+		return err
+	}
 	p.emit(&events.ReplicaDiskToggled{Resource: p.rd.Name, Node: r.Node, Diskless: false,
 		StoragePool: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FullSync: true})
 	r.Diskless, r.Tiebreaker, r.StoragePool, r.Provider, r.Pool = false, false, sp.Name, sp.Provider, sp.Pool
@@ -553,18 +643,39 @@ func (p *resourcePlan) giveDisk(r *projections.Replica, sp replicas.StoragePool)
 			}
 		}
 	}
+	return nil
 }
 
+// claimPort makes the append conditional on the port's subject and records the claim
+// there (port.claimed): two commands that picked the same free port conflict.
+func (p *resourcePlan) claimPort(port int) error {
+	subject := p.names.Event("port", strconv.Itoa(port))
+	if err := p.read(subject); err != nil {
+		return err
+	}
+	p.claims = append(p.claims, events.Draft{Subject: subject, Payload: &events.PortClaimed{Port: port, Resource: p.rd.Name}})
+	return nil
+}
+
+// takePort picks the lowest free port no other command of this process is about to
+// claim (the lowest free one when all of the first few are).
 func (p *resourcePlan) takePort() (int, error) {
-	st, err := p.v.PortAllocator(p.opts.Ports.Min, 1)
+	const choices = 64
+	st, err := p.v.PortAllocator(p.opts.Ports.Min, choices)
 	if err != nil {
 		return 0, err
 	}
-	ports, err := replicas.Take(replicas.Pool(st), p.opts.Ports, 1, "TCP port")
-	if err != nil {
+	free := replicas.Lowest(replicas.Pool(st), p.opts.Ports, choices)
+	if len(free) == 0 {
+		_, err := replicas.Take(replicas.Pool(st), p.opts.Ports, 1, "TCP port")
 		return 0, err
 	}
-	return ports[0], nil
+	for _, port := range free {
+		if !p.opts.claims.busy(p.names.Event("port", strconv.Itoa(port))) {
+			return port, nil
+		}
+	}
+	return free[0], nil
 }
 
 // createDefinition emits rd.created with a fresh port, and rd.properties-changed with
@@ -574,10 +685,20 @@ func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options, p
 	if err := freeProperties(nil, props, nil, "properties"); err != nil {
 		return err
 	}
+	if err := p.read(p.names.Event("rd", name)); err != nil {
+		return err
+	}
 	if _, exists, err := p.v.ResourceDefinition(name); err != nil {
 		return err
 	} else if exists {
 		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already exists", name).About(cairn.ObjResourceDefinition)
+	}
+	if group != "" {
+		// rg.delete must not miss a definition joining the group, nor this command
+		// a group deleted meanwhile.
+		if err := p.read(p.names.Event("rg", group)); err != nil {
+			return err
+		}
 	}
 	if err := p.loadGroup(group); err != nil {
 		return err
@@ -588,6 +709,9 @@ func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options, p
 	}
 	p.rd = projections.ResourceDefinition{Name: name, ResourceGroup: group, Port: port, DRBDOptions: opts}
 	p.emit(&events.ResourceDefinitionCreated{Name: name, ResourceGroup: group, Port: port, DRBDOptions: opts})
+	if err := p.claimPort(port); err != nil {
+		return err
+	}
 	if len(props) > 0 {
 		p.emit(&events.DefinitionPropertiesChanged{Name: name, Set: props})
 	}
@@ -615,6 +739,9 @@ func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
 	first := true
 	for i := range p.rd.Replicas {
 		r := &p.rd.Replicas[i]
+		if err := p.claimNode(r.Node, fmt.Sprintf("volume %d of %s", volume, p.rd.Name)); err != nil {
+			return err
+		}
 		minors, err := p.takeMinors(r.Node, 1)
 		if err != nil {
 			return err
@@ -664,6 +791,9 @@ func (p *resourcePlan) resizeVolume(volume int, sizeKiB uint64) error {
 	for _, r := range p.rd.Replicas {
 		if r.Diskless || r.StoragePool == "" {
 			continue
+		}
+		if err := p.claimNode(r.Node, fmt.Sprintf("growth of volume %d of %s", volume, p.rd.Name)); err != nil {
+			return err
 		}
 		sp, ok, err := p.v.StoragePool(r.Node, r.StoragePool)
 		if err != nil {
@@ -731,6 +861,9 @@ func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
 			return err
 		}
 		return p.tiebreaker()
+	}
+	if err := p.read(p.names.Event("node", c.Node)); err != nil {
+		return err
 	}
 	cand, ok := p.candidate(c.Node)
 	if !ok {
@@ -827,7 +960,9 @@ func (p *resourcePlan) toggleDisk(c ReplicaToggleDisk) error {
 	if err != nil {
 		return err
 	}
-	p.giveDisk(r, sp)
+	if err := p.giveDisk(r, sp); err != nil {
+		return err
+	}
 	return p.tiebreaker()
 }
 
@@ -862,6 +997,9 @@ func (p *resourcePlan) activate(c ResourceActivate, active bool) error {
 		ev.Port, ev.PreviousPort = port, p.rd.Port
 	}
 	p.emit(ev)
+	if c.ReallocatePort {
+		return p.claimPort(ev.Port)
+	}
 	return nil
 }
 
@@ -885,6 +1023,23 @@ func spawnSizes(raw json.RawMessage) ([]uint64, error) {
 	return many, nil
 }
 
+// spawn creates a definition in a group with its volumes and places it as the group
+// says (rg.spawn).
+func (p *resourcePlan) spawn(c ResourceGroupSpawn, sizes []uint64) error {
+	if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions, c.Properties); err != nil {
+		return err
+	}
+	for i, size := range sizes {
+		if err := p.createVolume(i, size); err != nil {
+			return err
+		}
+	}
+	if err := p.autoplace(p.group.PlaceCount, false, drbd.Options{}); err != nil {
+		return err
+	}
+	return p.tiebreaker()
+}
+
 // resourceHandlers decide the storage-pool, group, definition and replica verbs.
 // Definition and replica verbs allocate cluster-wide (ports) and per node (minors) and
 // read nodes and pools, so their boundary is the whole stream; rg.create and sp.create
@@ -897,18 +1052,14 @@ func resourceHandlers(opts Options) []Handler {
 			if err := decodeBody(body, c); err != nil {
 				return Decision{}, err
 			}
-			d := Decision{Expect: streamBoundary(v)}
-			p, err := newResourcePlan(v, names, opts, d)
-			if err != nil {
-				return d, err
+			p, err := newResourcePlan(v, names, opts)
+			if err == nil {
+				err = p.load(name(c))
 			}
-			if err := p.load(name(c)); err != nil {
-				return d, err
+			if err == nil {
+				err = fn(p, c)
 			}
-			if err := fn(p, c); err != nil {
-				return d, err
-			}
-			return p.d, nil
+			return p.decision(), err
 		}}
 	}
 	return []Handler{
@@ -964,10 +1115,9 @@ func resourceHandlers(opts Options) []Handler {
 			return d, nil
 		}},
 		{Verb: "sp.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			// The whole stream: a replica.add taking room in the pool must make this
-			// decision again, and this one makes theirs again.
+			// The node's subject: placements on the node claim it (node.claimed).
 			var c StoragePoolModify
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Node)) })
 			if err != nil {
 				return d, err
 			}
@@ -975,9 +1125,9 @@ func resourceHandlers(opts Options) []Handler {
 			return d.with(names.Event("node", c.Node), ev, warnings), err
 		}},
 		{Verb: "sp.capacity-report", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			// The whole stream, as sp.modify: placements read the pool's free space.
+			// The node's subject: placements on the node claim it (node.claimed).
 			var c events.StoragePoolCapacityReported
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Node)) })
 			if err != nil {
 				return d, err
 			}
@@ -985,10 +1135,9 @@ func resourceHandlers(opts Options) []Handler {
 			return d.with(names.Event("node", c.Node), ev, warnings), err
 		}},
 		{Verb: "sp.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			// The whole stream: a replica.add placing a disk on the pool anywhere in
-			// the stream must make this decision again.
+			// The node's subject: placements on the node claim it (node.claimed).
 			var c StoragePoolDelete
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
+			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return subjectBoundary(v, names.Event("node", c.Node)) })
 			if err != nil {
 				return d, err
 			}
@@ -996,12 +1145,17 @@ func resourceHandlers(opts Options) []Handler {
 			return d.with(names.Event("node", c.Node), ev, nil), err
 		}},
 		{Verb: "rg.delete", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
-			// The whole stream: an rd.create in the group must make this decision again.
+			// The group and every definition: an rd.create joining the group must make
+			// this decision again (and reads the group, so it makes its own again).
 			var c NameOnly
-			d, err := decodeWithBoundary(body, &c, func() (events.Expect, error) { return streamBoundary(v), nil })
-			if err != nil {
-				return d, err
+			if err := decodeBody(body, &c); err != nil {
+				return Decision{}, err
 			}
+			r := newReads(v, names)
+			if err := errors.Join(r.of("rg", c.Name), r.aggregate("rd")); err != nil {
+				return Decision{}, err
+			}
+			d := r.decide(Decision{})
 			if _, ok, err := v.ResourceGroup(c.Name); err != nil || !ok {
 				if err == nil {
 					err = cairn.Errorf(cairn.CodeNotFound, "resource group %s does not exist", c.Name).About(cairn.ObjResourceGroup)
@@ -1020,7 +1174,7 @@ func resourceHandlers(opts Options) []Handler {
 				return d, cairn.Errorf(cairn.CodePreconditionFailed, "resource group %s has resource definitions (%s%s); delete them first",
 					c.Name, strings.Join(rds, ", "), more).WithDetails(map[string]any{"resources": rds, "in_use": true})
 			}
-			return d.with(names.Event("rg", c.Name), &events.ResourceGroupDeleted{Name: c.Name}, nil), nil
+			return r.decide(d.with(names.Event("rg", c.Name), &events.ResourceGroupDeleted{Name: c.Name}, nil)), nil
 		}},
 		{Verb: "rg.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceGroupModify
@@ -1058,60 +1212,37 @@ func resourceHandlers(opts Options) []Handler {
 			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
-			d := Decision{Expect: streamBoundary(v)}
-			p, err := newResourcePlan(v, names, opts, d)
-			if err != nil {
-				return d, err
+			p, err := newResourcePlan(v, names, opts)
+			if err == nil {
+				err = p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions, c.Properties)
 			}
-			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions, c.Properties); err != nil {
-				return d, err
-			}
-			return p.d, nil
+			return p.decision(), err
 		}},
 		{Verb: "rd.restore", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c SnapshotRestore
 			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
-			d := Decision{Expect: streamBoundary(v)}
-			p, err := newResourcePlan(v, names, opts, d)
-			if err != nil {
-				return d, err
+			p, err := newResourcePlan(v, names, opts)
+			if err == nil {
+				err = p.restoreSnapshot(c)
 			}
-			if err := p.restoreSnapshot(c); err != nil {
-				return d, err
-			}
-			return p.d, nil
+			return p.decision(), err
 		}},
 		{Verb: "rg.spawn", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceGroupSpawn
 			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
-			d := Decision{Expect: streamBoundary(v)}
 			sizes, err := spawnSizes(c.SizeKiB)
 			if err != nil {
-				return d, err
+				return Decision{}, err
 			}
-			p, err := newResourcePlan(v, names, opts, d)
-			if err != nil {
-				return d, err
+			p, err := newResourcePlan(v, names, opts)
+			if err == nil {
+				err = p.spawn(c, sizes)
 			}
-			if err := p.createDefinition(c.Name, c.ResourceGroup, c.DRBDOptions, c.Properties); err != nil {
-				return d, err
-			}
-			for i, size := range sizes {
-				if err := p.createVolume(i, size); err != nil {
-					return d, err
-				}
-			}
-			if err := p.autoplace(p.group.PlaceCount, false, drbd.Options{}); err != nil {
-				return d, err
-			}
-			if err := p.tiebreaker(); err != nil {
-				return d, err
-			}
-			return p.d, nil
+			return p.decision(), err
 		}},
 		{Verb: "rd.modify", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 			var c ResourceModify

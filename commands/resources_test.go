@@ -107,7 +107,9 @@ func TestResourceLifecycle(t *testing.T) {
 	for _, e := range r.Events {
 		types = append(types, e.Type)
 	}
-	assert.Equal(t, []string{"rd.created", "vd.created", "replica.added", "replica.added", "replica.added"}, types)
+	// The claims end the append: the port, and each node placed on.
+	assert.Equal(t, []string{"rd.created", "vd.created", "replica.added", "replica.added", "replica.added",
+		"port.claimed", "node.claimed", "node.claimed", "node.claimed"}, types)
 	ids := map[int]bool{}
 	for _, rep := range rd.Replicas {
 		assert.False(t, ids[rep.NodeID], "duplicate node id")
@@ -143,7 +145,7 @@ func TestResourceLifecycle(t *testing.T) {
 		}
 	}
 	r = must(t, s, "replica.add", fmt.Sprintf(`{"resource":"r1","node":%q}`, target))
-	assert.Equal(t, []string{"replica.added", "replica.removed"}, eventTypes(r))
+	assert.Equal(t, []string{"replica.added", "replica.removed", "node.claimed"}, eventTypes(r))
 	rd = definition(t, s, "r1")
 	assert.NotContains(t, layout(rd), ":tb")
 	_, still := rd.Replica(tb)
@@ -151,7 +153,7 @@ func TestResourceLifecycle(t *testing.T) {
 
 	// back to two: the tiebreaker returns
 	r = must(t, s, "replica.remove", fmt.Sprintf(`{"resource":"r1","node":%q}`, target))
-	assert.Equal(t, []string{"replica.removed", "replica.added"}, eventTypes(r))
+	assert.Equal(t, []string{"replica.removed", "replica.added", "node.claimed"}, eventTypes(r))
 	rd = definition(t, s, "r1")
 	assert.Equal(t, 1, strings.Count(layout(rd), ":tb"), layout(rd))
 
@@ -185,7 +187,8 @@ func TestResourceLifecycle(t *testing.T) {
 	refused(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":1}`, cairn.CodeInvalidArgument, "minimum")
 	// A volume added to the deployed definition: every replica gets a minor and seeds.
 	r = must(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":4096}`)
-	assert.Equal(t, []string{"vd.created", "replica.volume-added", "replica.volume-added", "replica.volume-added"}, eventTypes(r))
+	assert.Equal(t, []string{"vd.created", "replica.volume-added", "replica.volume-added", "replica.volume-added",
+		"node.claimed", "node.claimed", "node.claimed"}, eventTypes(r), "each node's minors are claimed")
 	for _, rep := range definition(t, s, "r1").Replicas {
 		m0, ok0 := rep.Minor(0)
 		m1, ok1 := rep.Minor(1)
@@ -453,8 +456,8 @@ func TestAutoplaceTakesOverTheTiebreaker(t *testing.T) {
 	r := must(t, s, "replica.add", `{"resource":"r1","place_count":3}`)
 	rd = definition(t, s, "r1")
 	assert.Equal(t, "n1:disk n2:disk n3:disk", layout(rd))
-	require.Len(t, r.Events, 1, "one event: the tiebreaker's replica gets a disk")
-	assert.Equal(t, "replica.disk-toggled", r.Events[0].Type)
+	require.Equal(t, []string{"replica.disk-toggled", "node.claimed"}, eventTypes(r), "the tiebreaker's replica gets a disk, room claimed on its node")
+	assert.Equal(t, "cairn.ev.node."+tb, r.Events[1].Subject)
 	took, _ := rd.Replica(tb)
 	assert.True(t, took.FullSync, "a diskless replica getting a disk holds nothing: full sync")
 	assert.Equal(t, "thin", took.StoragePool)
@@ -868,7 +871,7 @@ func TestResizeVolume(t *testing.T) {
 	require.EqualValues(t, 102400, pool("n1").AllocatedKiB)
 
 	r := must(t, s, "vd.resize", `{"resource":"r1","volume":0,"size_kib":204800}`)
-	require.Equal(t, []string{"vd.resized"}, eventTypes(r))
+	require.Equal(t, []string{"vd.resized", "node.claimed", "node.claimed"}, eventTypes(r), "the growth claims room on each disk's node")
 	assert.EqualValues(t, 204800, definition(t, s, "r1").Volumes[0].SizeKiB)
 	assert.EqualValues(t, 204800, pool("n1").AllocatedKiB)
 	assert.EqualValues(t, 204800, pool("n2").AllocatedKiB)

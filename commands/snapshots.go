@@ -113,6 +113,9 @@ type SnapshotRestore struct {
 // snapshot), precondition_failed (a snapshot not taken; a node gone, offline or without
 // room), and what rd.create refuses for the target name.
 func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
+	if err := p.read(p.names.Event("rd", c.Resource)); err != nil {
+		return err
+	}
 	src, ok, err := p.v.ResourceDefinition(c.Resource)
 	if err != nil {
 		return err

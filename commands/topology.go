@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 
@@ -13,12 +14,6 @@ import (
 
 // ClusterActivate is the body of cluster.activate (no fields).
 type ClusterActivate struct{}
-
-// streamBoundary is the boundary "nothing new anywhere since the view": topology
-// decisions read every node and the cluster, which no narrower filter covers.
-func streamBoundary(v *projections.View) events.Expect {
-	return events.Expect{Kind: events.ExpectStream, Seq: v.Seq()}
-}
 
 // members returns the nodes of the view as the failure-domain rules see them, and the
 // labels of every domain ever created.
@@ -344,41 +339,29 @@ func checkRemoval(v *projections.View, node string) error {
 	return nil
 }
 
-// topologyBoundary is the boundary of node.add: the node's own subject when the cluster
-// has no failure domains (nothing else is read), else the whole stream.
-func topologyBoundary(v *projections.View, names events.Names, node string) (events.Expect, error) {
-	cl, ok, err := v.Cluster()
-	if err != nil {
-		return events.Expect{}, err
-	}
-	// Without a cluster in the view, the refusal ("no cluster yet") depends on the
-	// cluster's subject, not the node's: the whole stream, so that a view lagging behind
-	// cluster.create decides again instead of confirming a stale refusal.
-	if !ok || cl.FailureDomains {
-		return streamBoundary(v), nil
-	}
-	return subjectBoundary(v, names.Event("node", node))
-}
-
 func activateHandler() Handler {
 	return Handler{Verb: "cluster.activate", Decide: func(v *projections.View, names events.Names, body []byte) (Decision, error) {
 		var c ClusterActivate
 		if err := json.Unmarshal(body, &c); err != nil {
 			return Decision{}, cairn.InvalidField("", "body: %v", err)
 		}
-		d := Decision{Expect: streamBoundary(v)}
+		// Reads every node (the layout it activates) and the cluster.
+		r := newReads(v, names)
+		if err := errors.Join(r.aggregate("cluster"), r.aggregate("node")); err != nil {
+			return Decision{}, err
+		}
 		cl, ok, err := v.Cluster()
 		if err != nil {
-			return d, err
+			return r.decide(Decision{}), err
 		}
 		ms, labels, err := members(v)
 		if err != nil {
-			return d, err
+			return r.decide(Decision{}), err
 		}
 		ev, warnings, err := DecideClusterActivate(ptrIf(cl, ok), ms, labels)
 		if err != nil {
-			return d, err
+			return r.decide(Decision{}), err
 		}
-		return d.with(names.Event("cluster", cl.Name), ev, warnings), nil
+		return r.decide(Decision{}.with(names.Event("cluster", cl.Name), ev, warnings)), nil
 	}}
 }

@@ -70,8 +70,9 @@ func TestActivationAndBalanceThroughAdmission(t *testing.T) {
 	// after activation: within +-1 only, and a host never changes domain
 	r = addHost(t, s, "n7", "h7", "RACK1")
 	require.True(t, r.OK)
-	require.Len(t, r.Events, 2, "node.added and placement.updated in one atomic append")
+	require.Len(t, r.Events, 3, "node.added, placement.updated and the host's claim in one atomic append")
 	assert.Equal(t, "placement.updated", r.Events[1].Type)
+	assert.Equal(t, "host.changed", r.Events[2].Type)
 	assert.Equal(t, r.Events[0].Seq+1, r.Events[1].Seq)
 	stores, _ = recorded()
 	require.Len(t, stores, 7)

@@ -221,3 +221,44 @@ func TestDNSNamesAreOneSubjectToken(t *testing.T) {
 	assert.NotContains(t, names.NodeFilter(fqdn), "example.com")
 	assert.Equal(t, "n1", events.Untoken(events.Token("n1")), "plain names are their own token")
 }
+
+// A decision's read set: every check of an atomic batch is enforced, not only the
+// first one, and checks on subjects the batch does not write ride on its messages.
+func TestAppendChecksEverySubjectRead(t *testing.T) {
+	js := startJS(t)
+	store := events.NewStore(js, events.NewNames(""))
+	ctx := context.Background()
+	_, err := store.Append(ctx, events.Expect{Kind: events.ExpectSubject}, seal(t, "a", nodeAdded("a")))
+	require.NoError(t, err)
+	_, err = store.Append(ctx, events.Expect{Kind: events.ExpectSubject}, seal(t, "b", nodeAdded("b")))
+	require.NoError(t, err)
+
+	checks := func(c ...events.Check) events.Expect { return events.Expect{Kind: events.ExpectChecks, Checks: c} }
+	// Stale on the last check only, a subject the batch does not write: refused whole.
+	_, err = store.Append(ctx, checks(events.Check{Subject: "cairn.ev.node.n1"}, events.Check{Subject: "cairn.ev.node.n2"},
+		events.Check{Subject: "cairn.ev.node.a", Seq: 1}, events.Check{Subject: "cairn.ev.node.b", Seq: 1}),
+		seal(t, "c1", nodeAdded("n1"), nodeAdded("n2"), nodeAdded("n3"), nodeAdded("n4")))
+	assert.ErrorIs(t, err, events.ErrWrongLastSequence, "node b is at 2, the decision saw 1")
+	last, err := store.LastSeq(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), last, "nothing of the refused batch was stored")
+
+	// Current everywhere: stored, a filter check included.
+	stored, err := store.Append(ctx, checks(events.Check{Subject: "cairn.ev.node.n1"}, events.Check{Subject: "cairn.ev.node.a", Seq: 1},
+		events.Check{Subject: "cairn.ev.node.b", Seq: 2}, events.Check{Subject: "cairn.ev.rd.>"}),
+		seal(t, "c2", nodeAdded("n1"), nodeAdded("n1"), nodeAdded("n3"), nodeAdded("n4")))
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{3, 4, 5, 6}, seqsOf(stored))
+
+	stale, err := store.Stale(ctx, checks(events.Check{Subject: "cairn.ev.node.n1", Seq: 4}, events.Check{Subject: "cairn.ev.node.>", Seq: 6}))
+	require.NoError(t, err)
+	assert.False(t, stale)
+	stale, err = store.Stale(ctx, checks(events.Check{Subject: "cairn.ev.node.n1", Seq: 4}, events.Check{Subject: "cairn.ev.node.n4", Seq: 5}))
+	require.NoError(t, err)
+	assert.True(t, stale, "n4 is at 6")
+
+	// More reads than messages is the handler's bug, refused before anything is sent.
+	_, err = store.Append(ctx, checks(events.Check{Subject: "cairn.ev.node.x"}, events.Check{Subject: "cairn.ev.node.y"}),
+		seal(t, "c3", nodeAdded("n9")))
+	assert.ErrorIs(t, err, events.ErrTooManyChecks)
+}

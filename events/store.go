@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,6 +23,9 @@ const (
 	ExpectFilter
 	// ExpectStream: nothing appended to the stream since Seq.
 	ExpectStream
+	// ExpectChecks: nothing appended to any of Checks' subjects since its Seq: the
+	// command is conditional on exactly the state it read.
+	ExpectChecks
 )
 
 // Expect is the consistency boundary of an append: the last sequence the deciding
@@ -31,7 +35,35 @@ type Expect struct {
 	Seq     uint64
 	Subject string // for ExpectSubject: the subject (defaults to the first event's)
 	Filter  string // for ExpectFilter
+	// Checks, for ExpectChecks: one per subject (or filter) the decision read, with the
+	// last sequence the view had on it. Sorted and without duplicates (see Checks.Add).
+	Checks Checks
 }
+
+// Check is one subject (or subject filter, wildcards allowed) and the last sequence
+// the deciding view had on it (0: nothing there yet).
+type Check struct {
+	Subject string
+	Seq     uint64
+}
+
+// Checks is the read set of a decision.
+type Checks []Check
+
+// Add records a read of subject at seq; a second read of the same subject keeps the
+// first sequence (a decision reads one view).
+func (c Checks) Add(subject string, seq uint64) Checks {
+	for _, x := range c {
+		if x.Subject == subject {
+			return c
+		}
+	}
+	return append(c, Check{Subject: subject, Seq: seq})
+}
+
+// ErrTooManyChecks: a decision read more subjects than it appends events, and each
+// message of an atomic batch carries one check. A programming error of the handler.
+var ErrTooManyChecks = errors.New("events: more checks than events to carry them")
 
 // ErrBusy: JetStream refused the append for now (too many atomic batches in flight);
 // nothing was appended, the same append may be retried after a short wait.
@@ -95,6 +127,10 @@ func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]Raw,
 	first := msgs[0].Header
 	seqStr := strconv.FormatUint(exp.Seq, 10)
 	switch exp.Kind {
+	case ExpectChecks:
+		if err := placeChecks(msgs, exp.Checks); err != nil {
+			return nil, err
+		}
 	case ExpectSubject:
 		first.Set(jetstream.ExpectedLastSubjSeqHeader, seqStr)
 		if exp.Subject != "" && exp.Subject != envs[0].Subject {
@@ -125,6 +161,62 @@ func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]Raw,
 		return nil, mapAppendError(err)
 	}
 	return stored(msgs, ack.Sequence), nil
+}
+
+// AssignChecks decides which message of an atomic batch carries which check: one
+// Nats-Expected-Last-Subject-Sequence check per message (nats-server 2.14+ checks
+// every message of a batch, not only the first). A check on a subject the batch writes
+// goes on the first message written there (the server refuses a check on a subject
+// already written earlier in the batch); checks on subjects the batch does not write,
+// and filters, take the remaining messages in order. It returns, per message, the
+// index of its check in checks (-1: none), and how many checks found no message: the
+// caller adds that many messages of their own (commands add command.checked events).
+func AssignChecks(subjects []string, checks Checks) (assign []int, missing int) {
+	assign = make([]int, len(subjects))
+	for i := range assign {
+		assign[i] = -1
+	}
+	var rest []int
+	for ci, c := range checks {
+		if i := slices.Index(subjects, c.Subject); i >= 0 && assign[i] < 0 {
+			assign[i] = ci
+			continue
+		}
+		rest = append(rest, ci)
+	}
+	for _, ci := range rest {
+		i := slices.Index(assign, -1)
+		if i < 0 {
+			missing++
+			continue
+		}
+		assign[i] = ci
+	}
+	return assign, missing
+}
+
+// placeChecks sets the check headers AssignChecks decided; ErrTooManyChecks when
+// checks outnumber the messages.
+func placeChecks(msgs []*nats.Msg, checks Checks) error {
+	subjects := make([]string, len(msgs))
+	for i, m := range msgs {
+		subjects[i] = m.Subject
+	}
+	assign, missing := AssignChecks(subjects, checks)
+	if missing > 0 {
+		return fmt.Errorf("%w: %d checks, %d messages", ErrTooManyChecks, len(checks), len(msgs))
+	}
+	for i, ci := range assign {
+		if ci < 0 {
+			continue
+		}
+		c := checks[ci]
+		msgs[i].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(c.Seq, 10))
+		if msgs[i].Subject != c.Subject {
+			msgs[i].Header.Set(expectedLastSubjSeqSubjectHeader, c.Subject)
+		}
+	}
+	return nil
 }
 
 // stored describes msgs as appended with the last one at sequence last (an atomic
@@ -168,6 +260,8 @@ func (s *Store) BoundarySeq(ctx context.Context, exp Expect) (uint64, error) {
 		subject = exp.Filter
 	case ExpectStream:
 		return s.LastSeq(ctx)
+	case ExpectChecks:
+		return 0, errors.New("events: a boundary of several checks has no one sequence (use Stale)")
 	default:
 		return 0, errors.New("events: no boundary")
 	}
@@ -183,6 +277,22 @@ func (s *Store) BoundarySeq(ctx context.Context, exp Expect) (uint64, error) {
 		return 0, err
 	}
 	return m.Sequence, nil
+}
+
+// Stale reports whether the boundary moved: whether any of its subjects got an event
+// after the sequence the decision saw. Admission confirms refusals with it.
+func (s *Store) Stale(ctx context.Context, exp Expect) (bool, error) {
+	if exp.Kind != ExpectChecks {
+		cur, err := s.BoundarySeq(ctx, exp)
+		return err == nil && cur != exp.Seq, err
+	}
+	for _, c := range exp.Checks {
+		cur, err := s.BoundarySeq(ctx, Expect{Kind: ExpectFilter, Filter: c.Subject})
+		if err != nil || cur != c.Seq {
+			return err == nil, err
+		}
+	}
+	return false, nil
 }
 
 // LastSeq returns the last sequence stored in the events stream.

@@ -572,6 +572,10 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			rd.Snapshots = slices.DeleteFunc(rd.Snapshots, func(s RDSnapshot) bool { return s.Name == d.Name })
 			return nil
 		})
+	case *events.PortClaimed, *events.NodeClaimed, *events.HostChanged, *events.CommandChecked:
+		// Claims carry no state of their own: the allocation is in the definition's
+		// events; the claim only moves its subject's boundary (recorded in apply).
+		return true, nil
 	case *events.VolumeDefinitionDeleted:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Volumes = slices.DeleteFunc(rd.Volumes, func(v VolumeDefinition) bool { return v.Volume == d.Volume })

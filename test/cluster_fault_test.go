@@ -111,7 +111,10 @@ func startClusterServe(t *testing.T, name, urls string) *serve {
 	t.Helper()
 	s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
 	s.args = []string{"serve", "--data", s.data, "--nats", urls, "--replicas", "3", "--http", s.httpAddr,
-		"--name", name, "--lease-ttl", "2s", "--heartbeat-timeout", "30s"}
+		// The load's nodes have no agent: a heartbeat timeout within the test would
+		// have the watchdog mark them offline while the final check waits for both
+		// serves to reach the stream's last sequence, moving it on.
+		"--name", name, "--lease-ttl", "2s", "--heartbeat-timeout", "10m"}
 	return s.run(name)
 }
 

@@ -35,7 +35,9 @@ func TestDRBDResourcesEndToEnd(t *testing.T) {
 	}
 	cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin","drbd_options":{"protocol":"C"}}`)
 	r := cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":1048576}`)
-	require.Len(t, r.Events, 5)
+	// rd.created, vd.created, three replica.added (two disks and the tiebreaker), then
+	// the claims: the port and the three nodes.
+	require.Len(t, r.Events, 9)
 
 	type replica struct {
 		Node       string `json:"node"`

@@ -53,6 +53,24 @@ type Pool struct {
 	Free      []int
 }
 
+// Lowest returns up to n values Take could hand out, lowest first (fewer when r runs
+// out): the choices a caller that must skip some picks from.
+func Lowest(p Pool, r Range, n int) []int {
+	out := make([]int, 0, n)
+	for _, v := range p.Free {
+		if len(out) == n {
+			return out
+		}
+		if v >= r.Min && v <= r.Max {
+			out = append(out, v)
+		}
+	}
+	for next := max(p.HighWater, r.Min); len(out) < n && next <= r.Max; next++ {
+		out = append(out, next)
+	}
+	return out
+}
+
 // Take hands out n values from r: the lowest freed ones first, then fresh ones from the
 // high-water mark, never a value outside r and never a wrap-around. what names the
 // value ("port", "minor on node n1") in the precondition_failed refusal when r runs out.
