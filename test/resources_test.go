@@ -114,7 +114,7 @@ func TestDRBDResourcesEndToEnd(t *testing.T) {
 	for _, e := range r.Events {
 		types = append(types, e.Type)
 	}
-	assert.Equal(t, []string{"replica.added", "replica.removed"}, types)
+	assert.Equal(t, []string{"replica.added", "replica.removed", "node.claimed"}, types, "the new disk claims its node")
 	rd = get()
 	require.Len(t, rd.Replicas, 3)
 	for _, rep := range rd.Replicas {
