@@ -104,6 +104,8 @@ type Admission struct {
 	refusals *refusalRing
 	// retryLocks serialize the retries of commands that lost the same boundary.
 	retryLocks *retryLocks
+	// appender groups concurrent multi-event appends into one atomic batch.
+	appender *events.GroupAppender
 }
 
 // New returns admission over the store, the views and the projector that feeds them.
@@ -143,6 +145,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 	}
 	opts.claims = newInflight()
 	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts, retryLocks: newRetryLocks(),
+		appender: events.NewGroupAppender(store, opts.AppendTimeout),
 		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute),
 		refusals: newRefusalRing(1000)}
 	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
@@ -476,7 +479,7 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		return refused(req.CommandID, err), seen, boundary, retryNone
 	}
 	actx, acancel := context.WithTimeout(ctx, a.opts.AppendTimeout)
-	stored, err := a.store.Append(actx, d.Expect, envs)
+	stored, err := a.appender.Append(actx, d.Expect, envs)
 	acancel()
 	var dup *events.DuplicateError
 	switch {

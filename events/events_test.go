@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,4 +262,85 @@ func TestAppendChecksEverySubjectRead(t *testing.T) {
 	_, err = store.Append(ctx, checks(events.Check{Subject: "cairn.ev.node.x"}, events.Check{Subject: "cairn.ev.node.y"}),
 		seal(t, "c3", nodeAdded("n9")))
 	assert.ErrorIs(t, err, events.ErrTooManyChecks)
+}
+
+func TestOverlapsFindsChecksCoveringWrittenSubjects(t *testing.T) {
+	checks := func(subjects ...string) events.Expect {
+		e := events.Expect{Kind: events.ExpectChecks}
+		for _, s := range subjects {
+			e.Checks = e.Checks.Add(s, 1)
+		}
+		return e
+	}
+	written := []string{"cairn.ev.rd.r1", "cairn.ev.node.n1"}
+	assert.True(t, events.Overlaps(checks("cairn.ev.rd.r1"), written), "the same subject")
+	assert.True(t, events.Overlaps(checks("cairn.ev.rg.g", "cairn.ev.rd.>"), written), "a filter over it")
+	assert.True(t, events.Overlaps(checks("cairn.ev.*.n1"), written), "a token wildcard")
+	assert.False(t, events.Overlaps(checks("cairn.ev.rd.r2", "cairn.ev.node.n1.x", "cairn.ev.rg.>"), written))
+	assert.False(t, events.Overlaps(checks("cairn.ev.rd.r1.>"), written), "> needs a token more")
+	assert.True(t, events.Overlaps(events.Expect{Kind: events.ExpectStream}, nil), "only read sets are grouped")
+}
+
+// A group of appends is one atomic batch: a stale check of any command refuses all.
+// And a check is taken against the stream before the batch: the group must never hold
+// a command checking what an earlier one writes (Overlaps), which the appender keeps.
+func TestAppendGroupIsAllOrNothingAndNeverHidesAWrite(t *testing.T) {
+	js := startJS(t)
+	store := events.NewStore(js, events.NewNames(""))
+	ctx := context.Background()
+	checks := func(c ...events.Check) events.Expect { return events.Expect{Kind: events.ExpectChecks, Checks: c} }
+	two := func(id, a, b string) []events.Envelope { return seal(t, id, nodeAdded(a), nodeAdded(b)) }
+
+	_, err := store.AppendGroup(ctx, []events.Pending{
+		{Expect: checks(events.Check{Subject: "cairn.ev.node.a"}), Envs: two("g1", "a", "a")},
+		{Expect: checks(events.Check{Subject: "cairn.ev.node.b", Seq: 7}), Envs: two("g2", "b", "b")},
+	})
+	assert.ErrorIs(t, err, events.ErrWrongLastSequence)
+	last, err := store.LastSeq(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, last, "nothing of the group was stored")
+
+	// Appended together, a check over node.> would not see the first command's events:
+	// through the appender, the second command always conflicts when the first landed
+	// before it.
+	appender := events.NewGroupAppender(store, 5*time.Second)
+	for i := range 40 {
+		seen, err := store.BoundarySeq(ctx, events.Expect{Kind: events.ExpectFilter, Filter: "cairn.ev.node.>"})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var seqA, seqB uint64
+		var errB error
+		run := func(d time.Duration, f func()) {
+			wg.Add(1)
+			go func() { defer wg.Done(); time.Sleep(d); f() }()
+		}
+		// A third command holds the appender, so that A and B queue behind it together.
+		run(0, func() {
+			envs := two(fmt.Sprintf("c%d", i), "c", "c")
+			for j := range envs {
+				envs[j].Subject = fmt.Sprintf("cairn.ev.other.c%d", i) // not under node.>
+			}
+			_, err := appender.Append(ctx, checks(events.Check{Subject: envs[0].Subject}), envs)
+			assert.NoError(t, err)
+		})
+		run(200*time.Microsecond, func() {
+			stored, err := appender.Append(ctx, checks(events.Check{Subject: fmt.Sprintf("cairn.ev.node.a%d", i)}), two(fmt.Sprintf("a%d", i), fmt.Sprintf("a%d", i), fmt.Sprintf("a%d", i)))
+			if assert.NoError(t, err) {
+				seqA = stored[0].Seq
+			}
+		})
+		run(400*time.Microsecond, func() {
+			stored, err := appender.Append(ctx, checks(events.Check{Subject: "cairn.ev.node.>", Seq: seen}, events.Check{Subject: fmt.Sprintf("cairn.ev.node.b%d", i)}),
+				two(fmt.Sprintf("b%d", i), fmt.Sprintf("b%d", i), fmt.Sprintf("b%d", i)))
+			if errB = err; err == nil {
+				seqB = stored[0].Seq
+			}
+		})
+		wg.Wait()
+		if errB == nil {
+			assert.Less(t, seqB, seqA, "round %d: B's check of node.> passed although A's events came before it", i)
+		} else {
+			assert.ErrorIs(t, errB, events.ErrWrongLastSequence)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -113,6 +114,106 @@ func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]Raw,
 	if len(envs) == 0 {
 		return nil, nil
 	}
+	msgs, err := s.messages(exp, envs)
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) == 1 {
+		ack, err := s.js.PublishMsg(ctx, msgs[0])
+		if err != nil {
+			return nil, mapAppendError(err)
+		}
+		if ack.Duplicate {
+			return nil, &DuplicateError{Seq: ack.Sequence}
+		}
+		return stored(msgs, ack.Sequence), nil
+	}
+	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
+	if err != nil {
+		return nil, mapAppendError(err)
+	}
+	return stored(msgs, ack.Sequence), nil
+}
+
+// Pending is one command's append waiting to be grouped with others (AppendGroup).
+type Pending struct {
+	Expect Expect
+	Envs   []Envelope
+}
+
+// MaxGroupMessages bounds the messages of one grouped append (JetStream refuses an
+// atomic batch of more than 1,000 by default).
+const MaxGroupMessages = 1000
+
+// AppendGroup stores the appends of several commands as one atomic batch: all of them
+// or none, each conditional on its own boundary (its checks ride on its own messages).
+// It is a group commit: an atomic batch on an R1 file stream costs a file store of its
+// own, so several commands pay it once. The caller must not group a command whose
+// checks cover a subject an earlier one in the group writes (the server evaluates a
+// check against the stream before the batch; Overlaps says). Only ExpectChecks and
+// ExpectSubject boundaries can be grouped. On any error nothing is stored, and the
+// caller learns which command's boundary moved only by appending them one by one.
+func (s *Store) AppendGroup(ctx context.Context, group []Pending) ([][]Raw, error) {
+	var msgs []*nats.Msg
+	for _, p := range group {
+		if p.Expect.Kind != ExpectChecks {
+			return nil, fmt.Errorf("events: a %v boundary cannot be grouped", p.Expect.Kind)
+		}
+		m, err := s.messages(p.Expect, p.Envs)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m...)
+	}
+	if len(msgs) > MaxGroupMessages {
+		return nil, fmt.Errorf("events: a group of %d messages is over %d", len(msgs), MaxGroupMessages)
+	}
+	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
+	if err != nil {
+		return nil, mapAppendError(err)
+	}
+	all := stored(msgs, ack.Sequence)
+	out := make([][]Raw, len(group))
+	for i, p := range group {
+		out[i], all = all[:len(p.Envs)], all[len(p.Envs):]
+	}
+	return out, nil
+}
+
+// Overlaps reports whether a command with boundary exp must not join a group whose
+// commands write the subjects written: one of its checks covers one of them (an equal
+// subject, or a filter matching it). Appended in one batch, the check would be taken
+// against the stream before the batch and miss the earlier command's event.
+func Overlaps(exp Expect, written []string) bool {
+	if exp.Kind != ExpectChecks {
+		return true
+	}
+	for _, c := range exp.Checks {
+		for _, w := range written {
+			if c.Subject == w || subjectMatches(c.Subject, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// subjectMatches reports whether NATS filter matches subject (tokens, * and >).
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		if tok == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (tok != "*" && tok != s[i]) {
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
+
+// messages builds the messages of one command's append with its boundary's headers.
+func (s *Store) messages(exp Expect, envs []Envelope) ([]*nats.Msg, error) {
 	msgs := make([]*nats.Msg, len(envs))
 	for i, env := range envs {
 		body, err := Encode(env)
@@ -145,22 +246,7 @@ func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]Raw,
 		return nil, errors.New("events: append without a consistency boundary")
 	}
 	first.Set(jetstream.ExpectedStreamHeader, s.names.EventsStream())
-
-	if len(msgs) == 1 {
-		ack, err := s.js.PublishMsg(ctx, msgs[0])
-		if err != nil {
-			return nil, mapAppendError(err)
-		}
-		if ack.Duplicate {
-			return nil, &DuplicateError{Seq: ack.Sequence}
-		}
-		return stored(msgs, ack.Sequence), nil
-	}
-	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
-	if err != nil {
-		return nil, mapAppendError(err)
-	}
-	return stored(msgs, ack.Sequence), nil
+	return msgs, nil
 }
 
 // AssignChecks decides which message of an atomic batch carries which check: one
