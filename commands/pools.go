@@ -131,7 +131,9 @@ func poolHandlers(opts Options) []Handler {
 			if err := decodeBody(body, &c); err != nil {
 				return Decision{}, err
 			}
-			// Reads: the pool and every node it names.
+			// Reads: the pool. The nodes it names are checked against the view, not
+			// read to check: nothing keeps a node from being removed while a pool names
+			// it (an import there is refused not_found then).
 			r := newReads(v, names)
 			if err := r.of("pool", c.Name); err != nil {
 				return Decision{}, err
@@ -143,9 +145,6 @@ func poolHandlers(opts Options) []Handler {
 				return r.decide(Decision{}), err
 			}
 			for _, n := range c.Nodes {
-				if err := r.of("node", n); err != nil {
-					return Decision{}, err
-				}
 				if nd, err := node(v, n); err != nil || nd == nil {
 					if err == nil {
 						err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", n).About(cairn.ObjNode)
@@ -156,19 +155,20 @@ func poolHandlers(opts Options) []Handler {
 			return r.decide(Decision{}.with(names.Event("pool", c.Name), &c, nil)), nil
 		}},
 		poolVerb("pool.import", func(r *reads, p *projections.Pool, c PoolImport) (*events.PoolImportGranted, []string, error) {
-			// Reads the target node and the owner: a grant that moves because the owner
-			// was offline conflicts with the owner coming back (node.set-state).
-			if err := r.of("node", c.Node); err != nil {
-				return nil, nil, err
-			}
+			// Reads the owner when the grant would move away from it: a grant that moves
+			// because the owner was offline conflicts with the owner coming back
+			// (node.set-state). The target is not a read to check: nothing keeps a node
+			// from being removed while it holds a grant (the next import replaces it).
 			target, err := node(r.v, c.Node)
 			if err != nil {
 				return nil, nil, err
 			}
 			var owner *projections.Node
 			if p != nil && p.Owner != "" {
-				if err := r.of("node", p.Owner); err != nil {
-					return nil, nil, err
+				if p.Owner != c.Node {
+					if err := r.of("node", p.Owner); err != nil {
+						return nil, nil, err
+					}
 				}
 				if owner, err = node(r.v, p.Owner); err != nil {
 					return nil, nil, err
