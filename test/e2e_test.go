@@ -94,14 +94,18 @@ func TestOperatorFlowThroughCLIAndHTTP(t *testing.T) {
 	for sc.Scan() {
 		recs = append(recs, decode[rec](t, sc.Text()))
 	}
-	require.Len(t, recs, 5)
+	// Each node.add of a failure-domain cluster: node.added, the claim on its host and
+	// command.checked carrying its read of the cluster (docs/commands.md).
+	require.Len(t, recs, 13)
 	assert.Equal(t, rec{1, "cluster.created", "alice", recs[0].CommandID, "cairn.ev.cluster.c1"}, recs[0])
 	assert.Equal(t, rec{2, "node.added", "alice", "add-n1", "cairn.ev.node.n1"}, recs[1])
-	assert.Equal(t, rec{5, "node.added", "bob", "add-n4", "cairn.ev.node.n4"}, recs[4])
+	assert.Equal(t, rec{3, "host.changed", "alice", "add-n1", "cairn.ev.host.h1"}, recs[2])
+	assert.Equal(t, rec{4, "command.checked", "alice", "add-n1", "cairn.ev.command.checked"}, recs[3])
+	assert.Equal(t, rec{11, "node.added", "bob", "add-n4", "cairn.ev.node.n4"}, recs[10])
 
 	out, _ = run(t, append([]string{"audit", "--actor", "bob"}, nats...)...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 2, out) // header + one event
+	require.Len(t, lines, 4, out) // header + bob's node.add
 	assert.Contains(t, lines[1], "add-n4")
 	out, _ = run(t, append([]string{"audit", "--json", "--from-seq", "2", "--to-seq", "3"}, nats...)...)
 	assert.Equal(t, 2, strings.Count(out, "\n"))
