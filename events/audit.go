@@ -34,10 +34,19 @@ func (r Record) MarshalJSON() ([]byte, error) {
 }
 
 // Audit calls fn for every stored event in r that matches m, in stream order, at most
-// limit of them (0 = no limit). Invalid messages are reported, not skipped.
+// limit of them (0 = no limit). Invalid messages are reported, not skipped. The stream
+// seeks to r's first sequence or time and filters by r's subject itself; a message
+// that does not match m by its envelope is skipped without validating its payload, so
+// a query for one actor or type validates only what it returns.
 func (s *Store) Audit(ctx context.Context, r Range, m Match, limit int, fn func(Record) bool) error {
 	n := 0
 	return s.ReadRaw(ctx, r, func(raw Raw) bool {
+		if m != (Match{}) {
+			var env auditEnvelope
+			if json.Unmarshal(raw.Data, &env) == nil && !m.matches(env.Type, env.Actor, env.CommandID) {
+				return true
+			}
+		}
 		rec := Record{Seq: raw.Seq, Stored: raw.Stored}
 		ev, err := DecodeStored(raw)
 		rec.Envelope = ev.Envelope // as written, even when it does not decode as an event
@@ -47,8 +56,7 @@ func (s *Store) Audit(ctx context.Context, r Range, m Match, limit int, fn func(
 				rec.Subject = raw.Subject
 			}
 		}
-		if (m.Type != "" && rec.Type != m.Type) || (m.Actor != "" && rec.Actor != m.Actor) ||
-			(m.CommandID != "" && rec.CommandID != m.CommandID) {
+		if !m.matches(rec.Type, rec.Actor, rec.CommandID) {
 			return true
 		}
 		n++
@@ -57,4 +65,15 @@ func (s *Store) Audit(ctx context.Context, r Range, m Match, limit int, fn func(
 		}
 		return limit == 0 || n < limit
 	})
+}
+
+// auditEnvelope is the part of an envelope audit filters look at.
+type auditEnvelope struct {
+	Type      string `json:"type"`
+	Actor     string `json:"actor"`
+	CommandID string `json:"command_id"`
+}
+
+func (m Match) matches(typ, actor, commandID string) bool {
+	return (m.Type == "" || typ == m.Type) && (m.Actor == "" || actor == m.Actor) && (m.CommandID == "" || commandID == m.CommandID)
 }

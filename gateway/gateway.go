@@ -355,13 +355,25 @@ func (g *Gateway) digest(w http.ResponseWriter, r *http.Request) {
 }
 
 // listEvents serves the audit log: ?subject=&type=&actor=&command_id=&from_seq=&to_seq=
-// &since=&until= (RFC 3339) &limit= (default 100, at most 10000).
+// &since=&until= (RFC 3339) &limit= (default 100, at most 10000). The answer is
+// {"events": [...], "next": S} with next the from_seq of the following page when the
+// page is full (absent otherwise). A query for a command id the views know reads only
+// that command's events (the views index every accepted command's sequences).
 func (g *Gateway) listEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rng, match, limit, err := ParseAuditQuery(q.Get, 100)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if match.CommandID != "" && g.DB != nil {
+		if from, to, ok := g.commandSeqs(match.CommandID); ok {
+			rng.FromSeq, rng.ToSeq = max(rng.FromSeq, from), min(nonZero(rng.ToSeq, to), to)
+			if rng.FromSeq > rng.ToSeq {
+				writeJSON(w, http.StatusOK, map[string]any{"events": []events.Record{}})
+				return
+			}
+		}
 	}
 	out := []events.Record{}
 	err = g.Store.Audit(r.Context(), rng, match, limit, func(rec events.Record) bool {
@@ -372,7 +384,36 @@ func (g *Gateway) listEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, cairn.Errorf(cairn.CodeUnavailable, "read events: %v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": out})
+	resp := map[string]any{"events": out}
+	if limit > 0 && len(out) == limit {
+		resp["next"] = out[len(out)-1].Seq + 1
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// commandSeqs is the range of sequences of an accepted command's events, from the views.
+func (g *Gateway) commandSeqs(id string) (from, to uint64, ok bool) {
+	v, err := g.DB.Read()
+	if err != nil {
+		return 0, 0, false
+	}
+	defer v.Close()
+	rec, ok, err := v.Command(id)
+	if err != nil || !ok || len(rec.Events) == 0 {
+		return 0, 0, false
+	}
+	from, to = rec.Events[0].Seq, rec.Events[0].Seq
+	for _, e := range rec.Events {
+		from, to = min(from, e.Seq), max(to, e.Seq)
+	}
+	return from, to, true
+}
+
+func nonZero(v, otherwise uint64) uint64 {
+	if v == 0 {
+		return otherwise
+	}
+	return v
 }
 
 // ParseAuditQuery reads audit filters from named parameters (HTTP query or CLI flags).

@@ -120,6 +120,31 @@ func TestOperatorFlowThroughCLIAndHTTP(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(body, `"seq"`), body)
 	status, _ = httpJSON(t, "GET", s.url("/cairn/v1/events?from_seq=abc"), "")
 	assert.Equal(t, 400, status)
+
+	// Pages of the audit: a full page names where the next one starts.
+	type page struct {
+		Events []rec   `json:"events"`
+		Next   *uint64 `json:"next"`
+	}
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/events?limit=5&from_seq=3"), "")
+	require.Equal(t, 200, status, body)
+	p := decode[page](t, body)
+	require.Len(t, p.Events, 5)
+	require.NotNil(t, p.Next)
+	assert.Equal(t, uint64(8), *p.Next)
+	status, body = httpJSON(t, "GET", s.url(fmt.Sprintf("/cairn/v1/events?limit=10&from_seq=%d", *p.Next)), "")
+	require.Equal(t, 200, status, body)
+	p = decode[page](t, body)
+	require.Len(t, p.Events, 6, "8..13, the rest")
+	assert.Nil(t, p.Next, "the last page")
+	// A command's events by its id, read from the sequences the views index; within a
+	// sequence range it does not cover, none.
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/events?command_id=add-n4"), "")
+	require.Equal(t, 200, status, body)
+	assert.Equal(t, []uint64{11, 12, 13}, []uint64{decode[page](t, body).Events[0].Seq, decode[page](t, body).Events[1].Seq, decode[page](t, body).Events[2].Seq})
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/events?command_id=add-n4&to_seq=10"), "")
+	require.Equal(t, 200, status, body)
+	assert.Empty(t, decode[page](t, body).Events)
 }
 
 func TestNatsCLIGetsTheSameReply(t *testing.T) {

@@ -56,10 +56,16 @@ stopped one's --data directory. Filters combine (AND).`,
 			if !asJSON {
 				fmt.Fprintln(tw, "SEQ\tOCCURRED\tTYPE\tSUBJECT\tACTOR\tCOMMAND\tPAYLOAD")
 			}
+			rows := 0
 			err = store.Audit(cmd.Context(), rng, match, limit, func(r events.Record) bool {
 				if asJSON {
 					_ = enc.Encode(r)
 					return true
+				}
+				if rows++; rows%1000 == 0 {
+					// The table is aligned per block of 1,000 rows: a history of millions
+					// of events streams instead of waiting in memory for the last row.
+					tw.Flush()
 				}
 				payload := string(r.Payload)
 				if r.Invalid != "" {

@@ -80,7 +80,7 @@ func fillScaleCluster(tb testing.TB, dataDir string, nodes, rds int) int {
 	for i := range nodes {
 		name := fmt.Sprintf("n%d", i)
 		publish(events.Draft{Subject: names.Event("node", name), Payload: &events.NodeAdded{Name: name, Host: "h-" + name,
-			Address: fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256+1), Role: events.RoleStorage}},
+			Address: fmt.Sprintf("10.%d.%d.%d", i/62500, i/250%250, i%250+1), Role: events.RoleStorage}},
 			events.Draft{Subject: names.Event("node", name), Payload: &events.StoragePoolCreated{Node: name, Name: "thin",
 				Provider: drbd.ProviderLVMThin, Pool: "vg0/thin", CapacityKiB: 1 << 40}})
 	}
