@@ -27,6 +27,8 @@ type tx struct {
 	// is the views' only writer, so it stays coherent; it is dropped when it grows past
 	// cacheLimit keys, which bounds its memory.
 	cache map[string][]byte
+	// cacheBytes is the size of cache's keys and values, bounded by cacheBytesLimit.
+	cacheBytes int
 	// specs and hosts cache decoded node specs and host entries by key (a missing spec
 	// is cached as found=false), for the status events that read them on every change.
 	specs map[string]cachedSpec
@@ -44,6 +46,16 @@ type cachedSpec struct {
 }
 
 const cacheLimit = 200_000
+
+// cacheBytesLimit bounds the cache's keys and values: with 100,000 definitions the
+// key count alone let it hold hundreds of MiB of definitions.
+const cacheBytesLimit = 48 << 20
+
+// cachePut remembers key's value for later batches.
+func (t *tx) cachePut(k string, v []byte) {
+	t.cache[k] = v
+	t.cacheBytes += len(k) + len(v)
+}
 
 func newTx(db *DB) *tx {
 	return &tx{db: db, dirty: map[string][]byte{}, cache: map[string][]byte{},
@@ -102,7 +114,7 @@ func (t *tx) Get(key []byte) ([]byte, error) {
 		return v, c, err
 	}}.Get(key)
 	if err == nil {
-		t.cache[string(key)] = v
+		t.cachePut(string(key), v)
 	}
 	return v, err
 }
@@ -183,8 +195,9 @@ func (t *tx) commit() error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
-	if len(t.cache)+len(t.dirty) > cacheLimit {
-		clear(t.cache)
+	if len(t.cache)+len(t.dirty) > cacheLimit || t.cacheBytes > cacheBytesLimit {
+		// A new map: a cleared one keeps the buckets of its largest size.
+		t.cache, t.cacheBytes = map[string][]byte{}, 0
 	}
 	if len(t.specs)+len(t.hosts) > cacheLimit {
 		clear(t.specs)
@@ -194,7 +207,7 @@ func (t *tx) commit() error {
 		if strings.HasPrefix(k, "v/cmd/") || strings.HasPrefix(k, commandAtPrefix) || strings.HasPrefix(k, outboxPrefix) {
 			continue // written once, never read back by apply
 		}
-		t.cache[k] = v
+		t.cachePut(k, v)
 	}
 	clear(t.dirty)
 	t.cmdAt = t.cmdAt[:0]

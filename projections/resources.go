@@ -771,17 +771,18 @@ func delIfPresent(t *tx, key string) error {
 // raises the allocator's high-water mark (highKey) past it.
 func take(t *tx, usedKey, freeKey, highKey string, n int, owner []byte) error {
 	t.dirty[usedKey] = owner
-	if err := delIfPresent(t, freeKey); err != nil {
-		return err
-	}
 	high, err := getUint(t, highKey)
 	if err != nil {
 		return err
 	}
 	if uint64(n+1) > high {
+		// Never handed out before, so not on the free list (only values below the
+		// high-water mark are released there): no lookup of a key that is not there,
+		// which on a big view costs a read of a table's filter block.
 		t.putUint(highKey, uint64(n+1))
+		return nil
 	}
-	return nil
+	return delIfPresent(t, freeKey)
 }
 
 // release moves a value from used (usedKey) to the free list (freeKey).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,20 @@ func newLogger() zerolog.Logger {
 	return l.Level(lvl).With().Timestamp().Logger()
 }
 
+var cpuProfile string
+
+// startCPUProfile starts a CPU profile into path ("" = none); main stops it at exit.
+func startCPUProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return pprof.StartCPUProfile(f)
+}
+
 func main() {
 	root := &cobra.Command{
 		Use:           "cairn",
@@ -57,9 +72,13 @@ func main() {
 	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), drbdCmd(), authCmd(), mmpCmd(), simCmd(), versionCmd())
 	refuseUnknownSubcommands(root)
 
+	root.PersistentFlags().StringVar(&cpuProfile, "cpu-profile", "", "write a Go CPU profile of the run to this file (go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return startCPUProfile(cpuProfile) }
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
 	stop()
+	pprof.StopCPUProfile()
 	var ee exitError
 	switch {
 	case errors.As(err, &ee):
