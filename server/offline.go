@@ -72,6 +72,9 @@ func (o *Offline) Close() error {
 // ProjectInto applies the events stream up to stopAt (0 = the last stored event) into db,
 // with progress in the log, and returns the digest of the result.
 //
+// replayMemoryLimit is the soft heap limit of an offline replay (cairn views rebuild, at).
+const replayMemoryLimit = 384 << 20
+
 // retention is the command retention (see Offline.CommandRetention); it must be the one
 // serve runs with for the digest to match serve's views.
 func ProjectInto(ctx context.Context, db *projections.DB, js jetstream.JetStream, names events.Names, stopAt uint64, retention time.Duration, log zerolog.Logger) (projections.Digest, error) {
@@ -85,6 +88,11 @@ func ProjectInto(ctx context.Context, db *projections.DB, js jetstream.JetStream
 	// A replay allocates at a high rate and keeps little: trade memory headroom for
 	// less collector work while it runs.
 	defer debug.SetGCPercent(debug.SetGCPercent(800))
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// ... but not without bound: at 100,000 definitions 800 % let the heap reach
+		// 1.6 GB. Near this soft limit the collector runs as often as it must.
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(replayMemoryLimit))
+	}
 	p, err := projections.NewProjector(db, js, names, log)
 	if err != nil {
 		return projections.Digest{}, err

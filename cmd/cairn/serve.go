@@ -5,6 +5,8 @@ import (
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/projections"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/cairn-io/cairn/server"
@@ -15,6 +17,7 @@ func serveCmd() *cobra.Command {
 	var cfg server.Config
 	var ports, minors string
 	var retention time.Duration
+	var memoryLimit int64
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: embedded NATS (or --nats), admission, projector, watchdog, HTTP gateway",
@@ -23,6 +26,7 @@ func serveCmd() *cobra.Command {
 			cfg.Prefix = prefix
 			cfg.Log = newLogger()
 			cfg.CommandRetention = retentionFlag(retention)
+			softMemoryLimit(memoryLimit << 20)
 			var err error
 			if cfg.Admission.Ports, err = parseRange("--drbd-ports", ports, 1, 65535); err != nil {
 				return err
@@ -60,6 +64,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&ports, "drbd-ports", replicas.DefaultPorts.String(), "range DRBD TCP ports are allocated from, one per resource definition (MIN-MAX)")
 	f.StringVar(&minors, "drbd-minors", replicas.DefaultMinors.String(), "range DRBD device minors are allocated from, unique per node (MIN-MAX)")
 	f.StringVar(&cfg.DataDir, "data", "data", "data directory: views (Pebble) and the embedded JetStream store")
+	f.Int64Var(&memoryLimit, "memory-limit", 448, "soft limit of the Go heap in MiB: the collector works harder near it, so a catch-up of a big stream stays within it (0: none; GOMEMLIMIT, if set, wins)")
 	f.StringVar(&cfg.NATSURL, "nats", "", "use this NATS server or cluster (e.g. nats://a:4222,nats://b:4222) instead of the embedded one")
 	f.StringVar(&cfg.NATSCreds, "nats-creds", "", "credentials file for --nats")
 	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client listen address of the embedded NATS server")
@@ -83,4 +88,12 @@ func parseRange(flag, s string, lo, hi int) (replicas.Range, error) {
 		return r, fmt.Errorf("%s: %q is not a range MIN-MAX", flag, s)
 	}
 	return r, r.Validate(flag, lo, hi)
+}
+
+// softMemoryLimit sets the Go runtime's soft memory limit to bytes (0: leave it) unless
+// GOMEMLIMIT is set: the environment is the operator's word.
+func softMemoryLimit(bytes int64) {
+	if bytes > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(bytes)
+	}
 }
