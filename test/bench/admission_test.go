@@ -89,6 +89,52 @@ func BenchmarkAdmissionVsRawPublish(b *testing.B) {
 	}
 }
 
+// BenchmarkAdmissionVsRawPublishServeProcess is BenchmarkAdmissionVsRawPublish in the
+// shape operators run it: the real `cairn serve` binary as its own process, with its
+// embedded server (fsync on every write) and everything serve starts (dispatcher,
+// watchdog, gateway), the clients over TCP in this process, raw publishes to a stream
+// of their own on the same server, the two sides alternating in slices of 500. Asked:
+// ratio >= 0.7 with 1 and with 8 clients.
+func BenchmarkAdmissionVsRawPublishServeProcess(b *testing.B) {
+	bin := cairnBinary(b)
+	s := startServeAt(b, bin, b.TempDir(), freePort(b), freePort(b))
+	defer s.stop()
+	nc, err := nats.Connect(s.nats)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	request(b, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	const n, slice = 3000, 500
+	for _, clients := range []int{1, 8} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			for round := range b.N {
+				var raw, adm sideTotals
+				for from := 0; from < n; from += slice {
+					tag := fmt.Sprintf("p%d-r%d-%d", clients, round, from)
+					raw.add(timedCalls(clients, slice, func(i int) {
+						if _, err := js.Publish(ctx, "raw."+tag+"."+strconv.Itoa(i), []byte(`{"name":"x"}`), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+							b.Fatal(err)
+						}
+					}))
+					adm.add(timedCalls(clients, slice, func(i int) {
+						request(b, nc, "node.add", fmt.Sprintf(`{"name":"%s-%d","host":"h%d","address":"10.0.0.1"}`, tag, i, i))
+					}))
+				}
+				b.ReportMetric(raw.rate(), "raw_publish/s")
+				b.ReportMetric(adm.rate(), "admission/s")
+				b.ReportMetric(adm.rate()/raw.rate(), "ratio")
+				b.Logf("serve process, %d clients: raw publish %.0f/s, admission %.0f/s, ratio %.2f", clients, raw.rate(), adm.rate(), adm.rate()/raw.rate())
+			}
+		})
+	}
+}
+
 // sideTotals sums the slices of one side of a comparison.
 type sideTotals struct {
 	calls     int

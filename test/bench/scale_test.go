@@ -122,11 +122,19 @@ func fillScaleCluster(tb testing.TB, dataDir string, nodes, rds int) int {
 type runningServe struct {
 	cmd   *exec.Cmd
 	http  string
+	nats  string
 	ready time.Duration
 }
 
 func startScaleServe(b *testing.B, bin, data string) *runningServe {
 	natsAddr, httpAddr := freePort(b), freePort(b)
+	s := startServeAt(b, bin, data, natsAddr, httpAddr)
+	return s
+}
+
+// startServeAt runs `cairn serve` on data with its embedded NATS server on natsAddr and
+// waits until /readyz on httpAddr says the views are caught up.
+func startServeAt(b *testing.B, bin, data, natsAddr, httpAddr string) *runningServe {
 	cmd := exec.Command(bin, "serve", "--data", data, "--nats-listen", natsAddr, "--http", httpAddr, "--log-level", "warn",
 		"--heartbeat-timeout", "1h")
 	cmd.Stderr = os.Stderr
@@ -148,7 +156,7 @@ func startScaleServe(b *testing.B, bin, data string) *runningServe {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &runningServe{cmd: cmd, http: httpAddr, ready: time.Since(began)}
+	return &runningServe{cmd: cmd, http: httpAddr, nats: "nats://" + natsAddr, ready: time.Since(began)}
 }
 
 func (s *runningServe) stop() {
@@ -184,13 +192,7 @@ func getLatencies(b *testing.B, base string, n int, path func(i int) string) []t
 // definition p99 within 5 ms, a page of 100 within 20 ms. Agent start on a node with
 // 1,000 replicas is BenchmarkAgentRestart1000. CAIRN_BENCH_DEFINITIONS_SCALE resizes it.
 func BenchmarkScale100k(b *testing.B) {
-	bin := os.Getenv("CAIRN_BIN")
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "cairn")
-		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cairn").CombinedOutput(); err != nil {
-			b.Fatalf("build: %v\n%s", err, out)
-		}
-	}
+	bin := cairnBinary(b)
 	const nodes = 1000
 	rds := scaleSize()
 	for range b.N {
