@@ -506,4 +506,13 @@ func TestDuplicateNodeAddressWarns(t *testing.T) {
 	require.True(t, r.OK)
 	require.Len(t, r.Warnings, 1)
 	assert.Contains(t, r.Warnings[0], "node n2 has the same address")
+	// Many on one address: a few are named, not all (the cost of a node.add must not
+	// grow with them).
+	for i := 4; i <= 8; i++ {
+		require.True(t, servertest.Submit(s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.1"}`, i, i)).OK)
+	}
+	r = servertest.Submit(s, "node.add", `{"name":"n9","host":"h9","address":"10.0.0.1"}`)
+	require.True(t, r.OK)
+	require.Len(t, r.Warnings, 1)
+	assert.Contains(t, r.Warnings[0], "nodes n2, n3, n4 and others have the same address 10.0.0.1")
 }

@@ -133,7 +133,7 @@ func DecideNodeModify(v *projections.View, n *projections.Node, c NodeModify) (*
 	}
 	var addr *events.NodeAddressChanged
 	if c.Address != "" && c.Address != n.Spec.Address {
-		others, err := v.NodesAt(c.Address)
+		others, _, err := v.NodesAt(c.Address, 1)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -279,12 +279,21 @@ func decideNodeAdd(r *reads, c NodeAdd) (Decision, error) {
 	if err != nil {
 		return d, err
 	}
-	others, err := v.NodesAt(c.Address)
+	// A few names are enough to warn: listing every node of a shared address would make
+	// each node.add cost (and its reply grow with) all of them.
+	others, more, err := v.NodesAt(c.Address, 3)
 	if err != nil {
 		return d, err
 	}
-	for _, o := range others {
-		warnings = append(warnings, fmt.Sprintf("node %s has the same address %s: replicas of one resource on both would share DRBD's endpoint", o, c.Address))
+	switch {
+	case len(others) == 1:
+		warnings = append(warnings, fmt.Sprintf("node %s has the same address %s: replicas of one resource on both would share DRBD's endpoint", others[0], c.Address))
+	case len(others) > 1:
+		who := strings.Join(others, ", ")
+		if more {
+			who += " and others"
+		}
+		warnings = append(warnings, fmt.Sprintf("nodes %s have the same address %s: replicas of one resource on them would share DRBD's endpoint", who, c.Address))
 	}
 	m := domains.Member{Name: ev.Name, Host: ev.Host, Domain: ev.FailureDomain, Role: ev.Role, Physical: ev.PhysicalLabel}
 	if err := checkTopology(v, &m, ""); err != nil {

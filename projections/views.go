@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/cairn-io/cairn/events"
@@ -233,14 +234,23 @@ func (v *View) Node(name string) (n Node, ok bool, err error) {
 }
 
 // NodesAt lists the nodes with the replication address, by name.
-func (v *View) NodesAt(address string) ([]string, error) {
+//
+// At most limit names (0: all), in name order; more reports that there are others.
+func (v *View) NodesAt(address string, limit int) (names []string, more bool, err error) {
 	prefix := "v/node-addr/" + address + "/"
-	var out []string
-	err := v.scan(prefix, func(key string, _ []byte) error {
-		out = append(out, strings.TrimPrefix(key, prefix))
+	errEnough := errors.New("enough")
+	err = v.scan(prefix, func(key string, _ []byte) error {
+		if limit > 0 && len(names) == limit {
+			more = true
+			return errEnough
+		}
+		names = append(names, strings.TrimPrefix(key, prefix))
 		return nil
 	})
-	return out, err
+	if errors.Is(err, errEnough) {
+		err = nil
+	}
+	return names, more, err
 }
 
 // Nodes returns every node in the cluster, sorted by name. The slice is shared by

@@ -111,12 +111,14 @@ func BenchmarkAdmissionVsRawPublishServeProcess(b *testing.B) {
 	}
 	request(b, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
 	const n, slice = 3000, 500
+	runs := 0 // a sub-benchmark may run more than once on the same serve: fresh names each time
 	for _, clients := range []int{1, 8} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			for round := range b.N {
+			for range b.N {
+				runs++
 				var raw, adm sideTotals
 				for from := 0; from < n; from += slice {
-					tag := fmt.Sprintf("p%d-r%d-%d", clients, round, from)
+					tag := fmt.Sprintf("p%d-r%d-%d", clients, runs, from)
 					raw.add(timedCalls(clients, slice, func(i int) {
 						if _, err := js.Publish(ctx, "raw."+tag+"."+strconv.Itoa(i), []byte(`{"name":"x"}`), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
 							b.Fatal(err)
