@@ -346,6 +346,14 @@ func TestLinstorAPIContract(t *testing.T) {
 	l.get("/v1/resource-definitions?with_volume_definitions=False", &rds)
 	require.Len(t, rds, 1)
 	assert.Empty(t, rds[0].Vols)
+	// Streamed in pages: offset and limit as LINSTOR's.
+	l.get("/v1/resource-definitions?offset=0&limit=1", &rds)
+	require.Len(t, rds, 1)
+	assert.Equal(t, "r1", rds[0].Name)
+	l.get("/v1/resource-definitions?offset=1", &rds)
+	assert.Empty(t, rds, "past the end: an empty list")
+	l.get("/v1/resource-definitions?resource_definitions=nope", &rds)
+	assert.Empty(t, rds)
 
 	// Definition properties: set and delete a DRBD option; a foreign key changes nothing.
 	rc = l.rcs(200, "PUT", "/v1/resource-definitions/r1", `{"override_props":{"DrbdOptions/Resource/quorum":"majority","DrbdOptions/Net/max-buffers":"8000"}}`)

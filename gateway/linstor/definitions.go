@@ -65,15 +65,14 @@ func (a *API) listDefinitions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	names := queryList(q, "resource_definitions")
 	withVolumes := truthy(q.Get("with_volume_definitions"))
-	a.withView(w, objRscDfn, func(v *projections.View) (any, error) {
-		rds, err := v.ResourceDefinitions()
-		out := make([]ResourceDefinition, 0, len(rds))
-		for _, rd := range rds {
-			if matches(names, rd.Name) {
-				out = append(out, definitionOf(rd, withVolumes))
+	// Streamed: 100,000 definitions are never all in memory.
+	a.streamPage(w, r, objRscDfn, func(v *projections.View, emit func(any) (bool, error)) error {
+		return v.EachResourceDefinition(func(rd projections.ResourceDefinition) (bool, error) {
+			if !matches(names, rd.Name) {
+				return true, nil
 			}
-		}
-		return page(q, out), err
+			return emit(definitionOf(rd, withVolumes))
+		})
 	})
 }
 

@@ -279,6 +279,38 @@ func (a *arrayWriter) add(v any) error {
 	return err
 }
 
+// streamPage streams one page (LINSTOR's offset and limit) of a list walked by each in
+// its stable order: the items before offset are counted, not encoded, and nothing past
+// the page is read. each calls emit for every item of the list; emit reports whether to go on.
+func (a *API) streamPage(w http.ResponseWriter, r *http.Request, obj uint64, each func(v *projections.View, emit func(any) (bool, error)) error) {
+	offset, limit := pageBounds(r.URL.Query())
+	v, err := a.DB.Read()
+	if err != nil {
+		writeFailure(w, 0, obj, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
+		return
+	}
+	defer v.Close()
+	out := &arrayWriter{w: w}
+	seen, emitted := 0, 0
+	err = each(v, func(item any) (bool, error) {
+		if seen++; seen <= offset {
+			return true, nil
+		}
+		if err := out.add(item); err != nil {
+			return false, err
+		}
+		emitted++
+		return limit == 0 || emitted < limit, nil
+	})
+	if err != nil {
+		if !out.started {
+			writeFailure(w, 0, obj, err)
+		}
+		return // mid-stream: the client sees a truncated body
+	}
+	out.close()
+}
+
 func (a *arrayWriter) close() {
 	if !a.started {
 		writeJSON(a.w, http.StatusOK, []any{})
