@@ -53,9 +53,43 @@ func (g *Gateway) listResourceGroups(w http.ResponseWriter, r *http.Request) {
 	listPage[projections.ResourceGroup](g, w, r, projections.ListResourceGroups, "resource_groups")
 }
 
-// listResources serves the resource definitions with their volumes and replicas.
+// listResources serves the resource definitions with their volumes and replicas;
+// ?resource_group= keeps those of one group, ?node= those with a replica on one node
+// (pages from the views' indexes).
 func (g *Gateway) listResources(w http.ResponseWriter, r *http.Request) {
-	listPage[projections.ResourceDefinition](g, w, r, projections.ListResourceDefinitions, "resources")
+	group, node := r.URL.Query().Get("resource_group"), r.URL.Query().Get("node")
+	if group == "" && node == "" {
+		listPage[projections.ResourceDefinition](g, w, r, projections.ListResourceDefinitions, "resources")
+		return
+	}
+	if group != "" && node != "" {
+		writeError(w, cairn.InvalidField("node", "filter by resource_group or by node, not both"))
+		return
+	}
+	after, limit, err := pageQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g.withView(w, func(v *projections.View) (any, error) {
+		names, next, err := v.DefinitionNamesPage(group, node, after, limit)
+		items := make([]projections.ResourceDefinition, 0, len(names))
+		for _, name := range names {
+			if err != nil {
+				break
+			}
+			var rd projections.ResourceDefinition
+			var ok bool
+			if rd, ok, err = v.ResourceDefinition(name); ok {
+				items = append(items, rd)
+			}
+		}
+		out := map[string]any{"seq": v.Seq(), "resources": items}
+		if next != "" {
+			out["next"] = next
+		}
+		return out, err
+	})
 }
 
 // ReplicaView is a replica's desired state with what its node's agent last observed.

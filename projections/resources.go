@@ -905,6 +905,33 @@ func (v *View) GroupDefinitions(group string, limit int) ([]string, error) {
 	return out, err
 }
 
+// DefinitionNamesPage is one page of the names of the definitions in a group (group
+// != "") or with a replica on a node (node != ""), in name order after after: at most
+// limit names, and next (the last of them) when more follow. From the views' indexes:
+// its cost is the page's, whatever the cluster's size.
+func (v *View) DefinitionNamesPage(group, node, after string, limit int) (names []string, next string, err error) {
+	prefix := rgRDPrefix(group)
+	if node != "" {
+		prefix = nodeRDPrefix(node)
+	}
+	lower := prefix
+	if after != "" {
+		lower = prefix + after + "\x00"
+	}
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte(lower), UpperBound: prefixEnd([]byte(prefix))})
+	if err != nil {
+		return nil, "", err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if len(names) == limit {
+			return names, names[len(names)-1], it.Error()
+		}
+		names = append(names, strings.TrimPrefix(string(it.Key()), prefix))
+	}
+	return names, "", it.Error()
+}
+
 // ResourceDefinitions lists every resource definition by name.
 func (v *View) ResourceDefinitions() ([]ResourceDefinition, error) {
 	return scanAll[ResourceDefinition](v, "v/rd/")

@@ -214,4 +214,37 @@ func TestNativeListsPage(t *testing.T) {
 	status, body = httpJSON(t, "GET", s.url("/cairn/v1/storage-pools?limit=0"), "")
 	assert.Equal(t, 400, status)
 	assert.Contains(t, body, `"field": "limit"`)
+
+	// Filters page from the views' indexes: the definitions of a group, those with a
+	// replica on a node.
+	for _, c := range [][2]string{
+		{"rg.create", `{"name":"g","place_count":1}`},
+		{"rd.create", `{"name":"g3","resource_group":"g"}`}, {"rd.create", `{"name":"g1","resource_group":"g"}`},
+		{"rd.create", `{"name":"g2","resource_group":"g"}`},
+		{"sp.create", `{"node":"n2","name":"thin","provider":"file_thin","pool":"/var/lib/x","capacity_kib":1048576}`},
+		{"vd.create", `{"resource":"r4","volume":0,"size_kib":4096}`}, {"vd.create", `{"resource":"r2","volume":0,"size_kib":4096}`},
+		{"replica.add", `{"resource":"r4","node":"n2"}`}, {"replica.add", `{"resource":"r2","node":"n2"}`},
+	} {
+		out, code := run(t, append([]string{"cmd", c[0], c[1]}, nats...)...)
+		require.Equal(t, 0, code, out)
+	}
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/resources?resource_group=g&limit=2"), "")
+	require.Equal(t, 200, status, body)
+	p = decode[page](t, body)
+	require.Len(t, p.Resources, 2)
+	assert.Equal(t, []string{"g1", "g2"}, []string{p.Resources[0].Name, p.Resources[1].Name})
+	assert.Equal(t, "g2", p.Next)
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/resources?resource_group=g&after=g2"), "")
+	require.Equal(t, 200, status, body)
+	p = decode[page](t, body)
+	require.Len(t, p.Resources, 1)
+	assert.Equal(t, "g3", p.Resources[0].Name)
+	assert.Empty(t, p.Next)
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/resources?node=n2"), "")
+	require.Equal(t, 200, status, body)
+	p = decode[page](t, body)
+	require.Len(t, p.Resources, 2)
+	assert.Equal(t, []string{"r2", "r4"}, []string{p.Resources[0].Name, p.Resources[1].Name})
+	status, body = httpJSON(t, "GET", s.url("/cairn/v1/resources?node=n2&resource_group=g"), "")
+	assert.Equal(t, 400, status, body)
 }
