@@ -64,7 +64,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&ports, "drbd-ports", replicas.DefaultPorts.String(), "range DRBD TCP ports are allocated from, one per resource definition (MIN-MAX)")
 	f.StringVar(&minors, "drbd-minors", replicas.DefaultMinors.String(), "range DRBD device minors are allocated from, unique per node (MIN-MAX)")
 	f.StringVar(&cfg.DataDir, "data", "data", "data directory: views (Pebble) and the embedded JetStream store")
-	f.Int64Var(&memoryLimit, "memory-limit", 448, "soft limit of the Go heap in MiB: the collector works harder near it, so a catch-up of a big stream stays within it (0: none; GOMEMLIMIT, if set, wins)")
+	f.Int64Var(&memoryLimit, "memory-limit", 352, "soft limit of the Go runtime's memory in MiB (the views' Pebble cache and memtables, up to 128 MiB, come on top): the collector works harder near it, so a catch-up of a big stream stays within it (0: none; GOMEMLIMIT, if set, wins)")
 	f.StringVar(&cfg.NATSURL, "nats", "", "use this NATS server or cluster (e.g. nats://a:4222,nats://b:4222) instead of the embedded one")
 	f.StringVar(&cfg.NATSCreds, "nats-creds", "", "credentials file for --nats")
 	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client listen address of the embedded NATS server")
