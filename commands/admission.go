@@ -323,6 +323,18 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 		if retry == retryNone {
 			return reply
 		}
+		if retry == retryStale {
+			// Nothing appended, nothing conflicted: not an attempt.
+			attempt--
+			wctx, cancel := context.WithTimeout(ctx, a.opts.CatchUpWait)
+			err := a.proj.WaitFor(wctx, lost.stale)
+			cancel()
+			if err != nil {
+				return refused(req.CommandID, cairn.Errorf(cairn.CodeUnavailable,
+					"the views did not catch up within %s after a concurrent change; retry", a.opts.CatchUpWait))
+			}
+			continue
+		}
 		if retry == retryRace {
 			// Another command of this process decided on one of the same ports or
 			// nodes a moment ago. The next decision sees it as taken and usually avoids
@@ -417,6 +429,7 @@ func (l *retryLocks) of(b events.Expect) chan struct{} {
 type race struct {
 	claims   []string
 	released <-chan struct{}
+	stale    uint64 // for retryStale: the sequence the views must reach
 }
 
 // retryKind says whether and why admission decides a command again.
@@ -427,6 +440,7 @@ const (
 	retryMoved           // the boundary moved: wait for the views, decide again
 	retryBusy            // JetStream was busy: nothing appended, try again shortly
 	retryRace            // another command of this process took a port or node decided on: decide again now
+	retryStale           // decided on views older than a claim of this process on the same: decide again once they hold it
 )
 
 // attempt decides the command on one view and tries to append. seen is the view's
@@ -463,12 +477,25 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		return r, seen, boundary, retryNone
 	}
 	if claims := claimSubjects(d.Events); len(claims) > 0 {
-		ok, released := a.opts.claims.reserve(claims)
+		ok, released, stale := a.opts.claims.reserve(claims, seen)
+		if stale > 0 {
+			// Decided on views from before another command's claim on the same port or
+			// node landed: its append would only conflict. Decide again on views that
+			// hold that claim.
+			lost.stale = stale
+			return Reply{}, seen, boundary, retryStale
+		}
 		if !ok {
 			lost.claims, lost.released = claims, released
 			return Reply{}, seen, boundary, retryRace
 		}
-		defer a.opts.claims.release(claims)
+		var landed uint64 // the sequence of the command's last event, once stored
+		defer func() { a.opts.claims.release(claims, landed) }()
+		defer func() {
+			if reply.OK && len(reply.Events) > 0 {
+				landed = reply.Events[len(reply.Events)-1].Seq
+			}
+		}()
 	}
 	if d.Expect.Kind == events.ExpectChecks {
 		d.Events = a.withCheckCarriers(req.Verb, d.Events, d.Expect.Checks)
