@@ -60,23 +60,12 @@ func BenchmarkAdmissionVsRawPublish(b *testing.B) {
 		b.Fatal(err)
 	}
 	request(b, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
-	const n, slice = 3000, 500
+	runs := 0
 	for _, clients := range []int{1, 8} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			for round := range b.N {
-				var raw, adm sideTotals
-				for from := 0; from < n; from += slice {
-					tag := fmt.Sprintf("c%d-r%d-%d", clients, round, from)
-					raw.add(timedCalls(clients, slice, func(i int) {
-						_, err := js.Publish(ctx, "raw."+tag+"."+strconv.Itoa(i), []byte(`{"name":"x"}`), jetstream.WithExpectLastSequencePerSubject(0))
-						if err != nil {
-							b.Fatal(err)
-						}
-					}))
-					adm.add(timedCalls(clients, slice, func(i int) {
-						request(b, nc, "node.add", fmt.Sprintf(`{"name":"%s-%d","host":"h%d","address":"10.0.0.1"}`, tag, i, i))
-					}))
-				}
+			for range b.N {
+				runs++
+				raw, adm := alternate(b, nc, js, clients, fmt.Sprintf("c%d-r%d", clients, runs))
 				b.ReportMetric(raw.rate(), "raw_publish/s")
 				b.ReportMetric(adm.rate(), "admission/s")
 				b.ReportMetric(adm.rate()/raw.rate(), "ratio")
@@ -110,24 +99,12 @@ func BenchmarkAdmissionVsRawPublishServeProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	request(b, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
-	const n, slice = 3000, 500
 	runs := 0 // a sub-benchmark may run more than once on the same serve: fresh names each time
 	for _, clients := range []int{1, 8} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			for range b.N {
 				runs++
-				var raw, adm sideTotals
-				for from := 0; from < n; from += slice {
-					tag := fmt.Sprintf("p%d-r%d-%d", clients, runs, from)
-					raw.add(timedCalls(clients, slice, func(i int) {
-						if _, err := js.Publish(ctx, "raw."+tag+"."+strconv.Itoa(i), []byte(`{"name":"x"}`), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
-							b.Fatal(err)
-						}
-					}))
-					adm.add(timedCalls(clients, slice, func(i int) {
-						request(b, nc, "node.add", fmt.Sprintf(`{"name":"%s-%d","host":"h%d","address":"10.0.0.1"}`, tag, i, i))
-					}))
-				}
+				raw, adm := alternate(b, nc, js, clients, fmt.Sprintf("p%d-r%d", clients, runs))
 				b.ReportMetric(raw.rate(), "raw_publish/s")
 				b.ReportMetric(adm.rate(), "admission/s")
 				b.ReportMetric(adm.rate()/raw.rate(), "ratio")
@@ -135,6 +112,27 @@ func BenchmarkAdmissionVsRawPublishServeProcess(b *testing.B) {
 			}
 		})
 	}
+}
+
+// alternate runs 3,000 raw synchronous publishes with an expected per-subject sequence
+// (to stream RAW) and 3,000 independent node.add through admission, in alternating
+// slices of 500 so that both sides see the same disk, from clients goroutines; names
+// start with tag.
+func alternate(b *testing.B, nc *nats.Conn, js jetstream.JetStream, clients int, tag string) (raw, adm sideTotals) {
+	const n, slice = 3000, 500
+	ctx := context.Background()
+	for from := 0; from < n; from += slice {
+		t := fmt.Sprintf("%s-%d", tag, from)
+		raw.add(timedCalls(clients, slice, func(i int) {
+			if _, err := js.Publish(ctx, "raw."+t+"."+strconv.Itoa(i), []byte(`{"name":"x"}`), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+				b.Fatal(err)
+			}
+		}))
+		adm.add(timedCalls(clients, slice, func(i int) {
+			request(b, nc, "node.add", fmt.Sprintf(`{"name":"%s-%d","host":"h%d","address":"10.0.0.1"}`, t, i, i))
+		}))
+	}
+	return raw, adm
 }
 
 // sideTotals sums the slices of one side of a comparison.

@@ -34,25 +34,9 @@ func historySize() int {
 // shuts the server down, so the data directory is ready for `cairn serve`.
 func fillHistory(tb testing.TB, dataDir string, n int) {
 	tb.Helper()
-	srv, err := server.StartEmbedded(server.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "jetstream")})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := server.ConnectInProcess(srv, "fill")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	js, done := openFill(tb, dataDir)
+	defer done()
 	names := events.NewNames("")
-	ctx := context.Background()
-	if err := events.EnsureStreams(ctx, js, names, events.StreamOptions{}); err != nil {
-		tb.Fatal(err)
-	}
 	const nodes = 1000
 	state := make([]string, nodes)
 	began := time.Now()
@@ -93,6 +77,32 @@ func fillHistory(tb testing.TB, dataDir string, n int) {
 		tb.Fatal("fill did not complete")
 	}
 	tb.Logf("filled %d events in %s", n, time.Since(began).Round(time.Millisecond))
+}
+
+// openFill starts an embedded server on dataDir's JetStream store (fsync on every write
+// off: a fill is set-up, not measured) with Cairn's streams, and returns an in-process
+// JetStream client for asynchronous publishing; done shuts it down, leaving the data
+// directory ready for `cairn serve`.
+func openFill(tb testing.TB, dataDir string) (jetstream.JetStream, func()) {
+	tb.Helper()
+	srv, err := server.StartEmbedded(server.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "jetstream")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	nc, err := server.ConnectInProcess(srv, "fill")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err == nil {
+		err = events.EnsureStreams(context.Background(), js, events.NewNames(""), events.StreamOptions{})
+	}
+	if err != nil {
+		done()
+		tb.Fatal(err)
+	}
+	return js, done
 }
 
 // cachedHistory returns a data directory holding a filled history of n events, made once

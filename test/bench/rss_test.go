@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,29 +39,9 @@ func serveRSS(b *testing.B, bin string, size int) {
 		if out, err := exec.Command("cp", "-a", filepath.Join(src, "jetstream"), data).CombinedOutput(); err != nil {
 			b.Fatalf("copy history: %v\n%s", err, out)
 		}
-		natsAddr, httpAddr := freePort(b), freePort(b)
-		cmd := exec.Command(bin, "serve", "--data", data, "--nats-listen", natsAddr, "--http", httpAddr, "--log-level", "warn")
-		cmd.Stderr = os.Stderr
-		began := time.Now()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer cmd.Process.Kill()
-		for {
-			resp, err := http.Get("http://" + httpAddr + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					break
-				}
-			}
-			if time.Since(began) > 10*time.Minute {
-				b.Fatal("serve not ready")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		ready := time.Since(began)
-		nc, err := nats.Connect("nats://" + natsAddr)
+		serve := startServeAt(b, bin, data, freePort(b), freePort(b))
+		ready := serve.ready
+		nc, err := nats.Connect(serve.nats)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,14 +49,13 @@ func serveRSS(b *testing.B, bin string, size int) {
 			request(b, nc, "node.add", fmt.Sprintf(`{"name":"rss-%d","host":"h","address":"10.0.0.1"}`, i))
 		}
 		nc.Close()
-		hwm, rss := procStatus(b, cmd.Process.Pid, "VmHWM"), procStatus(b, cmd.Process.Pid, "VmRSS")
+		hwm, rss := procStatus(b, serve.cmd.Process.Pid, "VmHWM"), procStatus(b, serve.cmd.Process.Pid, "VmRSS")
 		b.ReportMetric(float64(hwm)/1024, "peak_rss_MiB")
 		b.ReportMetric(float64(rss)/1024, "rss_MiB")
 		b.ReportMetric(ready.Seconds(), "catch_up_s")
 		b.Logf("%d events: ready after %s (%.0f events/s), peak RSS %d MiB, RSS now %d MiB", size, ready.Round(time.Millisecond),
 			float64(size)/ready.Seconds(), hwm/1024, rss/1024)
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
+		serve.stop()
 	}
 }
 

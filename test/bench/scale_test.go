@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -9,14 +8,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/server"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,24 +36,9 @@ func scaleSize() int {
 // real cluster at 58,536 definitions, so past 50,000 two definitions share a port here.
 func fillScaleCluster(tb testing.TB, dataDir string, nodes, rds int) int {
 	tb.Helper()
-	srv, err := server.StartEmbedded(server.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "jetstream")})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := server.ConnectInProcess(srv, "fill")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	js, done := openFill(tb, dataDir)
+	defer done()
 	names := events.NewNames("")
-	if err := events.EnsureStreams(context.Background(), js, names, events.StreamOptions{}); err != nil {
-		tb.Fatal(err)
-	}
 	count := 0
 	publish := func(drafts ...events.Draft) {
 		id := uuid.Must(uuid.NewV7()).String()
