@@ -2,6 +2,7 @@ package agents_test
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"strconv"
 	"sync"
 	"testing"
@@ -85,8 +86,11 @@ func TestAgentNeverGoesBackToAnOlderDesiredState(t *testing.T) {
 		assert.NotEqual(t, `{"grant_seq":10}`, b, "the older desired state reached the reconciler")
 	}
 	rec.mu.Unlock()
+	dropped := staleDropped(t)
 	pub(15, `{"grant_seq":15}`) // older again, and now the stream's latest
-	time.Sleep(100 * time.Millisecond)
+	// The agent has seen it (and dropped it) before it stops: the restart below must
+	// meet it as the stream's latest, not as a message never delivered.
+	require.Eventually(t, func() bool { return staleDropped(t) > dropped }, 10*time.Second, 10*time.Millisecond)
 	stop()
 
 	// Restarted: the stream hands over grant 15 as the latest; the agent uses 21.
@@ -96,4 +100,18 @@ func TestAgentNeverGoesBackToAnOlderDesiredState(t *testing.T) {
 	b, n := rec.last(subj)
 	assert.Equal(t, `{"grant_seq":21}`, b)
 	assert.Equal(t, 1, n)
+}
+
+// staleDropped is cairn_agent_stale_desired_total: desired states dropped as older than
+// one already carried out.
+func staleDropped(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "cairn_agent_stale_desired_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }

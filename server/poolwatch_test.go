@@ -33,6 +33,8 @@ func TestContestedReportMarksThePool(t *testing.T) {
 		{"node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`},
 		{"pool.create", `{"name":"tank","devices":["/dev/sdb"],"nodes":["n1"]}`},
 		{"pool.import", `{"pool":"tank","node":"n1"}`},
+		{"pool.create", `{"name":"mark","devices":["/dev/sdc"],"nodes":["n1"]}`},
+		{"pool.import", `{"pool":"mark","node":"n1"}`},
 	} {
 		r := servertest.Submit(s, c[0], c[1])
 		require.True(t, r.OK, "%s: %+v", c[0], r.Error)
@@ -43,13 +45,19 @@ func TestContestedReportMarksThePool(t *testing.T) {
 	for range 2 { // a repeated report records the contest once
 		require.NoError(t, nc.Publish("cairn.status.n1.zpool.tank", body))
 	}
-	require.Eventually(t, func() bool {
+	// A report on another pool after them: reports are folded in order, so once its
+	// contest is in, both of tank's were handled.
+	mark, _ := json.Marshal(zpool.Status{Pool: "mark", Node: "n1", Phase: zpool.PhaseContested, GrantSeq: 6,
+		ForeignHostID: "0x3", Error: "hostid 0x3 wrote txg 7"})
+	require.NoError(t, nc.Publish("cairn.status.n1.zpool.mark", mark))
+	contested := func(name, hostID string) bool {
 		v, err := s.DB.Read()
 		require.NoError(t, err)
 		defer v.Close()
-		p, _, _ := v.Pool("tank")
-		return p.Contested && p.ForeignHostID == "0x2"
-	}, 5*time.Second, 20*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
-	assert.Equal(t, uint64(5), servertest.LastSeq(t, s), "one pool.contested event after four setup events")
+		p, _, _ := v.Pool(name)
+		return p.Contested && p.ForeignHostID == hostID
+	}
+	require.Eventually(t, func() bool { return contested("mark", "0x3") }, 5*time.Second, 20*time.Millisecond)
+	assert.True(t, contested("tank", "0x2"))
+	assert.Equal(t, uint64(8), servertest.LastSeq(t, s), "one pool.contested event per pool after six setup events")
 }
