@@ -3,6 +3,7 @@ package zpoolagent_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"os"
 	"path/filepath"
@@ -292,8 +293,10 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 
 	// Level-triggered: the same desired state again does not check or import again.
 	body, _ := json.Marshal(zpool.Desired{Pool: "tank", Node: "n1", Devices: h.devs, GrantSeq: g, Revision: g})
+	polls := counterSum(t, "cairn_zpool_watch_polls_total", "")
 	require.NoError(t, r.Reconcile(context.Background(), "cairn.node.n1.zpool.tank", body))
-	time.Sleep(150 * time.Millisecond) // several watcher polls
+	require.Eventually(t, func() bool { return counterSum(t, "cairn_zpool_watch_polls_total", "") >= polls+3 },
+		5*time.Second, 10*time.Millisecond, "the watcher did not poll three times")
 	assert.Equal(t, want, h.calls())
 	assert.Equal(t, 1, h.count(zpool.PhaseChecking))
 	st, _ = h.observed()
@@ -457,10 +460,14 @@ func TestGrantMovedDuringCheck(t *testing.T) {
 			go h.must("pool.export", `{"pool":"tank"}`)
 		}
 	}
+	canceled := counterSum(t, "cairn_zpool_checks_total", mmp.CodeCanceled)
 	h.startAgent()
 	h.grant("n1")
 	h.waitPhase(zpool.PhaseExported, 0)
-	time.Sleep(500 * time.Millisecond)
+	// The check ends canceled (the import decision comes after it): then nothing can
+	// import any more.
+	require.Eventually(t, func() bool { return counterSum(t, "cairn_zpool_checks_total", mmp.CodeCanceled) > canceled },
+		5*time.Second, 10*time.Millisecond, "the check was not canceled")
 	for _, c := range h.calls() {
 		assert.False(t, strings.HasPrefix(c, "import"), "imported after the grant moved: %v", h.calls())
 	}
@@ -566,4 +573,30 @@ func TestUnreadableLatchFailsClosed(t *testing.T) {
 		assert.False(t, strings.HasPrefix(c, "import"), "imported with an unreadable latch: %v", h.calls())
 	}
 	assert.Equal(t, 0, h.count(zpool.PhaseChecking))
+}
+
+// counterSum is a counter of the default registry summed over its series, or the
+// series whose code label is code.
+func counterSum(t *testing.T, name, code string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := code == ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "code" && l.GetValue() == code {
+					match = true
+				}
+			}
+			if match {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }
