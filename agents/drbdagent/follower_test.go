@@ -60,7 +60,8 @@ exit 1
 		b, _ := os.ReadFile(filepath.Join(dir, "count"))
 		var st drbd.Status
 		fold.Fill("r1", &st, nil)
-		return strings.TrimSpace(string(b)) >= "3" && len(st.Peers) == 1 && st.Peers[0].Volumes[0].LastSyncKiB != nil &&
+		// The peer can be folded before its volume is: look at the volume once it is there.
+		return strings.TrimSpace(string(b)) >= "3" && len(st.Peers) == 1 && len(st.Peers[0].Volumes) == 1 && st.Peers[0].Volumes[0].LastSyncKiB != nil &&
 			*st.Peers[0].Volumes[0].LastSyncKiB == 300 && st.Peers[0].Volumes[0].Replication == "Established", string(b)
 	})
 	cancel()
