@@ -355,6 +355,11 @@ func (s *Store) BoundarySeq(ctx context.Context, exp Expect) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return lastSeqOf(ctx, st, subject)
+}
+
+// lastSeqOf is the sequence of the last message on subject (a filter too) in st, 0 for none.
+func lastSeqOf(ctx context.Context, st jetstream.Stream, subject string) (uint64, error) {
 	m, err := st.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
@@ -372,8 +377,12 @@ func (s *Store) Stale(ctx context.Context, exp Expect) (bool, error) {
 		cur, err := s.BoundarySeq(ctx, exp)
 		return err == nil && cur != exp.Seq, err
 	}
+	st, err := s.js.Stream(ctx, s.names.EventsStream())
+	if err != nil {
+		return false, err
+	}
 	for _, c := range exp.Checks {
-		cur, err := s.BoundarySeq(ctx, Expect{Kind: ExpectFilter, Filter: c.Subject})
+		cur, err := lastSeqOf(ctx, st, c.Subject)
 		if err != nil || cur != c.Seq {
 			return err == nil, err
 		}
