@@ -489,12 +489,12 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 			lost.claims, lost.released = claims, released
 			return Reply{}, seen, boundary, retryRace
 		}
-		var landed uint64 // the sequence of the command's last event, once stored
-		defer func() { a.opts.claims.release(claims, landed) }()
 		defer func() {
+			var landed uint64 // the sequence of the command's last event, once stored
 			if reply.OK && len(reply.Events) > 0 {
 				landed = reply.Events[len(reply.Events)-1].Seq
 			}
+			a.opts.claims.release(claims, landed)
 		}()
 	}
 	if d.Expect.Kind == events.ExpectChecks {
