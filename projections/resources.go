@@ -890,19 +890,8 @@ func (v *View) ControllerProperties() (map[string]string, error) {
 
 // GroupDefinitions lists up to limit definitions of a group, by name.
 func (v *View) GroupDefinitions(group string, limit int) ([]string, error) {
-	var out []string
-	prefix := rgRDPrefix(group)
-	err := v.scan(prefix, func(key string, _ []byte) error {
-		if len(out) >= limit {
-			return errStopEach
-		}
-		out = append(out, strings.TrimPrefix(key, prefix))
-		return nil
-	})
-	if errors.Is(err, errStopEach) {
-		err = nil
-	}
-	return out, err
+	names, _, err := v.DefinitionNamesPage(group, "", "", limit)
+	return names, err
 }
 
 // DefinitionNamesPage is one page of the names of the definitions in a group (group

@@ -238,16 +238,15 @@ func (v *View) Node(name string) (n Node, ok bool, err error) {
 // At most limit names (0: all), in name order; more reports that there are others.
 func (v *View) NodesAt(address string, limit int) (names []string, more bool, err error) {
 	prefix := "v/node-addr/" + address + "/"
-	errEnough := errors.New("enough")
 	err = v.scan(prefix, func(key string, _ []byte) error {
 		if limit > 0 && len(names) == limit {
 			more = true
-			return errEnough
+			return errStopEach
 		}
 		names = append(names, strings.TrimPrefix(key, prefix))
 		return nil
 	})
-	if errors.Is(err, errEnough) {
+	if errors.Is(err, errStopEach) {
 		err = nil
 	}
 	return names, more, err
