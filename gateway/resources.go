@@ -104,20 +104,27 @@ type ResourceView struct {
 	Replicas []ReplicaView `json:"replicas"`
 }
 
+// observedDefinition reads a definition (not_found when unknown) and what its nodes'
+// agents last reported of it, by node.
+func observedDefinition(v *projections.View, name string) (projections.ResourceDefinition, map[string]drbd.Status, error) {
+	rd, ok, err := v.ResourceDefinition(name)
+	if err == nil && !ok {
+		err = cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", name)
+	}
+	if err != nil {
+		return rd, nil, err
+	}
+	observed, err := v.ResourceStatus(name)
+	return rd, observed, err
+}
+
 // getResource serves one resource definition with each replica's observed state: node,
 // node id, phase, disk state and current GI per volume, replication and sync percent per
 // peer (404 when unknown).
 func (g *Gateway) getResource(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	g.withView(w, func(v *projections.View) (any, error) {
-		rd, ok, err := v.ResourceDefinition(name)
-		if err == nil && !ok {
-			err = cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", name)
-		}
-		if err != nil {
-			return nil, err
-		}
-		observed, err := v.ResourceStatus(name)
+		rd, observed, err := observedDefinition(v, name)
 		if err != nil {
 			return nil, err
 		}
@@ -143,14 +150,7 @@ type SnapshotView struct {
 // snapshotsOf returns the definition's snapshots (all, or only name) with their nodes'
 // reports.
 func snapshotsOf(v *projections.View, rdName, name string) ([]SnapshotView, error) {
-	rd, ok, err := v.ResourceDefinition(rdName)
-	if err == nil && !ok {
-		err = cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", rdName)
-	}
-	if err != nil {
-		return nil, err
-	}
-	observed, err := v.ResourceStatus(rdName)
+	rd, observed, err := observedDefinition(v, rdName)
 	if err != nil {
 		return nil, err
 	}
