@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"sort"
 	"testing"
 	"time"
 
@@ -44,10 +43,7 @@ func topologyLatency(tb testing.TB, hosts, nDomains, volumesPerHost, rounds int,
 	return p99(adds), p99(removes)
 }
 
-func p99(d []time.Duration) time.Duration {
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	return d[len(d)*99/100]
-}
+func p99(d []time.Duration) time.Duration { return percentile(d, 99) }
 
 // BenchmarkTopologyAdmission: node.add and node.remove on a 1,000-host, 10-domain
 // cluster with 10,000 volumes against a 12-host cluster (10 volumes a host). Asked: p99
