@@ -110,3 +110,24 @@ func AsError(err error) *Error {
 	}
 	return &Error{Code: CodeInternal, Message: err.Error()}
 }
+
+// FieldError returns the invalid_argument *Error naming field among err and every error
+// it wraps or joins (errors.Join of several field errors, as validations that report
+// every problem return), or nil when none does.
+func FieldError(err error, field string) *Error {
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	if errors.As(err, &ce) && ce.Code == CodeInvalidArgument && ce.Field == field {
+		return ce
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if fe := FieldError(e, field); fe != nil {
+				return fe
+			}
+		}
+	}
+	return nil
+}

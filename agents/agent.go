@@ -25,14 +25,6 @@ import (
 // Version is reported in heartbeats.
 var Version = "dev"
 
-// Heartbeat is what an agent publishes on <prefix>.status.<node>.node.<node>.
-type Heartbeat struct {
-	Node         string    `json:"node"`
-	SentAt       time.Time `json:"sent_at"`
-	AgentVersion string    `json:"agent_version,omitempty"`
-	Desired      int       `json:"desired"`
-}
-
 // Reconciler carries out one desired-state subject. Later kinds (drbd, zpool) plug in
 // here. Reconcile must be idempotent: it may see the same desired state again.
 type Reconciler interface {
@@ -257,7 +249,7 @@ func (a *Agent) receive(log zerolog.Logger, subject, epoch, header string, data 
 }
 
 func (a *Agent) heartbeat(log zerolog.Logger) {
-	hb := Heartbeat{Node: a.opts.Node, SentAt: time.Now().UTC(), AgentVersion: Version, Desired: len(a.work.subjects())}
+	hb := events.Heartbeat{Node: a.opts.Node, SentAt: time.Now().UTC(), AgentVersion: Version, Desired: len(a.work.subjects())}
 	body, _ := json.Marshal(hb)
 	subject := a.opts.Names.Status(a.opts.Node, "node", a.opts.Node)
 	if err := a.nc.Publish(subject, body); err != nil {

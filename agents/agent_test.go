@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/agents"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"

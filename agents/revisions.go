@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/cairn-io/cairn/internal/fsx"
+	"github.com/cairn-io/cairn/agents/fsx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )

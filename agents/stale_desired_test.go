@@ -2,15 +2,16 @@ package agents_test
 
 import (
 	"context"
-	"github.com/prometheus/client_golang/prometheus"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cairn-io/cairn/agents"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"

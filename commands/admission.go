@@ -1,26 +1,20 @@
 package commands
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/agnivade/levenshtein"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/agnivade/levenshtein"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/schemas"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
@@ -110,6 +104,16 @@ type Admission struct {
 
 // New returns admission over the store, the views and the projector that feeds them.
 func New(store *events.Store, db *projections.DB, proj *projections.Projector, log zerolog.Logger, opts Options) *Admission {
+	a := newDecider(store.Names(), log, opts)
+	a.store, a.db, a.proj = store, db, proj
+	a.appender = events.NewGroupAppender(store, a.opts.AppendTimeout)
+	return a
+}
+
+// newDecider returns admission's decoding and deciding half: the options with their
+// defaults and every verb's handler, without the store, views or projector (New adds
+// them; Memory keeps its own).
+func newDecider(names events.Names, log zerolog.Logger, opts Options) *Admission {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = 64 << 10
 	}
@@ -144,8 +148,7 @@ func New(store *events.Store, db *projections.DB, proj *projections.Projector, l
 		opts.PoolFailoverTimeout = DefaultPoolFailoverTimeout
 	}
 	opts.claims = newInflight()
-	a := &Admission{store: store, db: db, proj: proj, names: store.Names(), log: log, opts: opts, retryLocks: newRetryLocks(),
-		appender: events.NewGroupAppender(store, opts.AppendTimeout),
+	a := &Admission{names: names, log: log, opts: opts, retryLocks: newRetryLocks(),
 		handlers: map[string]Handler{}, recent: newRecentReplies(opts.RecentReplies, 15*time.Minute),
 		refusals: newRefusalRing(1000)}
 	handlers := append(append(nodeHandlers(), activateHandler()), volumeHandlers()...)
@@ -215,71 +218,6 @@ func (a *Admission) Submit(ctx context.Context, req Request) Reply {
 	ev.Str("verb", req.Verb).Str("command_id", reply.CommandID).Str("actor", req.Actor).
 		Int("events", len(reply.Events)).Dur("took_ms", time.Since(began)).Msg("command")
 	return reply
-}
-
-// Decode checks a request before any state is read: the size limit, the verb, the
-// command id, the JSON Schema of the verb. It fills in the defaults (command id,
-// actor, correlation and causation ids) and returns the request and its handler, or a
-// *cairn.Error (payload_too_large, unknown_command or invalid_argument naming the field).
-// It does no I/O.
-func (a *Admission) Decode(req Request) (Request, Handler, error) {
-	if len(req.Body) > a.opts.MaxBody {
-		return req, Handler{}, cairn.Errorf(cairn.CodePayloadTooLarge,
-			"command body is %d bytes, over the limit of %d", len(req.Body), a.opts.MaxBody).
-			WithDetails(map[string]any{"size": len(req.Body), "limit": a.opts.MaxBody})
-	}
-	h, ok := a.handlers[req.Verb]
-	if !ok {
-		msg := fmt.Sprintf("unknown command %q", req.Verb)
-		if s := a.suggest(req.Verb); s != "" {
-			msg += "; did you mean " + s + "?"
-		}
-		return req, Handler{}, cairn.Errorf(cairn.CodeUnknownCommand, "%s", msg).
-			WithDetails(map[string]any{"verbs": a.Verbs()})
-	}
-	// The command id first, so that even a refusal of a malformed body names it.
-	var idField struct {
-		CommandID any `json:"command_id"`
-	}
-	_ = json.Unmarshal(req.Body, &idField)
-	bodyID, _ := idField.CommandID.(string)
-	if req.CommandID == "" {
-		req.CommandID = bodyID
-	}
-	if req.CommandID == "" {
-		req.CommandID = uuid.Must(uuid.NewV7()).String()
-		req.generated = true
-	}
-	if !req.generated {
-		// Only an id the client chose can come back with another request; a made-up
-		// one needs no digest (and the hot path no canonical re-encoding).
-		req.digest = RequestDigest(req.Verb, req.Body)
-	}
-	if len(req.CommandID) > 100 || !validCommandID(req.CommandID) {
-		req.CommandID = ""
-		return req, Handler{}, cairn.InvalidField("command_id",
-			"command_id must be 1-100 letters, digits, '.', '_', ':' or '-', starting with a letter or digit")
-	}
-	if err := checkUTF8(req.Body); err != nil {
-		return req, Handler{}, err
-	}
-	if err := schemas.Validate(schemas.CommandSchemaID(req.Verb), req.Body); err != nil {
-		return req, Handler{}, err
-	}
-	if bodyID != "" && bodyID != req.CommandID {
-		return req, Handler{}, cairn.InvalidField("command_id",
-			"command_id %q differs from the Cairn-Command-Id header %q", bodyID, req.CommandID)
-	}
-	if req.Actor == "" {
-		req.Actor = "anonymous"
-	}
-	if req.CorrelationID == "" {
-		req.CorrelationID = req.CommandID
-	}
-	if req.CausationID == "" {
-		req.CausationID = req.CommandID
-	}
-	return req, h, nil
 }
 
 func (a *Admission) submit(ctx context.Context, req Request) Reply {
@@ -400,49 +338,6 @@ func (a *Admission) submit(ctx context.Context, req Request) Reply {
 	}
 }
 
-// retryLocks are striped locks by consistency boundary for commands that lost a
-// conditional append: channels of one slot, so that waiting for one can end with the
-// command's context.
-type retryLocks [64]chan struct{}
-
-func newRetryLocks() *retryLocks {
-	var l retryLocks
-	for i := range l {
-		l[i] = make(chan struct{}, 1)
-	}
-	return &l
-}
-
-func (l *retryLocks) of(b events.Expect) chan struct{} {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte{byte(b.Kind)})
-	_, _ = h.Write([]byte(b.Subject + "\x00" + b.Filter))
-	if len(b.Checks) > 0 {
-		// The first subject read: the definition (or node) the command is about.
-		_, _ = h.Write([]byte(b.Checks[0].Subject))
-	}
-	return l[h.Sum32()%uint32(len(l))]
-}
-
-// race is what an attempt lost to another command of this process: the claim subjects
-// it decided on and a channel closed when some command gives its claims back.
-type race struct {
-	claims   []string
-	released <-chan struct{}
-	stale    uint64 // for retryStale: the sequence the views must reach
-}
-
-// retryKind says whether and why admission decides a command again.
-type retryKind int
-
-const (
-	retryNone  retryKind = iota
-	retryMoved           // the boundary moved: wait for the views, decide again
-	retryBusy            // JetStream was busy: nothing appended, try again shortly
-	retryRace            // another command of this process took a port or node decided on: decide again now
-	retryStale           // decided on views older than a claim of this process on the same: decide again once they hold it
-)
-
 // attempt decides the command on one view and tries to append. seen is the view's
 // sequence, boundary the decision's consistency boundary, retry whether and why to
 // decide again.
@@ -556,112 +451,4 @@ func (a *Admission) withCheckCarriers(verb string, drafts []events.Draft, checks
 		drafts = append(drafts, events.Draft{Subject: a.names.CheckedSubject(), Payload: ev})
 	}
 	return drafts
-}
-
-// replyFromViews answers a duplicate delivery from the command's record in the views.
-func (a *Admission) replyFromViews(ctx context.Context, req Request, seq uint64) Reply {
-	commandID := req.CommandID
-	wctx, cancel := context.WithTimeout(ctx, a.opts.ReplyWait)
-	defer cancel()
-	for {
-		target := seq
-		if target == 0 {
-			last, err := a.store.LastSeq(wctx)
-			if err != nil {
-				return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "stream unreadable: %v", err))
-			}
-			target = last
-		}
-		if err := a.proj.WaitFor(wctx, target); err != nil {
-			return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "command %s was appended but the views lag; retry", commandID))
-		}
-		view, err := a.db.Read()
-		if err != nil {
-			return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
-		}
-		rec, ok, err := view.Command(commandID)
-		view.Close()
-		if err != nil {
-			return refused(commandID, err)
-		}
-		if ok {
-			return a.sameRequest(req, rec.Digest, acceptedReply(rec, nil))
-		}
-		if seq != 0 {
-			seq = 0 // the record is on a later sequence than the one reported
-		}
-		select {
-		case <-wctx.Done():
-			return refused(commandID, cairn.Errorf(cairn.CodeUnavailable, "command %s was appended but the views lag; retry", commandID))
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
-
-// RequestDigest identifies a request for idempotency: the first 128 bits of the SHA-256
-// of its verb and its body in a canonical form (keys sorted, no spaces, numbers as
-// written, the command_id field left out: the id may come in the body or the header),
-// in hex. A command id is bound to the digest of the request that first carried it.
-func RequestDigest(verb string, body []byte) string {
-	h := sha256.New()
-	h.Write([]byte(verb))
-	h.Write([]byte{0})
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var obj map[string]any
-	if dec.Decode(&obj) == nil && obj != nil {
-		delete(obj, "command_id")
-		if canon, err := json.Marshal(obj); err == nil { // map keys come out sorted
-			body = canon
-		}
-	}
-	h.Write(body)
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// sameRequest answers a command id seen before: with that first reply when the request
-// is the same (same digest, or the earlier one predates digests), else with
-// idempotency_mismatch.
-func (a *Admission) sameRequest(req Request, digest string, first Reply) Reply {
-	if digest == "" || digest == req.digest {
-		return first
-	}
-	metricMismatches.Inc()
-	return refused(req.CommandID, cairn.Errorf(cairn.CodeIdempotencyMismatch,
-		"command id %q was already used for another request (%s with another body, or another verb); use a new command id for a new request", req.CommandID, req.Verb).
-		WithDetails(map[string]any{"command_id": req.CommandID}))
-}
-
-// remember keeps the reply of a command that appended nothing, here and (with
-// Options.Replies) for every serve, so a retry with its id gets the same answer.
-func (a *Admission) remember(ctx context.Context, req Request, r Reply) {
-	a.recent.put(req.CommandID, req.digest, r, a.opts.Now())
-	if a.opts.Replies == nil || req.generated {
-		return
-	}
-	if err := a.opts.Replies.Put(ctx, req.CommandID, StoredReply{Digest: req.digest, Reply: r}); err != nil {
-		a.log.Warn().Err(err).Str("command_id", req.CommandID).Msg("reply not shared with the other serves")
-	}
-}
-
-func acceptedReply(rec projections.CommandRecord, warnings []string) Reply {
-	r := Reply{OK: true, CommandID: rec.CommandID, Warnings: warnings}
-	for _, e := range rec.Events {
-		r.Events = append(r.Events, EventRef{Seq: e.Seq, Type: e.Type, Subject: e.Subject})
-	}
-	return r
-}
-
-// validCommandID mirrors the command_id definition in schemas/defs.json, for ids that
-// arrive in the Cairn-Command-Id header.
-func validCommandID(id string) bool {
-	for i, r := range id {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		case i > 0 && (r == '.' || r == '_' || r == ':' || r == '-'):
-		default:
-			return false
-		}
-	}
-	return id != ""
 }

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,7 +97,7 @@ func TestConcurrentAddOfOneNameAcceptsExactlyOne(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = servertest.Send(t, nc, "node.add", nodeBody("n1"))
+			replies[i] = servertest.SendAnswered(t, nc, "node.add", nodeBody("n1"))
 		}()
 	}
 	wg.Wait()
@@ -134,7 +134,7 @@ func TestCommandsThatLostTheSameBoundaryTakeTurns(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			replies[i] = servertest.Send(t, nc, "rd.create", fmt.Sprintf(`{"name":"r%02d"}`, i))
+			replies[i] = servertest.SendAnswered(t, nc, "rd.create", fmt.Sprintf(`{"name":"r%02d"}`, i))
 		}()
 	}
 	close(start)
@@ -159,11 +159,11 @@ func TestConcurrentCommandsOnDifferentNodesAllLand(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			name := fmt.Sprintf("n%02d", i)
-			if r := servertest.Send(t, nc, "node.add", nodeBody(name)); !r.OK {
+			if r := servertest.SendAnswered(t, nc, "node.add", nodeBody(name)); !r.OK {
 				errs <- name + ": " + r.Error.Message
 				return
 			}
-			if r := servertest.Send(t, nc, "node.set-state", fmt.Sprintf(`{"name":%q,"state":"offline"}`, name)); !r.OK {
+			if r := servertest.SendAnswered(t, nc, "node.set-state", fmt.Sprintf(`{"name":%q,"state":"offline"}`, name)); !r.OK {
 				errs <- name + ": " + r.Error.Message
 			}
 		}()
@@ -209,7 +209,7 @@ func TestSameCommandIDAppendsOnceAndRepliesTheSame(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = servertest.Send(t, nc, "node.add", nodeBody("n2"), commands.HeaderCommandID, "add-n2")
+			replies[i] = servertest.SendAnswered(t, nc, "node.add", nodeBody("n2"), commands.HeaderCommandID, "add-n2")
 		}()
 	}
 	wg.Wait()

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/projections"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,7 +62,7 @@ func concurrently(t *testing.T, serves []*server.Server, cmds [][2]string) []com
 		go func() {
 			defer wg.Done()
 			<-start
-			replies[i] = servertest.Submit(s, c[0], c[1])
+			replies[i] = servertest.SubmitAnswered(t, s, c[0], c[1])
 		}()
 	}
 	close(start)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn"
-	"github.com/cairn-io/cairn/server/servertest"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

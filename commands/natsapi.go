@@ -8,7 +8,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 
-	"github.com/cairn-io/cairn/internal/warmpool"
+	"github.com/cairn-io/cairn/commands/internal/warmpool"
 	"github.com/nats-io/nats.go"
 )
 

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/projections"
-	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -86,7 +86,7 @@ func TestConcurrentPoolImportsGrantOne(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				replies[i] = servertest.Send(t, nc, "pool.import", `{"pool":"tank","node":"`+n+`"}`)
+				replies[i] = servertest.SendAnswered(t, nc, "pool.import", `{"pool":"tank","node":"`+n+`"}`)
 			}()
 		}
 		wg.Wait()

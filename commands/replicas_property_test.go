@@ -1,13 +1,11 @@
 package commands_test
 
 import (
-	"flag"
 	"fmt"
 	"testing"
 
-	"github.com/cairn-io/cairn/commands/replicas"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
+	"github.com/cairn-io/cairn/test/testtools"
 	"pgregory.net/rapid"
 )
 
@@ -19,48 +17,58 @@ import (
 // the sum of its disks; every disk has a seeding plan or a full sync, and the first disk
 // of a definition is seeded.
 func TestReplicaVerbsKeepTheInvariantsUnderRandomCommands(t *testing.T) {
-	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
-		_ = f.Value.Set("10") // each check starts a real server
-	}
+	testtools.RapidChecks(t, 1000)
+	rapid.Check(t, func(rt *rapid.T) { replicaSteps(rt, newMemoryTarget(t)) })
+}
+
+// TestMemoryAdmissionConformsOnReplicaVerbs: the same sequences on a serve and on
+// Memory in lockstep agree reply by reply; the serve's views keep the invariants.
+func TestMemoryAdmissionConformsOnReplicaVerbs(t *testing.T) {
+	testtools.RapidChecks(t, 10) // each check starts a real server
 	rapid.Check(t, func(rt *rapid.T) {
-		s := servertest.Start(t)
-		const nodes, defs = 5, 4
-		servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
-		for i := 1; i <= nodes; i++ {
-			servertest.Submit(s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"R%d"}`, i, i, i, i%3))
-			servertest.Submit(s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"p","provider":"%s","pool":"vg0/p","capacity_kib":%d}`,
-				i, []string{"lvm_thin", "lvm"}[i%2], rapid.IntRange(8192, 65536).Draw(rt, "capacity")))
-		}
-		servertest.Submit(s, "rg.create", `{"name":"rg","place_count":2}`)
-		for d := range defs {
-			servertest.Submit(s, "rd.create", fmt.Sprintf(`{"name":"r%d","resource_group":"rg"}`, d))
-			servertest.Submit(s, "vd.create", fmt.Sprintf(`{"resource":"r%d","volume":0,"size_kib":4096}`, d))
-			servertest.Submit(s, "vd.create", fmt.Sprintf(`{"resource":"r%d","volume":1,"size_kib":4096}`, d))
-		}
-		for range rapid.IntRange(5, 40).Draw(rt, "steps") {
-			rd := fmt.Sprintf("r%d", rapid.IntRange(0, defs-1).Draw(rt, "rd"))
-			node := fmt.Sprintf("n%d", rapid.IntRange(1, nodes).Draw(rt, "node"))
-			switch rapid.IntRange(0, 6).Draw(rt, "op") {
-			case 0:
-				servertest.Submit(s, "replica.add", fmt.Sprintf(`{"resource":%q,"node":%q}`, rd, node))
-			case 1:
-				servertest.Submit(s, "replica.add", fmt.Sprintf(`{"resource":%q,"node":%q,"diskless":true}`, rd, node))
-			case 2:
-				servertest.Submit(s, "replica.add", fmt.Sprintf(`{"resource":%q,"place_count":%d}`, rd, rapid.IntRange(1, 4).Draw(rt, "count")))
-			case 3, 4:
-				servertest.Submit(s, "replica.remove", fmt.Sprintf(`{"resource":%q,"node":%q}`, rd, node))
-			case 5:
-				servertest.Submit(s, "replica.toggle-disk", fmt.Sprintf(`{"resource":%q,"node":%q,"diskless":%t}`, rd, node, rapid.Bool().Draw(rt, "diskless")))
-			case 6:
-				servertest.Submit(s, "node.set-state", fmt.Sprintf(`{"name":%q,"state":%q}`, node, []string{"online", "offline"}[rapid.IntRange(0, 1).Draw(rt, "state")]))
-			}
-			checkReplicaInvariants(rt, s)
-		}
+		replicaSteps(rt, conformance{rt: rt, serve: serveTarget{servertest.Start(t)}, mem: newMemoryTarget(t)})
 	})
 }
 
-func checkReplicaInvariants(rt *rapid.T, s *server.Server) {
-	v, err := s.DB.Read()
+// replicaSteps is one random sequence of the replica verbs on tg, checking the
+// invariants after every step.
+func replicaSteps(rt *rapid.T, tg target) {
+	const nodes, defs = 5, 4
+	tg.Submit("cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= nodes; i++ {
+		tg.Submit("node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"R%d"}`, i, i, i, i%3))
+		tg.Submit("sp.create", fmt.Sprintf(`{"node":"n%d","name":"p","provider":"%s","pool":"vg0/p","capacity_kib":%d}`,
+			i, []string{"lvm_thin", "lvm"}[i%2], rapid.IntRange(8192, 65536).Draw(rt, "capacity")))
+	}
+	tg.Submit("rg.create", `{"name":"rg","place_count":2}`)
+	for d := range defs {
+		tg.Submit("rd.create", fmt.Sprintf(`{"name":"r%d","resource_group":"rg"}`, d))
+		tg.Submit("vd.create", fmt.Sprintf(`{"resource":"r%d","volume":0,"size_kib":4096}`, d))
+		tg.Submit("vd.create", fmt.Sprintf(`{"resource":"r%d","volume":1,"size_kib":4096}`, d))
+	}
+	for range rapid.IntRange(5, 40).Draw(rt, "steps") {
+		rd := fmt.Sprintf("r%d", rapid.IntRange(0, defs-1).Draw(rt, "rd"))
+		node := fmt.Sprintf("n%d", rapid.IntRange(1, nodes).Draw(rt, "node"))
+		switch rapid.IntRange(0, 6).Draw(rt, "op") {
+		case 0:
+			tg.Submit("replica.add", fmt.Sprintf(`{"resource":%q,"node":%q}`, rd, node))
+		case 1:
+			tg.Submit("replica.add", fmt.Sprintf(`{"resource":%q,"node":%q,"diskless":true}`, rd, node))
+		case 2:
+			tg.Submit("replica.add", fmt.Sprintf(`{"resource":%q,"place_count":%d}`, rd, rapid.IntRange(1, 4).Draw(rt, "count")))
+		case 3, 4:
+			tg.Submit("replica.remove", fmt.Sprintf(`{"resource":%q,"node":%q}`, rd, node))
+		case 5:
+			tg.Submit("replica.toggle-disk", fmt.Sprintf(`{"resource":%q,"node":%q,"diskless":%t}`, rd, node, rapid.Bool().Draw(rt, "diskless")))
+		case 6:
+			tg.Submit("node.set-state", fmt.Sprintf(`{"name":%q,"state":%q}`, node, []string{"online", "offline"}[rapid.IntRange(0, 1).Draw(rt, "state")]))
+		}
+		checkReplicaInvariants(rt, tg)
+	}
+}
+
+func checkReplicaInvariants(rt *rapid.T, tg target) {
+	v, err := tg.Read()
 	if err != nil {
 		rt.Fatal(err)
 	}
@@ -78,7 +86,7 @@ func checkReplicaInvariants(rt *rapid.T, s *server.Server) {
 		}
 		ports[rd.Port] = rd.Name
 		ids := map[int]bool{}
-		var members []replicas.Member
+		var members []string
 		tiebreakers, diskful := 0, 0
 		for _, r := range rd.Replicas {
 			if ids[r.NodeID] {
@@ -95,7 +103,7 @@ func checkReplicaInvariants(rt *rapid.T, s *server.Server) {
 			if len(r.Minors) != len(rd.Volumes) {
 				rt.Fatalf("%s on %s: %d minors for %d volumes", rd.Name, r.Node, len(r.Minors), len(rd.Volumes))
 			}
-			members = append(members, replicas.Member{Node: r.Node, Diskless: r.Diskless, Tiebreaker: r.Tiebreaker})
+			members = append(members, fmt.Sprintf("%s(diskless=%t,tiebreaker=%t)", r.Node, r.Diskless, r.Tiebreaker))
 			if r.Tiebreaker {
 				tiebreakers++
 				if !r.Diskless {
@@ -113,16 +121,10 @@ func checkReplicaInvariants(rt *rapid.T, s *server.Server) {
 		if tiebreakers > 1 {
 			rt.Fatalf("%s: %d tiebreakers", rd.Name, tiebreakers)
 		}
-		if tiebreakers == 1 {
-			without := members[:0:0]
-			for _, m := range members {
-				if !m.Tiebreaker {
-					without = append(without, m)
-				}
-			}
-			if !replicas.NeedsTiebreaker(without) {
-				rt.Fatalf("%s keeps a tiebreaker it does not need: %+v", rd.Name, members)
-			}
+		// Written from the rule, not with replicas.NeedsTiebreaker: a tiebreaker stays
+		// only beside exactly two disks and no other diskless replica.
+		if tiebreakers == 1 && (diskful != 2 || len(rd.Replicas) != 3) {
+			rt.Fatalf("%s keeps a tiebreaker it does not need: %+v", rd.Name, members)
 		}
 		if diskful == 0 && len(rd.Replicas) > 0 {
 			rt.Fatalf("%s: diskless replicas without a disk anywhere: %+v", rd.Name, members)

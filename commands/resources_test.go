@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cairn-io/cairn/drbd"
-	"github.com/nats-io/nats.go/jetstream"
 	"reflect"
 	"sort"
 	"strings"
@@ -13,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/projections"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -284,7 +285,7 @@ func TestConcurrentReplicaAdds(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = servertest.Send(t, nc, "replica.add", fmt.Sprintf(`{"resource":"r%d","node":"n%d","diskless":%t}`, i%20, (i/20+i)%10+1, i%7 == 0))
+			replies[i] = servertest.SendAnswered(t, nc, "replica.add", fmt.Sprintf(`{"resource":"r%d","node":"n%d","diskless":%t}`, i%20, (i/20+i)%10+1, i%7 == 0))
 		}()
 	}
 	wg.Wait()

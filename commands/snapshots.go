@@ -12,7 +12,7 @@ import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
-	"github.com/cairn-io/cairn/storage/volume"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 // snapshot starts a snapshot of the definition on every diskful replica. Refuses
@@ -35,7 +35,7 @@ func (p *resourcePlan) snapshot(name string) error {
 			continue
 		}
 		nodes = append(nodes, r.Node)
-		if !volume.CanSnapshot(r.Provider) {
+		if !backing.CanSnapshot(r.Provider) {
 			thick = append(thick, fmt.Sprintf("%s (%s)", r.Node, r.Provider))
 		}
 		if r.Inactive {

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -134,7 +134,7 @@ func exactlyOneAccepted(t *testing.T, s *server.Server, verb string, bodies [2]s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = servertest.Submit(s, verb, body)
+			replies[i] = servertest.SubmitAnswered(t, s, verb, body)
 		}()
 	}
 	wg.Wait()

@@ -1,47 +1,11 @@
-// Package drbd holds everything Cairn knows about DRBD that is not a network call: the
-// per-node desired state the dispatcher publishes, option resolution, the resource file
-// renderer, GI strings and day-0 seeding plans, drbdmeta/drbdadm command builders and
-// the drbdsetup events2 parser.
+// Package drbd is Cairn's model of DRBD: the per-node desired state the dispatcher
+// publishes and the status agents report (the wire contract), option resolution, GIs
+// and UUIDs, day-0 seeding plans, metadata sizes, the sync decision and Converged. Pure:
+// no I/O, no programs; how an agent speaks to drbd-utils (argv builders, the resource
+// file renderer, the events2 parser) is drbd/drbdutils.
 package drbd
 
-// Provider names a kind of backing storage.
-type Provider string
-
-// The providers Cairn can put a replica's disk on.
-const (
-	ProviderLVM      Provider = "lvm"
-	ProviderLVMThin  Provider = "lvm_thin"
-	ProviderZFS      Provider = "zfs"
-	ProviderZFSThin  Provider = "zfs_thin"
-	ProviderFile     Provider = "file"
-	ProviderFileThin Provider = "file_thin"
-)
-
-// Providers lists every provider, in the order the docs list them.
-var Providers = []Provider{ProviderLVM, ProviderLVMThin, ProviderZFS, ProviderZFSThin, ProviderFile, ProviderFileThin}
-
-// Valid reports whether p is a known provider.
-func (p Provider) Valid() bool {
-	for _, q := range Providers {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
-
-// ZeroesUnwritten reports whether a fresh volume of this provider reads back zeros
-// everywhere nothing was written since it was created (thin LVM, ZFS zvols, sparse
-// files). Only such volumes may start from the day-0 GI: DRBD then resyncs just the
-// blocks written since day 0. Thick LVM and preallocated files hold whatever was on the
-// device before, so a new replica on them gets fresh metadata and a full sync.
-func (p Provider) ZeroesUnwritten() bool {
-	switch p {
-	case ProviderLVMThin, ProviderZFS, ProviderZFSThin, ProviderFileThin:
-		return true
-	}
-	return false
-}
+import "github.com/cairn-io/cairn/storage/backing"
 
 // Desired is the desired state of one resource on one node: the message the dispatcher
 // keeps on <prefix>.node.<node>.drbd.<resource> (one per subject, latest wins). An empty
@@ -121,9 +85,9 @@ type Volume struct {
 
 // Local is what only the node that carries the replica needs.
 type Local struct {
-	NodeID   int      `json:"node_id"`
-	Diskless bool     `json:"diskless,omitempty"`
-	Provider Provider `json:"provider,omitempty"`
+	NodeID   int              `json:"node_id"`
+	Diskless bool             `json:"diskless,omitempty"`
+	Provider backing.Provider `json:"provider,omitempty"`
 	// Pool is the provider's storage pool: the LVM volume group (for lvm_thin
 	// "vg/thinpool"), the zpool, or the directory for file providers.
 	Pool string `json:"pool,omitempty"`

@@ -287,28 +287,3 @@ func ParseGI(s string) (GI, error) {
 	}
 	return g, nil
 }
-
-// ParseGetGI extracts the GI from the output of `drbdmeta … get-gi` or
-// `drbdsetup get-gi`: the last line that parses as a complete (16-field) GI. Other
-// lines, such as drbdmeta's "ioctl(…) returned -1, assuming hard_sect_size is 512 Byte"
-// when stderr is mixed in, are skipped. Returns an error if no line holds a complete GI.
-func ParseGetGI(out []byte) (GI, error) {
-	lines := strings.Split(string(out), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		line := strings.TrimSpace(lines[i])
-		if line == "" {
-			continue
-		}
-		if g, err := ParseGI(line); err == nil && g.Complete() {
-			return g, nil
-		}
-	}
-	return GI{}, fmt.Errorf("get-gi output holds no complete 16-field GI: %q", truncate(string(out), 200))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

@@ -3,6 +3,8 @@ package drbd
 import (
 	"fmt"
 	"testing"
+
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 func TestMetadataModel(t *testing.T) {
@@ -10,7 +12,7 @@ func TestMetadataModel(t *testing.T) {
 	if got := m.GI(5).String(); got != "0000000000000004:0000000000000000:0000000000000000:0000000000000000:0:0:0:0:1:0:0:0:0:0:0:0" {
 		t.Fatalf("just created GI %s", got)
 	}
-	seeds, _, err := PlanSeeds(SeedInput{NodeID: 1, Provider: ProviderZFSThin, Volumes: []SeedVolume{{0, day0Hex, true}}, Rand: fixedRand()})
+	seeds, _, err := PlanSeeds(SeedInput{NodeID: 1, Provider: backing.ProviderZFSThin, Volumes: []SeedVolume{{0, day0Hex, true}}, Rand: fixedRand()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -235,9 +235,9 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// sectionOptions returns the "name value" pairs of one section, typed options first in
+// InSection returns the "name value" pairs of one section, typed options first in
 // a fixed order, then the Extra options of that section sorted by name.
-func (o Options) sectionOptions(section string) [][2]string {
+func (o Options) InSection(section string) [][2]string {
 	var out [][2]string
 	add := func(name, value string) { out = append(out, [2]string{name, value}) }
 	switch section {
@@ -286,7 +286,7 @@ func Ptr[T any](v T) *T { return &v }
 func (o Options) String() string {
 	var parts []string
 	for _, s := range []string{SectionOptions, SectionNet, SectionDisk} {
-		for _, kv := range o.sectionOptions(s) {
+		for _, kv := range o.InSection(s) {
 			parts = append(parts, kv[0]+"="+kv[1])
 		}
 	}

@@ -1,6 +1,10 @@
 package drbd
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/cairn-io/cairn/storage/backing"
+)
 
 // Replicas restored together from one snapshot connect without a resync (their data is
 // the same copy); a replica added to the restored definition later (fresh metadata,
@@ -30,7 +34,7 @@ func TestRestoreSeedsSyncModel(t *testing.T) {
 	}
 	// Had the later replica been seeded day-0 style (current = day 0), DRBD must not
 	// skip or bitmap-sync the restored data.
-	seeds, _, err := PlanSeeds(SeedInput{NodeID: 2, Provider: ProviderFileThin, Volumes: []SeedVolume{{Number: 0, Day0GI: day0.String()}}})
+	seeds, _, err := PlanSeeds(SeedInput{NodeID: 2, Provider: backing.ProviderFileThin, Volumes: []SeedVolume{{Number: 0, Day0GI: day0.String()}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 // DefaultMaxPeers is the number of bitmap slots create-md reserves when the resource
@@ -35,8 +36,8 @@ type SeedInput struct {
 	// NodeID is the replica's DRBD node id (0..31).
 	NodeID int
 	// Provider is the replica's storage provider; only providers whose fresh volumes
-	// read back zeros (Provider.ZeroesUnwritten) may start from day 0.
-	Provider Provider
+	// read back zeros (backing.Provider.ZeroesUnwritten) may start from day 0.
+	Provider backing.Provider
 	// Volumes are the volumes to plan.
 	Volumes []SeedVolume
 	// ForceInitialSync asks for a full initial sync even on zeroing providers.

@@ -3,6 +3,9 @@ package drbd
 import (
 	"strings"
 	"testing"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 const (
@@ -40,65 +43,65 @@ func TestPlanSeeds(t *testing.T) {
 	}{
 		{
 			name:  "first replica",
-			in:    SeedInput{NodeID: 0, Provider: ProviderZFSThin, Volumes: []SeedVolume{{0, day0Hex, true}}, Rand: fixedRand()},
+			in:    SeedInput{NodeID: 0, Provider: backing.ProviderZFSThin, Volumes: []SeedVolume{{0, day0Hex, true}}, Rand: fixedRand()},
 			own:   randomHex + ":" + day0Hex + ":::1:1",
 			other: first,
 		},
 		{
 			name:  "first replica on a thick provider: its content is the data",
-			in:    SeedInput{NodeID: 3, Provider: ProviderLVM, Volumes: []SeedVolume{{0, day0Hex, true}}, Rand: fixedRand()},
+			in:    SeedInput{NodeID: 3, Provider: backing.ProviderLVM, Volumes: []SeedVolume{{0, day0Hex, true}}, Rand: fixedRand()},
 			own:   randomHex + ":" + day0Hex + ":::1:1",
 			other: first,
 		},
 		{
 			name: "first replica with force_initial_sync: nothing to sync from",
-			in: SeedInput{NodeID: 0, Provider: ProviderLVMThin, ForceInitialSync: true,
+			in: SeedInput{NodeID: 0, Provider: backing.ProviderLVMThin, ForceInitialSync: true,
 				Volumes: []SeedVolume{{0, day0Hex, true}}, Rand: fixedRand()},
 			own:   randomHex + ":" + day0Hex + ":::1:1",
 			other: first,
 		},
 		{
 			name:  "later replica on zfs_thin",
-			in:    SeedInput{NodeID: 2, Provider: ProviderZFSThin, Volumes: []SeedVolume{{0, day0Hex, false}}},
+			in:    SeedInput{NodeID: 2, Provider: backing.ProviderZFSThin, Volumes: []SeedVolume{{0, day0Hex, false}}},
 			own:   day0Hex + "::::1:1",
 			other: day0Hex + ":::::",
 		},
 		{
 			name:  "later replica on zfs (zvols read zeros)",
-			in:    SeedInput{NodeID: 1, Provider: ProviderZFS, Volumes: []SeedVolume{{0, day0Hex, false}}},
+			in:    SeedInput{NodeID: 1, Provider: backing.ProviderZFS, Volumes: []SeedVolume{{0, day0Hex, false}}},
 			own:   day0Hex + "::::1:1",
 			other: day0Hex + ":::::",
 		},
 		{
 			name:  "later replica on lvm_thin",
-			in:    SeedInput{NodeID: 1, Provider: ProviderLVMThin, Volumes: []SeedVolume{{0, day0Hex, false}}},
+			in:    SeedInput{NodeID: 1, Provider: backing.ProviderLVMThin, Volumes: []SeedVolume{{0, day0Hex, false}}},
 			own:   day0Hex + "::::1:1",
 			other: day0Hex + ":::::",
 		},
 		{
 			name:  "later replica on file_thin",
-			in:    SeedInput{NodeID: 1, Provider: ProviderFileThin, Volumes: []SeedVolume{{0, day0Hex, false}}},
+			in:    SeedInput{NodeID: 1, Provider: backing.ProviderFileThin, Volumes: []SeedVolume{{0, day0Hex, false}}},
 			own:   day0Hex + "::::1:1",
 			other: day0Hex + ":::::",
 		},
 		{
 			name:     "later replica on thick lvm",
-			in:       SeedInput{NodeID: 1, Provider: ProviderLVM, Volumes: []SeedVolume{{0, day0Hex, false}}},
+			in:       SeedInput{NodeID: 1, Provider: backing.ProviderLVM, Volumes: []SeedVolume{{0, day0Hex, false}}},
 			fullSync: true,
 		},
 		{
 			name:     "later replica on a preallocated file",
-			in:       SeedInput{NodeID: 1, Provider: ProviderFile, Volumes: []SeedVolume{{0, day0Hex, false}}},
+			in:       SeedInput{NodeID: 1, Provider: backing.ProviderFile, Volumes: []SeedVolume{{0, day0Hex, false}}},
 			fullSync: true,
 		},
 		{
 			name:     "later replica with force_initial_sync",
-			in:       SeedInput{NodeID: 1, Provider: ProviderZFSThin, ForceInitialSync: true, Volumes: []SeedVolume{{0, day0Hex, false}}},
+			in:       SeedInput{NodeID: 1, Provider: backing.ProviderZFSThin, ForceInitialSync: true, Volumes: []SeedVolume{{0, day0Hex, false}}},
 			fullSync: true,
 		},
 		{
 			name:     "tiebreaker promoted to diskful",
-			in:       SeedInput{NodeID: 2, Provider: ProviderZFSThin, FromDiskless: true, Volumes: []SeedVolume{{0, day0Hex, false}}},
+			in:       SeedInput{NodeID: 2, Provider: backing.ProviderZFSThin, FromDiskless: true, Volumes: []SeedVolume{{0, day0Hex, false}}},
 			fullSync: true,
 		},
 	}
@@ -142,7 +145,7 @@ func TestPlanSeeds(t *testing.T) {
 func TestPlanSeedsPerVolume(t *testing.T) {
 	// Volume 0 starts on this replica; volume 1 already holds data elsewhere and this
 	// replica is on thick storage: volume 0 is seeded, volume 1 syncs fully.
-	seeds, fullSync, err := PlanSeeds(SeedInput{NodeID: 1, Provider: ProviderLVM, Rand: fixedRand(),
+	seeds, fullSync, err := PlanSeeds(SeedInput{NodeID: 1, Provider: backing.ProviderLVM, Rand: fixedRand(),
 		Volumes: []SeedVolume{{0, day0Hex, true}, {1, "2222222222222222", false}}})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +154,7 @@ func TestPlanSeedsPerVolume(t *testing.T) {
 		t.Fatalf("fullSync %v, seeds %v", fullSync, seeds)
 	}
 	// Two first volumes draw two current UUIDs.
-	seeds, _, err = PlanSeeds(SeedInput{NodeID: 0, Provider: ProviderZFSThin, Rand: &seqReader{[]uint64{0x100, 0x200}},
+	seeds, _, err = PlanSeeds(SeedInput{NodeID: 0, Provider: backing.ProviderZFSThin, Rand: &seqReader{[]uint64{0x100, 0x200}},
 		Volumes: []SeedVolume{{0, day0Hex, true}, {1, day0Hex, true}}})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +166,7 @@ func TestPlanSeedsPerVolume(t *testing.T) {
 
 func TestPlanSeedsFirstCurrentNeverDay0(t *testing.T) {
 	// The random source first yields the day-0 UUID itself: drawn again.
-	seeds, _, err := PlanSeeds(SeedInput{NodeID: 0, Provider: ProviderZFSThin, Volumes: []SeedVolume{{0, day0Hex, true}},
+	seeds, _, err := PlanSeeds(SeedInput{NodeID: 0, Provider: backing.ProviderZFSThin, Volumes: []SeedVolume{{0, day0Hex, true}},
 		Rand: &seqReader{[]uint64{0x1234567890ABCDE0, 0x1234567890ABCDE1, 0x42}}})
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +195,7 @@ func TestPlanSeedsErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := PlanSeeds(tt.in)
-			if err == nil || !hasFieldError(err, tt.field, tt.msg) {
+			if fe := cairn.FieldError(err, tt.field); fe == nil || !strings.Contains(fe.Message, tt.msg) {
 				t.Fatalf("PlanSeeds = %v, want invalid_argument on %s saying %q", err, tt.field, tt.msg)
 			}
 		})

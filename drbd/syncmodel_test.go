@@ -33,9 +33,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
-// The model uses the production decision (DecideSync, syncmodel.go).
+// The model's outcomes are the production SyncKind values (its decision is its own).
 type syncKind = SyncKind
 
 const (
@@ -97,17 +99,62 @@ func (n *simNode) setCurrent(u UUID) {
 	n.set(n.id, g)
 }
 
-// compare is the model's handshake between a and b: DecideSync over the GIs
-// drbdmeta would print for each side (a's read for b's node id, b's for a's).
+// compare is the model's handshake between a and b, the comparison described at the top
+// of this file written out on the model's own state (current, history, bitmap UUID per
+// node id), not with DecideSync: TestDecideSyncAgreesWithTheModel holds the production
+// decision, which the simulated kernel uses, to this one.
 func compare(a, b *simNode) decision {
-	k, aSource := DecideSync(a.md.GI(b.id), b.md.GI(a.id))
+	ca, cb := a.current(), b.current()
 	switch {
-	case k == syncNone || k == syncUnrelated:
-		return decision{k, -1}
-	case aSource:
-		return decision{k, a.id}
+	case ca == UUIDJustCreated && cb == UUIDJustCreated:
+		return decision{syncNone, -1}
+	case ca == UUIDJustCreated:
+		return decision{syncFull, b.id}
+	case cb == UUIDJustCreated:
+		return decision{syncFull, a.id}
+	case ca == cb:
+		return decision{syncNone, -1}
+	case b.bitmapFor(a.id) == ca:
+		return decision{syncBitmap, b.id}
+	case a.bitmapFor(b.id) == cb:
+		return decision{syncBitmap, a.id}
+	case slices.Contains(a.history(), cb):
+		return decision{syncFull, a.id}
+	case slices.Contains(b.history(), ca):
+		return decision{syncFull, b.id}
 	}
-	return decision{k, b.id}
+	return decision{syncUnrelated, -1}
+}
+
+// TestDecideSyncAgreesWithTheModel: on random metadata of two disks (UUIDs drawn from a
+// small set, so that equal currents, bitmap and history matches all occur, primary bits
+// set at random), DecideSync decides what the model's compare decides.
+func TestDecideSyncAgreesWithTheModel(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 11))
+	uuids := []UUID{0, UUIDJustCreated, 0xA0, 0xB0, 0xC0, 0xD0}
+	draw := func() UUID { return uuids[rnd.IntN(len(uuids))] | UUID(rnd.IntN(2)) }
+	for i := range 20000 {
+		a, b := &simNode{id: 0, md: NewMetadata()}, &simNode{id: 1, md: NewMetadata()}
+		for _, n := range []*simNode{a, b} {
+			cur := draw()
+			for cur&^uuidPrimary == 0 {
+				cur = draw()
+			}
+			g := GI{}.SetUUID(GICurrent, cur).SetUUID(GIHistory1, draw()).SetUUID(GIHistory2, draw())
+			n.set(n.id, g)
+			n.set(1-n.id, GI{}.SetUUID(GIBitmap, draw()))
+		}
+		want := compare(a, b)
+		k, aSource := DecideSync(a.md.GI(b.id), b.md.GI(a.id))
+		got := decision{k, -1}
+		if k == syncBitmap || k == syncFull {
+			got.source = map[bool]int{true: a.id, false: b.id}[aSource]
+		}
+		if got != want {
+			t.Fatalf("case %d: a %s / %s, b %s / %s: DecideSync says %s, the model %s", i,
+				a.md.GI(a.id), a.md.GI(b.id), b.md.GI(b.id), b.md.GI(a.id), got, want)
+		}
+	}
 }
 
 // cluster is one volume's replicas.
@@ -156,7 +203,7 @@ func (c *cluster) fail(format string, args ...any) {
 
 // add creates a replica as the agent would: create-md, the plan's set-gi calls, then
 // adjust (a handshake with every replica that is up, in node id order).
-func (c *cluster) add(id int, p Provider, fromDiskless, force bool) map[int]decision {
+func (c *cluster) add(id int, p backing.Provider, fromDiskless, force bool) map[int]decision {
 	c.t.Helper()
 	if _, dup := c.nodes[id]; dup {
 		c.t.Fatalf("node id %d already in use", id)
@@ -385,7 +432,7 @@ func (c *cluster) newest() int {
 
 func TestSyncModelScenarios(t *testing.T) {
 	type step func(c *cluster) decision
-	add := func(id int, p Provider, fromDiskless, force bool, with int) step {
+	add := func(id int, p backing.Provider, fromDiskless, force bool, with int) step {
 		return func(c *cluster) decision {
 			// Connect to `with` first, then to the rest.
 			first := !c.started
@@ -424,45 +471,45 @@ func TestSyncModelScenarios(t *testing.T) {
 		want  decision // the decision of the last step
 	}{
 		{"add second on zfs_thin after writes: bitmap from the first",
-			[]step{add(0, ProviderZFSThin, false, false, -1), write, write, add(1, ProviderZFSThin, false, false, 0)},
+			[]step{add(0, backing.ProviderZFSThin, false, false, -1), write, write, add(1, backing.ProviderZFSThin, false, false, 0)},
 			decision{syncBitmap, 0}},
 		{"add second before any write: still a (empty) bitmap resync, never none",
-			[]step{add(0, ProviderLVMThin, false, false, -1), add(1, ProviderLVMThin, false, false, 0)},
+			[]step{add(0, backing.ProviderLVMThin, false, false, -1), add(1, backing.ProviderLVMThin, false, false, 0)},
 			decision{syncBitmap, 0}},
 		{"add second on thick lvm: full sync",
-			[]step{add(0, ProviderLVM, false, false, -1), write, add(1, ProviderLVM, false, false, 0)},
+			[]step{add(0, backing.ProviderLVM, false, false, -1), write, add(1, backing.ProviderLVM, false, false, 0)},
 			decision{syncFull, 0}},
 		{"add second with force_initial_sync: full sync",
-			[]step{add(0, ProviderZFSThin, false, false, -1), write, add(1, ProviderZFSThin, false, true, 0)},
+			[]step{add(0, backing.ProviderZFSThin, false, false, -1), write, add(1, backing.ProviderZFSThin, false, true, 0)},
 			decision{syncFull, 0}},
 		{"add third: bitmap from the first replica",
-			[]step{add(0, ProviderZFSThin, false, false, -1), write, add(1, ProviderZFSThin, false, false, 0), write,
+			[]step{add(0, backing.ProviderZFSThin, false, false, -1), write, add(1, backing.ProviderZFSThin, false, false, 0), write,
 				func(c *cluster) decision { c.disconnect(1); return decision{syncNone, -1} }, write,
 				func(c *cluster) decision { c.reconnect(); return decision{syncNone, -1} }, write,
-				add(2, ProviderZFSThin, false, false, 0)},
+				add(2, backing.ProviderZFSThin, false, false, 0)},
 			decision{syncBitmap, 0}},
 		{"add third meeting the second replica first: bitmap from it (it copied the day-0 slot)",
-			[]step{add(0, ProviderZFSThin, false, false, -1), write, add(1, ProviderZFSThin, false, false, 0), write, write,
-				add(2, ProviderZFSThin, false, false, 1)},
+			[]step{add(0, backing.ProviderZFSThin, false, false, -1), write, add(1, backing.ProviderZFSThin, false, false, 0), write, write,
+				add(2, backing.ProviderZFSThin, false, false, 1)},
 			decision{syncBitmap, 1}},
 		{"re-add under the same node id after forget-peer: bitmap",
-			[]step{add(0, ProviderZFSThin, false, false, -1), write, add(1, ProviderZFSThin, false, false, 0), write,
+			[]step{add(0, backing.ProviderZFSThin, false, false, -1), write, add(1, backing.ProviderZFSThin, false, false, 0), write,
 				func(c *cluster) decision { c.remove(1, true); return decision{syncNone, -1} }, write,
-				add(1, ProviderZFSThin, false, false, 0)},
+				add(1, backing.ProviderZFSThin, false, false, 0)},
 			decision{syncBitmap, 0}},
 		{"re-add under the same node id without forget-peer: no bitmap resync, but never none",
-			[]step{add(0, ProviderZFSThin, false, false, -1), write, add(1, ProviderZFSThin, false, false, 0), write,
+			[]step{add(0, backing.ProviderZFSThin, false, false, -1), write, add(1, backing.ProviderZFSThin, false, false, 0), write,
 				func(c *cluster) decision { c.remove(1, false); return decision{syncNone, -1} }, write,
-				add(1, ProviderZFSThin, false, false, 0)},
+				add(1, backing.ProviderZFSThin, false, false, 0)},
 			decision{syncUnrelated, -1}},
 		{"re-add under a new node id: bitmap from the day-0 slot",
-			[]step{add(0, ProviderZFSThin, false, false, -1), write, add(1, ProviderZFSThin, false, false, 0), write,
+			[]step{add(0, backing.ProviderZFSThin, false, false, -1), write, add(1, backing.ProviderZFSThin, false, false, 0), write,
 				func(c *cluster) decision { c.remove(1, true); return decision{syncNone, -1} }, write,
-				add(5, ProviderZFSThin, false, false, 0)},
+				add(5, backing.ProviderZFSThin, false, false, 0)},
 			decision{syncBitmap, 0}},
 		{"tiebreaker promoted to diskful: full sync",
-			[]step{add(0, ProviderZFSThin, false, false, -1), write, add(1, ProviderZFSThin, false, false, 0), write,
-				add(2, ProviderZFSThin, true, false, 0)},
+			[]step{add(0, backing.ProviderZFSThin, false, false, -1), write, add(1, backing.ProviderZFSThin, false, false, 0), write,
+				add(2, backing.ProviderZFSThin, true, false, 0)},
 			decision{syncFull, 0}},
 	}
 	for _, tt := range tests {
@@ -504,7 +551,7 @@ func TestSyncModelProperty(t *testing.T) {
 			counts := map[syncKind]int{}
 			for seed := uint64(0); seed < 2000; seed++ {
 				c := newCluster(t, seed)
-				c.add(0, Providers[c.rnd.IntN(len(Providers))], false, false)
+				c.add(0, backing.Providers[c.rnd.IntN(len(backing.Providers))], false, false)
 				for range 25 {
 					switch op := c.rnd.IntN(10); {
 					case op < 3 && len(c.nodes) < 5:
@@ -512,7 +559,7 @@ func TestSyncModelProperty(t *testing.T) {
 						if _, used := c.nodes[id]; used {
 							continue
 						}
-						p := Providers[c.rnd.IntN(len(Providers))]
+						p := backing.Providers[c.rnd.IntN(len(backing.Providers))]
 						c.add(id, p, c.rnd.IntN(8) == 0, c.rnd.IntN(8) == 0)
 					case op < 6:
 						c.write(c.newest())

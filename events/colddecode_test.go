@@ -2,12 +2,13 @@ package events
 
 import (
 	"fmt"
-	json "github.com/segmentio/encoding/json"
 	"os"
 	"os/exec"
 	"sort"
 	"sync"
 	"testing"
+
+	json "github.com/segmentio/encoding/json"
 )
 
 // coldDecodeEnv makes the test binary the cold process of TestColdConcurrentDecode.

@@ -10,25 +10,17 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/events"
-	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 func startJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	srv, err := natsserver.NewServer(&natsserver.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	require.NoError(t, err)
-	go srv.Start()
-	require.True(t, srv.ReadyForConnections(10*time.Second))
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := testtools.JetStream(t)
 	require.NoError(t, events.EnsureStreams(context.Background(), js, events.NewNames(""), events.StreamOptions{}))
 	// idempotent: a second start changes nothing
 	require.NoError(t, events.EnsureStreams(context.Background(), js, events.NewNames(""), events.StreamOptions{}))
@@ -343,4 +335,25 @@ func TestAppendGroupIsAllOrNothingAndNeverHidesAWrite(t *testing.T) {
 			assert.ErrorIs(t, errB, events.ErrWrongLastSequence)
 		}
 	}
+}
+
+// A CAIRN_NODES stream made by an earlier cairn (no atomic batches) is brought to the
+// current configuration on start, after which the dispatcher's atomic batches land.
+func TestEnsureStreamsAllowsBatchesOnAnExistingNodesStream(t *testing.T) {
+	js := testtools.JetStream(t)
+	ctx := context.Background()
+	names := events.NewNames("")
+	old := names.StreamConfigs(events.StreamOptions{})[1]
+	require.Equal(t, names.NodesStream(), old.Name)
+	old.AllowAtomicPublish = false
+	_, err := js.CreateStream(ctx, old)
+	require.NoError(t, err)
+	batch := []*nats.Msg{nats.NewMsg(names.Node("n1", "drbd", "r1")), nats.NewMsg(names.Node("n2", "drbd", "r1"))}
+	_, err = jetstreamext.PublishMsgBatch(ctx, js, batch)
+	require.Error(t, err, "the old stream refuses atomic batches")
+
+	require.NoError(t, events.EnsureStreams(ctx, js, names, events.StreamOptions{}))
+	ack, err := jetstreamext.PublishMsgBatch(ctx, js, batch)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), ack.Sequence)
 }

@@ -3,8 +3,9 @@ package events
 import (
 	"errors"
 	"fmt"
-	json "github.com/segmentio/encoding/json"
 	"sync"
+
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/cairn-io/cairn/schemas"
 	"github.com/santhosh-tekuri/jsonschema/v6"

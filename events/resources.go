@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 // Events of the DRBD resource model: storage pools (on the node aggregate), resource
@@ -14,11 +15,11 @@ import (
 
 // StoragePoolCreated: a node offers a storage pool of a provider with a capacity.
 type StoragePoolCreated struct {
-	Node        string        `json:"node"`
-	Name        string        `json:"name"`
-	Provider    drbd.Provider `json:"provider"`
-	Pool        string        `json:"pool"`
-	CapacityKiB uint64        `json:"capacity_kib,omitempty"` // 0: not given yet
+	Node        string           `json:"node"`
+	Name        string           `json:"name"`
+	Provider    backing.Provider `json:"provider"`
+	Pool        string           `json:"pool"`
+	CapacityKiB uint64           `json:"capacity_kib,omitempty"` // 0: not given yet
 }
 
 // StoragePoolModified: a storage pool's capacity as the operator gives it (0: none, the
@@ -94,27 +95,27 @@ func (*VolumeDefinitionResized) EventType() string { return "vd.resized" }
 // out keeps its value (the replicas_on lists are replaced when present). Existing
 // definitions keep their replicas; their nodes get the new options.
 type ResourceGroupModified struct {
-	Name                string         `json:"name"`
-	PlaceCount          int            `json:"place_count,omitempty"`
-	StoragePool         *string        `json:"storage_pool,omitempty"`
-	Provider            *drbd.Provider `json:"provider,omitempty"`
-	ReplicasOnSame      *[]string      `json:"replicas_on_same,omitempty"`
-	ReplicasOnDifferent *[]string      `json:"replicas_on_different,omitempty"`
-	Set                 drbd.Options   `json:"set,omitzero"`
-	Unset               []string       `json:"unset,omitempty"`
+	Name                string            `json:"name"`
+	PlaceCount          int               `json:"place_count,omitempty"`
+	StoragePool         *string           `json:"storage_pool,omitempty"`
+	Provider            *backing.Provider `json:"provider,omitempty"`
+	ReplicasOnSame      *[]string         `json:"replicas_on_same,omitempty"`
+	ReplicasOnDifferent *[]string         `json:"replicas_on_different,omitempty"`
+	Set                 drbd.Options      `json:"set,omitzero"`
+	Unset               []string          `json:"unset,omitempty"`
 }
 
 func (*ResourceGroupModified) EventType() string { return "rg.modified" }
 
 // ResourceGroupCreated: a template for resource definitions and their placement.
 type ResourceGroupCreated struct {
-	Name                string        `json:"name"`
-	PlaceCount          int           `json:"place_count"`
-	Provider            drbd.Provider `json:"provider,omitempty"`
-	StoragePool         string        `json:"storage_pool,omitempty"`
-	ReplicasOnSame      []string      `json:"replicas_on_same,omitempty"`
-	ReplicasOnDifferent []string      `json:"replicas_on_different,omitempty"`
-	DRBDOptions         drbd.Options  `json:"drbd_options,omitzero"`
+	Name                string           `json:"name"`
+	PlaceCount          int              `json:"place_count"`
+	Provider            backing.Provider `json:"provider,omitempty"`
+	StoragePool         string           `json:"storage_pool,omitempty"`
+	ReplicasOnSame      []string         `json:"replicas_on_same,omitempty"`
+	ReplicasOnDifferent []string         `json:"replicas_on_different,omitempty"`
+	DRBDOptions         drbd.Options     `json:"drbd_options,omitzero"`
 }
 
 // ResourceDefinitionCreated: a DRBD resource exists, with its TCP port allocated.
@@ -144,18 +145,18 @@ type VolumeMinor struct {
 // ReplicaAdded: a replica of a definition on a node, with its node id and minors and,
 // when diskful, its storage pool and seeding plan (Seeds, or FullSync).
 type ReplicaAdded struct {
-	Resource    string        `json:"resource"`
-	Node        string        `json:"node"`
-	NodeID      int           `json:"node_id"`
-	Minors      []VolumeMinor `json:"minors"`
-	Diskless    bool          `json:"diskless,omitempty"`
-	Tiebreaker  bool          `json:"tiebreaker,omitempty"`
-	StoragePool string        `json:"storage_pool,omitempty"`
-	Provider    drbd.Provider `json:"provider,omitempty"`
-	Pool        string        `json:"pool,omitempty"`
-	Seeds       []drbd.Seed   `json:"seeds,omitempty"`
-	FullSync    bool          `json:"full_sync,omitempty"`
-	DRBDOptions drbd.Options  `json:"drbd_options,omitzero"`
+	Resource    string           `json:"resource"`
+	Node        string           `json:"node"`
+	NodeID      int              `json:"node_id"`
+	Minors      []VolumeMinor    `json:"minors"`
+	Diskless    bool             `json:"diskless,omitempty"`
+	Tiebreaker  bool             `json:"tiebreaker,omitempty"`
+	StoragePool string           `json:"storage_pool,omitempty"`
+	Provider    backing.Provider `json:"provider,omitempty"`
+	Pool        string           `json:"pool,omitempty"`
+	Seeds       []drbd.Seed      `json:"seeds,omitempty"`
+	FullSync    bool             `json:"full_sync,omitempty"`
+	DRBDOptions drbd.Options     `json:"drbd_options,omitzero"`
 	// RestoreFrom: the disk starts as this node's copy of a snapshot (rd.restore).
 	RestoreFrom *drbd.SnapshotRef `json:"restore_from,omitempty"`
 	// Reason: explicit, autoplace, tiebreaker or restore.
@@ -174,13 +175,13 @@ type ReplicaRemoved struct {
 // ReplicaDiskToggled: a replica gained a disk (Diskless false: a new disk, FullSync) or
 // gave it up (Diskless true).
 type ReplicaDiskToggled struct {
-	Resource    string        `json:"resource"`
-	Node        string        `json:"node"`
-	Diskless    bool          `json:"diskless"`
-	StoragePool string        `json:"storage_pool,omitempty"`
-	Provider    drbd.Provider `json:"provider,omitempty"`
-	Pool        string        `json:"pool,omitempty"`
-	FullSync    bool          `json:"full_sync,omitempty"`
+	Resource    string           `json:"resource"`
+	Node        string           `json:"node"`
+	Diskless    bool             `json:"diskless"`
+	StoragePool string           `json:"storage_pool,omitempty"`
+	Provider    backing.Provider `json:"provider,omitempty"`
+	Pool        string           `json:"pool,omitempty"`
+	FullSync    bool             `json:"full_sync,omitempty"`
 }
 
 // ReplicaTiebreakerChanged: a diskless replica became the definition's tiebreaker (an

@@ -20,7 +20,7 @@ type StreamOptions struct {
 
 // StreamConfigs returns the configurations of CAIRN_EVENTS (the truth: limits retention,
 // never trimmed, immutable, atomic batches allowed), CAIRN_NODES (one message per
-// subject) and CAIRN_STATUS (a few per subject).
+// subject, atomic batches allowed) and CAIRN_STATUS (a few per subject).
 func (n Names) StreamConfigs(o StreamOptions) []jetstream.StreamConfig {
 	if o.Replicas <= 0 {
 		o.Replicas = 1
@@ -54,6 +54,8 @@ func (n Names) StreamConfigs(o StreamOptions) []jetstream.StreamConfig {
 			Replicas:          o.Replicas,
 			MaxMsgsPerSubject: 1,
 			AllowDirect:       true,
+			// The dispatcher stores a round as atomic batches: one file store each.
+			AllowAtomicPublish: true,
 		},
 		{
 			Name:              n.StatusStream(),

@@ -17,7 +17,7 @@ const RevisionHeader = "Cairn-Revision"
 const EpochHeader = "Cairn-Epoch"
 
 // LeaseHeader carries the fencing token of the side-effect lease the publishing serve
-// held (server/lease): the lease entry's revision when that serve took it.
+// held (cmd/cairn/server/lease): the lease entry's revision when that serve took it.
 const LeaseHeader = "Cairn-Lease"
 
 // Names derives every subject and stream name of a deployment from its prefix, so that
@@ -43,7 +43,7 @@ func (n Names) NodesStream() string { return strings.ToUpper(n.Prefix) + "_NODES
 // StatusStream holds observed state reported by agents, a few per subject (CAIRN_STATUS).
 func (n Names) StatusStream() string { return strings.ToUpper(n.Prefix) + "_STATUS" }
 
-// LeaseBucket is the key-value bucket of the side-effect lease (server/lease).
+// LeaseBucket is the key-value bucket of the side-effect lease (cmd/cairn/server/lease).
 func (n Names) LeaseBucket() string { return strings.ToUpper(n.Prefix) + "_LEASE" }
 
 // RepliesBucket is the key-value bucket of replies shared by every serve (commands.ReplyKV).

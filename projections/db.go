@@ -20,8 +20,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	json "github.com/segmentio/encoding/json"
 	"sync"
+
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"

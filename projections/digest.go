@@ -5,8 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	json "github.com/segmentio/encoding/json"
 	"unicode/utf8"
+
+	json "github.com/segmentio/encoding/json"
 )
 
 // Digest identifies the content of every view at a checkpoint. Two stores hold the same

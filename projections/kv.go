@@ -40,16 +40,14 @@ type KVInstance struct {
 	Props map[string]string
 }
 
-// KVInstances returns every instance, by name.
-func (v *View) KVInstances() ([]KVInstance, error) {
-	var out []KVInstance
-	err := v.scan("v/kv/", func(key string, val []byte) error {
+// EachKVInstance calls fn with every instance in name order, one at a time, until fn
+// returns false or an error (which EachKVInstance returns).
+func (v *View) EachKVInstance(fn func(kv KVInstance) (more bool, err error)) error {
+	return stopped(v.scan("v/kv/", func(key string, val []byte) error {
 		kv := map[string]string{}
 		if err := unmarshalInto(key, val, &kv); err != nil {
 			return err
 		}
-		out = append(out, KVInstance{Name: strings.TrimPrefix(key, "v/kv/"), Props: kv})
-		return nil
-	})
-	return out, err
+		return goOn(fn(KVInstance{Name: strings.TrimPrefix(key, "v/kv/"), Props: kv}))
+	}))
 }

@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -13,18 +12,19 @@ import (
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/cockroachdb/pebble/v2"
 )
 
 // StoragePool is a node's storage pool and how much of it replicas have taken.
 type StoragePool struct {
-	Node         string        `json:"node"`
-	Name         string        `json:"name"`
-	Provider     drbd.Provider `json:"provider"`
-	Pool         string        `json:"pool"`
-	CapacityKiB  uint64        `json:"capacity_kib"`
-	AllocatedKiB uint64        `json:"allocated_kib"`
-	CreatedSeq   uint64        `json:"created_seq"`
+	Node         string           `json:"node"`
+	Name         string           `json:"name"`
+	Provider     backing.Provider `json:"provider"`
+	Pool         string           `json:"pool"`
+	CapacityKiB  uint64           `json:"capacity_kib"`
+	AllocatedKiB uint64           `json:"allocated_kib"`
+	CreatedSeq   uint64           `json:"created_seq"`
 	// Reported is the capacity the node's agent last reported that was recorded
 	// (sp.capacity-reported), nil before the first.
 	Reported *CapacityReport `json:"reported,omitempty"`
@@ -50,7 +50,7 @@ const DefaultOverprovision = 20
 
 // Thin reports whether the pool's volumes take space only as they are written.
 func (p StoragePool) Thin() bool {
-	return p.Provider.ZeroesUnwritten() && p.Provider != drbd.ProviderZFS
+	return p.Provider.ZeroesUnwritten() && p.Provider != backing.ProviderZFS
 }
 
 // OverprovisionRatio is the ratio a thin pool may promise (1 for thick pools).
@@ -127,7 +127,7 @@ type Replica struct {
 	Diskless    bool                 `json:"diskless,omitempty"`
 	Tiebreaker  bool                 `json:"tiebreaker,omitempty"`
 	StoragePool string               `json:"storage_pool,omitempty"`
-	Provider    drbd.Provider        `json:"provider,omitempty"`
+	Provider    backing.Provider     `json:"provider,omitempty"`
 	Pool        string               `json:"pool,omitempty"`
 	Seeds       []drbd.Seed          `json:"seeds,omitempty"`
 	FullSync    bool                 `json:"full_sync,omitempty"`
@@ -815,7 +815,13 @@ func outbox(t *tx, seq uint64, node, rd string) { queue(t, seq, node, KindDRBD, 
 // keyed by sequence, written once and deleted only by the dispatcher once published.
 func queue(t *tx, seq uint64, node, kind, id string) {
 	t.queued = true
-	t.mark(fmt.Sprintf("%s%020d/%s/%s/%s", outboxPrefix, seq, node, kind, id))
+	b := append(t.scratch[:0], outboxPrefix...)
+	b = appendPadded(b, seq, 20)
+	for _, part := range []string{node, kind, id} {
+		b = append(append(b, '/'), part...)
+	}
+	t.scratch = b
+	t.putOnce(b, []byte("1"))
 }
 
 // StoragePool returns a node's storage pool.
@@ -852,9 +858,6 @@ func (v *View) ResourceGroup(name string) (g ResourceGroup, ok bool, err error) 
 	ok, err = getJSON(v.r, rgKey(name), &g)
 	return
 }
-
-// ResourceGroups lists every resource group by name.
-func (v *View) ResourceGroups() ([]ResourceGroup, error) { return scanAll[ResourceGroup](v, "v/rg/") }
 
 // ResourceDefinition returns a resource definition with its volumes and replicas.
 func (v *View) ResourceDefinition(name string) (rd ResourceDefinition, ok bool, err error) {
@@ -926,28 +929,24 @@ func (v *View) ResourceDefinitions() ([]ResourceDefinition, error) {
 	return scanAll[ResourceDefinition](v, "v/rd/")
 }
 
-// errStopEach ends EachResourceDefinition early without an error.
-var errStopEach = errors.New("stop")
-
 // EachResourceDefinition calls fn with every resource definition in name order, one at
 // a time (memory bounded by one definition), until fn returns false or an error (which
 // EachResourceDefinition returns).
 func (v *View) EachResourceDefinition(fn func(rd ResourceDefinition) (more bool, err error)) error {
-	err := v.scan("v/rd/", func(key string, val []byte) error {
-		var rd ResourceDefinition
-		if err := unmarshalInto(key, val, &rd); err != nil {
-			return err
-		}
-		more, err := fn(rd)
-		if err == nil && !more {
-			return errStopEach
-		}
-		return err
-	})
-	if errors.Is(err, errStopEach) {
-		return nil
-	}
-	return err
+	return eachOf(v, "v/rd/", fn)
+}
+
+// EachStoragePool calls fn with every storage pool in key order (by node, then name;
+// see EachNode for names that extend others), one at a time,
+// until fn returns false or an error (which EachStoragePool returns).
+func (v *View) EachStoragePool(fn func(sp StoragePool) (more bool, err error)) error {
+	return eachOf(v, "v/sp/", fn)
+}
+
+// EachResourceGroup calls fn with every resource group in name order, one at a time,
+// until fn returns false or an error (which EachResourceGroup returns).
+func (v *View) EachResourceGroup(fn func(g ResourceGroup) (more bool, err error)) error {
+	return eachOf(v, "v/rg/", fn)
 }
 
 // NodeResources lists the definitions with a replica on node, by name.

@@ -22,7 +22,23 @@ const commandAtPrefix = "v/cmd-at/"
 // command id and its sequence: the order in which pruneCommands finds the records past
 // the retention, and the record key (commandEventKey) to delete with it.
 func commandAtKey(at time.Time, id string, seq uint64) string {
-	return fmt.Sprintf("%s%012d/%s/%020d", commandAtPrefix, max(at.Unix(), 0), id, seq)
+	b := make([]byte, 0, len(commandAtPrefix)+12+1+len(id)+1+20)
+	b = append(b, commandAtPrefix...)
+	b = appendPadded(b, uint64(max(at.Unix(), 0)), 12)
+	b = append(b, '/')
+	b = append(b, id...)
+	b = append(b, '/')
+	return string(appendPadded(b, seq, 20))
+}
+
+// appendPadded appends v in decimal, zero-padded to width digits.
+func appendPadded(b []byte, v uint64, width int) []byte {
+	var digits [20]byte
+	n := strconv.AppendUint(digits[:0], v, 10)
+	for range width - len(n) {
+		b = append(b, '0')
+	}
+	return append(b, n...)
 }
 
 // pruneCommands deletes the records of command events older than before, and their
@@ -48,8 +64,8 @@ func pruneCommands(t *tx, before time.Time) error {
 		return err
 	}
 	for _, k := range t.cmdAt { // written in this transaction, not committed yet
-		if k < upper && t.dirty[k] != nil {
-			old = append(old, k)
+		if v, written := t.dirty[k]; k < upper && (!written || v != nil) {
+			old = append(old, k) // not deleted by an earlier prune of this transaction
 		}
 	}
 	for _, k := range old {

@@ -1,12 +1,13 @@
 package projections
 
 import (
+	"bytes"
 	"errors"
-	"strconv"
 
-	"github.com/cairn-io/cairn/events"
 	"strings"
 	"time"
+
+	"github.com/cairn-io/cairn/events"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -132,16 +133,14 @@ func nodeAddrKey(address, name string) string { return "v/node-addr/" + address 
 func nodeStatusKey(name string) string        { return "v/node/" + name + "/status" }
 func commandPrefix(id string) string          { return "v/cmd/" + id + "/" }
 func commandEventKey(id string, seq uint64) string {
-	var digits [20]byte
-	n := strconv.AppendUint(digits[:0], seq, 10)
-	b := make([]byte, 0, 6+len(id)+1+20)
+	return string(appendCommandEventKey(make([]byte, 0, 6+len(id)+1+20), id, seq))
+}
+
+func appendCommandEventKey(b []byte, id string, seq uint64) []byte {
 	b = append(b, "v/cmd/"...)
 	b = append(b, id...)
 	b = append(b, '/')
-	for range 20 - len(n) {
-		b = append(b, '0')
-	}
-	return string(append(b, n...))
+	return appendPadded(b, seq, 20)
 }
 func subjectKey(subject string) string { return "x/subj/" + subject }
 func aggregateKey(agg string) string   { return "x/agg/" + agg }
@@ -238,47 +237,68 @@ func (v *View) Node(name string) (n Node, ok bool, err error) {
 // At most limit names (0: all), in name order; more reports that there are others.
 func (v *View) NodesAt(address string, limit int) (names []string, more bool, err error) {
 	prefix := "v/node-addr/" + address + "/"
-	err = v.scan(prefix, func(key string, _ []byte) error {
+	err = stopped(v.scan(prefix, func(key string, _ []byte) error {
 		if limit > 0 && len(names) == limit {
 			more = true
 			return errStopEach
 		}
 		names = append(names, strings.TrimPrefix(key, prefix))
 		return nil
-	})
-	if errors.Is(err, errStopEach) {
-		err = nil
-	}
+	}))
 	return names, more, err
 }
 
-// Nodes returns every node in the cluster, sorted by name. The slice is shared by
+// Nodes returns every node in the cluster in key order (see EachNode). The slice is shared by
 // every caller of this view: do not modify it.
 func (v *View) Nodes() ([]Node, error) {
 	if v.nodes != nil {
 		return v.nodes, nil
 	}
 	out := []Node{}
-	last := ""
-	err := v.scan("v/node/", func(key string, val []byte) error {
-		name, part, _ := strings.Cut(strings.TrimPrefix(key, "v/node/"), "/")
-		if len(out) == 0 || last != name {
-			out = append(out, Node{})
-			last = name
-		}
-		n := &out[len(out)-1]
-		switch part {
-		case "spec":
-			return unmarshalInto(key, val, &n.Spec)
-		case "status":
-			return unmarshalInto(key, val, &n.Status)
-		}
-		return nil
+	err := v.EachNode("", func(n Node) (bool, error) {
+		out = append(out, n)
+		return true, nil
 	})
 	if err == nil {
 		v.nodes = out
 	}
 	return out, err
+}
+
+// EachNode calls fn with every node (spec and status) in the views' key order, one at
+// a time, until fn returns false or an error (which EachNode returns). With after, it
+// starts past that node's keys: pages cut at a node's name neither skip nor repeat a
+// node. Key order is name order but for a name that others extend with '-' or '.'
+// (those sort before the '/' after it: n1-a, n1.b, n1).
+func (v *View) EachNode(after string, fn func(n Node) (more bool, err error)) error {
+	var cur Node
+	curName := "" // the node whose keys are being read; "" before the first
+	from := []byte("v/node/")
+	if after != "" {
+		from = prefixEnd([]byte("v/node/" + after + "/"))
+	}
+	err := v.scanRange(from, prefixEnd([]byte("v/node/")), func(key string, val []byte) error {
+		name, part, _ := strings.Cut(strings.TrimPrefix(key, "v/node/"), "/")
+		if name != curName {
+			if curName != "" {
+				if err := goOn(fn(cur)); err != nil {
+					return err
+				}
+			}
+			cur, curName = Node{}, name
+		}
+		switch part {
+		case "spec":
+			return unmarshalInto(key, val, &cur.Spec)
+		case "status":
+			return unmarshalInto(key, val, &cur.Status)
+		}
+		return nil
+	})
+	if err == nil && curName != "" {
+		err = goOn(fn(cur))
+	}
+	return stopped(err)
 }
 
 // Lvol returns a logical volume; ok is false if it does not exist.
@@ -410,24 +430,51 @@ func (v *View) AggregateSeq(aggregate string) (uint64, error) {
 // Rejected lists the stored messages the projector skipped as invalid.
 func (v *View) Rejected() ([]Rejected, error) { return scanAll[Rejected](v, "v/rejected/") }
 
-// scanAll decodes every value under prefix, in key order.
-func scanAll[T any](v *View, prefix string) ([]T, error) {
-	var out []T
-	err := v.scan(prefix, func(key string, val []byte) error {
+// errStopEach ends an each walk early without an error.
+var errStopEach = errors.New("stop")
+
+// eachOf decodes the values under prefix one at a time, in key order, and calls fn with
+// each until it returns false or an error (which eachOf returns).
+func eachOf[T any](v *View, prefix string, fn func(T) (more bool, err error)) error {
+	return stopped(v.scan(prefix, func(key string, val []byte) error {
 		var x T
 		if err := unmarshalInto(key, val, &x); err != nil {
 			return err
 		}
-		out = append(out, x)
+		return goOn(fn(x))
+	}))
+}
+
+// goOn turns an each callback's answer into scan's: errStopEach when it asks to stop.
+func goOn(more bool, err error) error {
+	if err == nil && !more {
+		return errStopEach
+	}
+	return err
+}
+
+// stopped is a walk's error with an asked-for stop as none.
+func stopped(err error) error {
+	if errors.Is(err, errStopEach) {
 		return nil
+	}
+	return err
+}
+
+// scanAll decodes every value under prefix, in key order.
+func scanAll[T any](v *View, prefix string) ([]T, error) {
+	var out []T
+	err := eachOf(v, prefix, func(x T) (bool, error) {
+		out = append(out, x)
+		return true, nil
 	})
 	return out, err
 }
 
-// Page is one page of a list in key order: the items after a cursor, and the cursor of
-// the next page ("" on the last).
-type Page[T any] struct {
-	Items []T
+// Page is one page of a list in key order: the items (their JSON as the views hold it)
+// after a cursor, and the cursor of the next page ("" on the last).
+type Page struct {
+	Items [][]byte
 	Next  string
 }
 
@@ -439,37 +486,40 @@ const (
 	ListPools               = "v/pool/"
 )
 
-// Pages reads up to limit items of a list (ListResourceDefinitions, …) after cursor
+// PagesRaw reads up to limit items of a list (ListResourceDefinitions, …) after cursor
 // (exclusive; "" from the start), in key order, reading no further than it returns.
-func Pages[T any](v *View, list, after string, limit int) (Page[T], error) {
+// Every item is as the views hold it, its JSON, not decoded: a list answered as stored
+// costs a copy per item instead of a decode and an encode.
+func PagesRaw(v *View, list, after string, limit int) (Page, error) {
 	lower := []byte(list)
 	if after != "" {
 		lower = append([]byte(list+after), 0)
 	}
 	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte(list))})
 	if err != nil {
-		return Page[T]{}, err
+		return Page{}, err
 	}
 	defer it.Close()
-	var p Page[T]
+	var p Page
 	last := ""
 	for it.First(); it.Valid(); it.Next() {
 		if len(p.Items) == limit {
 			p.Next = last
 			break
 		}
-		var x T
-		if err := unmarshalInto(string(it.Key()), it.Value(), &x); err != nil {
-			return p, err
-		}
-		p.Items = append(p.Items, x)
+		p.Items = append(p.Items, bytes.Clone(it.Value()))
 		last = strings.TrimPrefix(string(it.Key()), list)
 	}
 	return p, it.Error()
 }
 
 func (v *View) scan(prefix string, fn func(key string, val []byte) error) error {
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd([]byte(prefix))})
+	return v.scanRange([]byte(prefix), prefixEnd([]byte(prefix)), fn)
+}
+
+// scanRange calls fn for every key in [from, to) in order.
+func (v *View) scanRange(from, to []byte, fn func(key string, val []byte) error) error {
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: to})
 	if err != nil {
 		return err
 	}

@@ -22,23 +22,15 @@ func TestAgentHeartbeatsDriveNodeState(t *testing.T) {
 	start := func() *exec.Cmd {
 		return startAgent(t, s, agentOpts{extra: []string{"--heartbeat-interval", "200ms"}})
 	}
-	state := func() string {
-		status, body := httpJSON(t, "GET", s.url("/cairn/v1/nodes/n1"), "")
-		require.Equal(t, 200, status)
-		return decode[struct {
-			Status struct {
-				State string `json:"state"`
-			} `json:"status"`
-		}](t, body).Status.State
-	}
+	state := func() string { return nodeState(t, s, "n1") }
 	waitFor := func(want string) {
 		t.Helper()
 		require.Eventually(t, func() bool { return state() == want }, 10*time.Second, 50*time.Millisecond, "node n1 never %s", want)
 	}
 
 	agent := start()
-	time.Sleep(1500 * time.Millisecond) // longer than the timeout: heartbeats keep it online
-	require.Equal(t, "online", state())
+	waitFor("online")
+	stayedOnline(t, s, "n1")
 	_ = agent.Process.Signal(syscall.SIGKILL)
 	_ = agent.Wait()
 	waitFor("offline")

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-io/cairn/server/natsauth"
+	"github.com/cairn-io/cairn/cmd/cairn/server/natsauth"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -67,14 +67,8 @@ func TestServeAuthAgentCreds(t *testing.T) {
 	require.NoError(t, err, "no heartbeat from the agent")
 	require.Equal(t, "cairn.status.n1.node.n1", m.Subject)
 	require.Contains(t, string(m.Data), `"node":"n1"`)
-	time.Sleep(1500 * time.Millisecond) // longer than the timeout: heartbeats keep n1 online
-	status, body := httpJSON(t, "GET", s.url("/cairn/v1/nodes/n1"), "")
-	require.Equal(t, 200, status)
-	require.Equal(t, "online", decode[struct {
-		Status struct {
-			State string `json:"state"`
-		} `json:"status"`
-	}](t, body).Status.State, body)
+	require.Eventually(t, func() bool { return nodeState(t, s, "n1") == "online" }, 10*time.Second, 50*time.Millisecond, "n1 never online")
+	stayedOnline(t, s, "n1")
 
 	// n1's credentials cannot run n2's agent: its consumer on cairn.node.n2.> is refused.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

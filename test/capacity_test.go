@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )

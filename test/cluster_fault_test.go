@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

@@ -5,7 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -93,7 +94,7 @@ func TestSimAgentKilledWhileSeeding(t *testing.T) {
 			c.Env = append(os.Environ(), "DRBD_DRIVER_VERSION_OVERRIDE=9.2.0")
 			out, err := c.Output()
 			require.NoError(t, err, "get-gi r%d node id %d", i, id)
-			gi, err := drbd.ParseGetGI(out)
+			gi, err := drbdutils.ParseGetGI(out)
 			require.NoError(t, err)
 			require.Equal(t, want.GI(id).String(), gi.String(), "r%d node id %d", i, id)
 		}

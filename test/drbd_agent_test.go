@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -111,7 +112,7 @@ func TestThreeSimAgentsEndToEnd(t *testing.T) {
 		c.Env = append(os.Environ(), "DRBD_DRIVER_VERSION_OVERRIDE=9.2.0")
 		b, err := c.Output()
 		require.NoError(t, err, "get-gi on %s", img)
-		gi, err := drbd.ParseGetGI(b)
+		gi, err := drbdutils.ParseGetGI(b)
 		require.NoError(t, err)
 		currents[gi.Current().String()] = true
 		require.Equal(t, gi.Current().String(), st.Volumes[0].CurrentGI, "%s: status current GI", n)

@@ -8,19 +8,22 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 var cairnBin string
@@ -145,7 +148,38 @@ func (s *serve) start() {
 }
 
 func (s *serve) url(path string) string { return "http://" + s.httpAddr + path }
-func (s *serve) natsURL() string        { return "nats://" + s.natsAddr }
+
+// stayedOnline waits for the watchdog to complete six more liveness checks (it checks
+// every timeout/4, so they span more than a heartbeat timeout: a node whose heartbeats
+// stopped would be offline by then) and requires node still online.
+func stayedOnline(t *testing.T, s *serve, node string) {
+	t.Helper()
+	checks := func() int {
+		_, metrics := httpJSON(t, "GET", s.url("/metrics"), "")
+		m := regexp.MustCompile(`(?m)^cairn_watchdog_checks_total (\d+)`).FindStringSubmatch(metrics)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	from := checks()
+	require.Eventually(t, func() bool { return checks() >= from+6 }, 10*time.Second, 20*time.Millisecond, "the watchdog stopped checking")
+	require.Equal(t, "online", nodeState(t, s, node), "heartbeats keep %s online past the timeout", node)
+}
+
+// nodeState is a node's state (online, offline) as GET /cairn/v1/nodes/<node> answers.
+func nodeState(t *testing.T, s *serve, node string) string {
+	t.Helper()
+	status, body := httpJSON(t, "GET", s.url("/cairn/v1/nodes/"+node), "")
+	require.Equal(t, 200, status, body)
+	return decode[struct {
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}](t, body).Status.State
+}
+func (s *serve) natsURL() string { return "nats://" + s.natsAddr }
 
 // kill9 kills the process without any chance to clean up.
 func (s *serve) kill9() {

@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -604,4 +605,70 @@ func hasNode[T any](items []T, name func(T) string, n string) bool {
 		}
 	}
 	return false
+}
+
+// TestLinstorListsPageAndFilter: LINSTOR's lists of nodes, storage pools (all, and one
+// node's), resource groups and key-value instances answer every offset/limit page as
+// the same slice of the whole list in its stable order, filters first; the lists are
+// streamed one item at a time from the views (streamPage), so a page is cut while the
+// walk goes, and a filter that matches nothing answers [].
+func TestLinstorListsPageAndFilter(t *testing.T) {
+	l := linstorHTTP{t: t, api: loadOpenAPI(t)}
+	l.s = startServe(t, t.TempDir(), "--heartbeat-timeout", "10m")
+	_, code := run(t, "cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`, "--nats", l.s.natsURL())
+	require.Equal(t, 0, code)
+	for i := 1; i <= 5; i++ {
+		n := fmt.Sprintf("n%d", i)
+		l.rcs(201, "POST", "/v1/nodes", `{"name":"`+n+`","type":"satellite","props":{"Aux/odd":"`+fmt.Sprint(i%2 == 1)+`"},"net_interfaces":[{"name":"default","address":"10.0.0.`+fmt.Sprint(i)+`"}]}`)
+		for _, p := range []string{"fast", "slow"} {
+			l.rcs(201, "POST", "/v1/nodes/"+n+"/storage-pools", `{"storage_pool_name":"`+p+`","provider_kind":"ZFS","props":{"StorDriver/StorPoolName":"tank","Cairn/CapacityKiB":"1048576"}}`)
+		}
+		l.rcs(201, "POST", "/v1/resource-groups", `{"name":"g`+fmt.Sprint(i)+`"}`)
+		l.rcs(200, "PUT", "/v1/key-value-store/kv"+fmt.Sprint(i), `{"override_props":{"k":"v"}}`)
+	}
+	type named struct {
+		Name     string `json:"name"`
+		NodeName string `json:"node_name"`
+		PoolName string `json:"storage_pool_name"`
+	}
+	key := func(x named) string { return x.Name + x.NodeName + "/" + x.PoolName }
+	list := func(path string) []string {
+		var items []named
+		l.get(path, &items)
+		out := []string{}
+		for _, x := range items {
+			out = append(out, key(x))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		path string
+		want []string
+	}{
+		{"/v1/nodes", []string{"n1/", "n2/", "n3/", "n4/", "n5/"}},
+		{"/v1/nodes?props=Aux/odd=true", []string{"n1/", "n3/", "n5/"}},
+		{"/v1/view/storage-pools", []string{"n1/fast", "n1/slow", "n2/fast", "n2/slow", "n3/fast", "n3/slow", "n4/fast", "n4/slow", "n5/fast", "n5/slow"}},
+		{"/v1/view/storage-pools?storage_pools=slow&nodes=n2&nodes=N4", []string{"n2/slow", "n4/slow"}},
+		{"/v1/nodes/n3/storage-pools", []string{"n3/fast", "n3/slow"}},
+		{"/v1/resource-groups", []string{"g1/", "g2/", "g3/", "g4/", "g5/"}}, // no default group is listed
+		{"/v1/key-value-store", []string{"kv1/", "kv2/", "kv3/", "kv4/", "kv5/"}},
+	} {
+		all := list(c.path)
+		require.Equal(t, c.want, all, c.path)
+		sep := "?"
+		if strings.Contains(c.path, "?") {
+			sep = "&"
+		}
+		for _, p := range [][2]int{{0, 2}, {1, 2}, {2, 100}, {len(all) - 1, 1}, {len(all), 5}, {0, 0}} {
+			got := list(fmt.Sprintf("%s%soffset=%d&limit=%d", c.path, sep, p[0], p[1]))
+			want := all[min(p[0], len(all)):]
+			if p[1] > 0 && p[1] < len(want) {
+				want = want[:p[1]]
+			}
+			assert.Equal(t, want, got, "%s offset %d limit %d", c.path, p[0], p[1])
+		}
+	}
+	assert.Empty(t, list("/v1/view/storage-pools?nodes=ghost"))
+	status, body := l.call("GET", "/v1/nodes/ghost/storage-pools", "")
+	assert.Equal(t, 404, status, body)
 }

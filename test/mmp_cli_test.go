@@ -1,12 +1,13 @@
 package test
 
 import (
-	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 )
 
 // gunzipFixture writes a committed OpenZFS fixture leaf to a file under dir.

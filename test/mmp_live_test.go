@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/stretchr/testify/require"
 )
 

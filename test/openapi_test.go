@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"

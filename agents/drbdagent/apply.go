@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/cairn-io/cairn/agents/execx"
+	"github.com/cairn-io/cairn/agents/fsx"
+	"github.com/cairn-io/cairn/agents/volume"
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/execx"
-	"github.com/cairn-io/cairn/internal/fsx"
-	"github.com/cairn-io/cairn/storage/volume"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 // apply carries out d (nil: removal) and returns the state it left.
@@ -70,11 +72,11 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			return st, err
 		}
 		for _, v := range d.Volumes {
-			disks[v.Number] = prov.Path(volume.Name(rd, v.Number))
+			disks[v.Number] = prov.Path(backing.VolumeName(rd, v.Number))
 		}
 	}
 	minors := localMinors(d)
-	rendered, err := drbd.Render(*d, disks)
+	rendered, err := drbdutils.Render(*d, disks)
 	if err != nil {
 		return st, fmt.Errorf("render: %w", err)
 	}
@@ -128,7 +130,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			st.Sizes, st.Resized = map[int]uint64{}, map[int]uint64{}
 		}
 		for _, v := range d.Volumes {
-			name := volume.Name(rd, v.Number)
+			name := backing.VolumeName(rd, v.Number)
 			want := drbd.BackingKiB(v.SizeKiB, st.MaxPeers)
 			if slices.Contains(plan.Grow, v.Number) {
 				if err := r.recordGrowFrom(st, v.Number, save); err != nil {
@@ -144,7 +146,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 				if err != nil {
 					return st, err
 				}
-				if err := snapper.Restore(ctx, name, volume.Name(from.Resource, v.Number), from.Snapshot, want); err != nil {
+				if err := snapper.Restore(ctx, name, backing.VolumeName(from.Resource, v.Number), from.Snapshot, want); err != nil {
 					return st, err
 				}
 			}
@@ -196,7 +198,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			}
 			disks[v] = dev
 		}
-		if rendered, err = drbd.Render(*d, disks); err != nil {
+		if rendered, err = drbdutils.Render(*d, disks); err != nil {
 			return st, fmt.Errorf("render: %w", err)
 		}
 		changed = !isInstalled || !bytes.Equal(installed, rendered)
@@ -218,7 +220,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	// 5. Metadata and seeds.
 	if plan.CreateMD {
 		for _, v := range d.Volumes {
-			if _, err := r.run(ctx, drbd.CreateMD(st.Minors[v.Number], st.Disks[v.Number], st.MaxPeers)); err != nil {
+			if _, err := r.run(ctx, drbdutils.CreateMD(st.Minors[v.Number], st.Disks[v.Number], st.MaxPeers)); err != nil {
 				return st, fmt.Errorf("create-md volume %d: %w", v.Number, err)
 			}
 		}
@@ -234,7 +236,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 		only := map[int]bool{}
 		for _, v := range plan.AddVolumes {
 			only[v] = true
-			if _, err := r.run(ctx, drbd.CreateMD(st.Minors[v], st.Disks[v], st.MaxPeers)); err != nil {
+			if _, err := r.run(ctx, drbdutils.CreateMD(st.Minors[v], st.Disks[v], st.MaxPeers)); err != nil {
 				return st, fmt.Errorf("create-md of added volume %d: %w", v, err)
 			}
 		}
@@ -385,7 +387,9 @@ func (r *Reconciler) forget(ctx context.Context, rd string, diskless bool, st *S
 	return nil
 }
 
-func isFile(p drbd.Provider) bool { return p == drbd.ProviderFile || p == drbd.ProviderFileThin }
+func isFile(p backing.Provider) bool {
+	return p == backing.ProviderFile || p == backing.ProviderFileThin
+}
 
 // provider returns the volume provider of l after checking that its pool exists (a
 // file pool's directory; a volume group or zpool the tool can read): the agent never
@@ -403,7 +407,7 @@ func (r *Reconciler) provider(ctx context.Context, l *drbd.Local, rd string, vol
 		return prov, nil
 	}
 	if len(vols) > 0 {
-		if _, err := prov.Exists(ctx, volume.Name(rd, vols[0].Number)); err != nil {
+		if _, err := prov.Exists(ctx, backing.VolumeName(rd, vols[0].Number)); err != nil {
 			return nil, fmt.Errorf("local.pool %q: %w", l.Pool, err)
 		}
 	}
@@ -443,7 +447,7 @@ func (r *Reconciler) seed(ctx context.Context, rd string, d *drbd.Desired, st *S
 		if !ok {
 			return fmt.Errorf("local.seeds: volume %d has no backing disk", s.Volume)
 		}
-		if _, err := r.run(ctx, drbd.SeedArgv(st.Minors[s.Volume], disk, s)); err != nil {
+		if _, err := r.run(ctx, drbdutils.SeedArgv(st.Minors[s.Volume], disk, s)); err != nil {
 			return fmt.Errorf("set-gi volume %d node id %d: %w", s.Volume, s.NodeID, err)
 		}
 	}
@@ -456,11 +460,11 @@ func (r *Reconciler) seed(ctx context.Context, rd string, d *drbd.Desired, st *S
 			return fmt.Errorf("local.seeds: %w", err)
 		}
 		for n := 0; n <= drbd.MaxNodeID; n++ {
-			out, err := r.run(ctx, drbd.GetGI(st.Minors[v.Number], st.Disks[v.Number], n))
+			out, err := r.run(ctx, drbdutils.GetGI(st.Minors[v.Number], st.Disks[v.Number], n))
 			if err != nil {
 				return fmt.Errorf("verify seeds: %w", err)
 			}
-			got, err := drbd.ParseGetGI(out)
+			got, err := drbdutils.ParseGetGI(out)
 			if err != nil {
 				return fmt.Errorf("verify seeds: %w", err)
 			}
@@ -483,7 +487,7 @@ func (r *Reconciler) dropVolumes(ctx context.Context, rd string, st *State, vols
 	snapper, _ := volume.SnapshotsOf(prov, st.Provider)
 	for _, v := range vols {
 		if disk, ok := st.Disks[v]; ok {
-			if _, err := r.run(ctx, drbd.WipeMD(st.Minors[v], disk)); err != nil {
+			if _, err := r.run(ctx, drbdutils.WipeMD(st.Minors[v], disk)); err != nil {
 				return fmt.Errorf("wipe-md of dropped volume %d: %w", v, err)
 			}
 		}
@@ -497,7 +501,7 @@ func (r *Reconciler) dropVolumes(ctx context.Context, rd string, st *State, vols
 				return err
 			}
 		}
-		if err := prov.Remove(ctx, volume.Name(rd, v)); err != nil {
+		if err := prov.Remove(ctx, backing.VolumeName(rd, v)); err != nil {
 			return err
 		}
 		delete(st.Disks, v)
@@ -544,7 +548,7 @@ func (r *Reconciler) freeDisks(ctx context.Context, rd string, st *State) error 
 	for v, disk := range st.Disks {
 		if st.MDCreated {
 			if _, err := os.Stat(disk); err == nil || !isFile(st.Provider) {
-				if _, err := r.run(ctx, drbd.WipeMD(st.Minors[v], disk)); err != nil {
+				if _, err := r.run(ctx, drbdutils.WipeMD(st.Minors[v], disk)); err != nil {
 					return fmt.Errorf("wipe-md volume %d: %w", v, err)
 				}
 				metricSteps.WithLabelValues("wipe").Inc()
@@ -555,7 +559,7 @@ func (r *Reconciler) freeDisks(ctx context.Context, rd string, st *State) error 
 				return err
 			}
 		}
-		if err := prov.Remove(ctx, volume.Name(rd, v)); err != nil {
+		if err := prov.Remove(ctx, backing.VolumeName(rd, v)); err != nil {
 			return err
 		}
 		metricSteps.WithLabelValues("remove-backing").Inc()

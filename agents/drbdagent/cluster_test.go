@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/agents"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/natsauth"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/testtools"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/natsauth"
-	"github.com/cairn-io/cairn/server/servertest"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 )
@@ -191,7 +192,7 @@ func diskOf(t *testing.T, n *clusterNode, rd string) (string, int) {
 // happens where seeding does not apply (thick provider file; a tiebreaker promoted to
 // diskful).
 func TestThreeAgentsDay0Seeding(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	s := servertest.Start(t, func(c *server.Config) { c.Auth = true })
 	base := t.TempDir()
 	submit(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
@@ -340,7 +341,7 @@ func TestThreeAgentsDay0Seeding(t *testing.T) {
 // directory of the nodes' roots.
 func threeNodes(t *testing.T) (s *server.Server, base string, nodes map[string]*clusterNode) {
 	t.Helper()
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	s = servertest.Start(t, func(c *server.Config) { c.Auth = true })
 	base = t.TempDir()
 	submit(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)

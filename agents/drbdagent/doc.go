@@ -4,11 +4,11 @@
 //
 // Per resource, in this order (see Plan for the rules and docs/agent.md):
 //
-//  1. checks that change nothing: the provider and its pool, drbd.Render, and
+//  1. checks that change nothing: the provider and its pool, drbdutils.Render, and
 //     `drbdadm -c <main> -t <staged> -E <installed> sh-nop` against the node's other
 //     resources. A refusal is a failed status naming the reason; nothing on the host
 //     changed.
-//  2. backing volumes through storage/volume, sized drbd.BackingKiB(size, max-peers);
+//  2. backing volumes through agents/volume, sized drbd.BackingKiB(size, max-peers);
 //  3. the resource file installed atomically (temp file, fsync, rename, fsync dir);
 //     it is inert until the adjust;
 //  4. create-md once per incarnation, the seeding plan (one set-gi per seed, --force),

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/execx"
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
@@ -90,7 +91,7 @@ exit 1
 func TestFoldSyncKinds(t *testing.T) {
 	lines := func(f *Fold, ls ...string) {
 		for _, l := range ls {
-			ev, err := drbd.ParseEvents2Line(l)
+			ev, err := drbdutils.ParseEvents2Line(l)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +134,7 @@ func counterValue(c prometheus.Counter) float64 {
 }
 
 func TestParseDumpMDWithRealDrbdmeta(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	disk := filepath.Join(t.TempDir(), "d.img")
 	if err := os.WriteFile(disk, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -149,10 +150,10 @@ func TestParseDumpMDWithRealDrbdmeta(t *testing.T) {
 		}
 		return out
 	}
-	run(drbd.CreateMD(1000, disk, 7))
-	run(drbd.SetGI(1000, disk, 3, "1234:BBBB:CCCC:DDDD:1:1"))
-	run(drbd.SetGI(1000, disk, 30, ":EEEE::::"))
-	u, err := parseDumpMD(run(drbd.DumpMD(1000, disk)))
+	run(drbdutils.CreateMD(1000, disk, 7))
+	run(drbdutils.SetGI(1000, disk, 3, "1234:BBBB:CCCC:DDDD:1:1"))
+	run(drbdutils.SetGI(1000, disk, 30, ":EEEE::::"))
+	u, err := parseDumpMD(run(drbdutils.DumpMD(1000, disk)))
 	if err != nil {
 		t.Fatal(err)
 	}

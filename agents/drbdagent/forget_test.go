@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/execx"
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/storage/backing"
+	"github.com/cairn-io/cairn/test/testtools"
 )
 
 // twoReplicas is r1 on n1 (first replica) and n2 (a later day-0 replica), seen from node.
@@ -17,12 +19,12 @@ func twoReplicas(node string) *drbd.Desired {
 	d.Node = node
 	d.Replicas = append(d.Replicas, drbd.Replica{Node: "n2", Host: "h2", Address: "10.0.0.2", NodeID: 1, Minors: map[int]int{0: 1000}})
 	if node == "n2" {
-		seeds, _, err := drbd.PlanSeeds(drbd.SeedInput{NodeID: 1, Provider: drbd.ProviderFileThin,
+		seeds, _, err := drbd.PlanSeeds(drbd.SeedInput{NodeID: 1, Provider: backing.ProviderFileThin,
 			Volumes: []drbd.SeedVolume{{Number: 0, Day0GI: testDay0}}})
 		if err != nil {
 			panic(err)
 		}
-		d.Local = &drbd.Local{NodeID: 1, Provider: drbd.ProviderFileThin, Pool: "/var/lib/cairn/thin", Incarnation: 11, Seeds: seeds}
+		d.Local = &drbd.Local{NodeID: 1, Provider: backing.ProviderFileThin, Pool: "/var/lib/cairn/thin", Incarnation: 11, Seeds: seeds}
 	}
 	return d
 }
@@ -31,7 +33,7 @@ func twoReplicas(node string) *drbd.Desired {
 // id: the slot gets the day-0 bitmap UUID back, so a replica added later under that
 // node id resyncs from day 0 again.
 func TestPeerRemovalForgetsItsNodeID(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	base := t.TempDir()
 	n1 := newSimNode(t, base, "n1", "h1", nil)
 	n2 := newSimNode(t, base, "n2", "h2", nil)
@@ -77,7 +79,7 @@ func TestPeerRemovalForgetsItsNodeID(t *testing.T) {
 // bitmap slot holds the old disk's history, so the remaining replica forgets it (before
 // the adjust that connects the new one) and records the new incarnation.
 func TestPeerReaddedUnderTheSameNodeIDIsForgotten(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	base := t.TempDir()
 	n1 := newSimNode(t, base, "n1", "h1", nil)
 	n1.pool(t, "var/lib/cairn/thin")
@@ -93,7 +95,7 @@ func TestPeerReaddedUnderTheSameNodeIDIsForgotten(t *testing.T) {
 	}
 	// the old n2 synced once: n1's slot for node id 1 no longer holds day 0
 	synced := drbd.UUID(0x1234567890ABCDE0)
-	if _, err := newCountingExec(t).Run(context.Background(), drbd.SetGI(1000, state.Disks[0], 1, drbd.GI{}.SetUUID(drbd.GIBitmap, synced).String()), execx.Options{}); err != nil {
+	if _, err := newCountingExec(t).Run(context.Background(), drbdutils.SetGI(1000, state.Disks[0], 1, drbd.GI{}.SetUUID(drbd.GIBitmap, synced).String()), execx.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	again := twoReplicas("n1")
@@ -111,7 +113,7 @@ func TestPeerReaddedUnderTheSameNodeIDIsForgotten(t *testing.T) {
 		t.Fatalf("n1's bitmap UUID for the re-added node id 1 is %s, want day 0 %s (forgotten)", g.Bitmap(), day0)
 	}
 	// the same incarnation again: nothing forgotten
-	if _, err := newCountingExec(t).Run(context.Background(), drbd.SetGI(1000, state.Disks[0], 1, drbd.GI{}.SetUUID(drbd.GIBitmap, synced).String()), execx.Options{}); err != nil {
+	if _, err := newCountingExec(t).Run(context.Background(), drbdutils.SetGI(1000, state.Disks[0], 1, drbd.GI{}.SetUUID(drbd.GIBitmap, synced).String()), execx.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	again.Revision = 21

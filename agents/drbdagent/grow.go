@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/agents/execx"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 )
 
 // LastKnownDir is where drbdmeta keeps, per minor, the size and path of the backing
@@ -55,7 +55,7 @@ func moveMetadata(ctx context.Context, exec execx.Executor, minor int, disk stri
 	if err := os.WriteFile(lkbd, fmt.Appendf(nil, "%d\t%s\n", oldBytes, disk), 0o644); err != nil {
 		return err
 	}
-	if _, err := exec.Run(ctx, drbd.CheckResize(minor, disk), execx.Options{}); err != nil {
+	if _, err := exec.Run(ctx, drbdutils.CheckResize(minor, disk), execx.Options{}); err != nil {
 		return fmt.Errorf("move metadata of %s to its new end: %w", disk, err)
 	}
 	return nil

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/execx"
 	"github.com/rs/zerolog"
 )
 
@@ -171,11 +172,11 @@ func getGI(t testing.TB, minor int, disk string) [drbd.MaxNodeID + 1]drbd.GI {
 	var out [drbd.MaxNodeID + 1]drbd.GI
 	r := newCountingExec(t)
 	for id := 0; id <= drbd.MaxNodeID; id++ {
-		b, err := r.Run(context.Background(), drbd.GetGI(minor, disk, id), execx.Options{})
+		b, err := r.Run(context.Background(), drbdutils.GetGI(minor, disk, id), execx.Options{})
 		if err != nil {
 			t.Fatalf("get-gi node id %d of %s: %v", id, disk, err)
 		}
-		if out[id], err = drbd.ParseGetGI(b); err != nil {
+		if out[id], err = drbdutils.ParseGetGI(b); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,8 +9,9 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 )
 
 // Resource is what a Kernel learns of a resource when it is adjusted: the Desired the
@@ -32,7 +33,7 @@ type Kernel interface {
 	// not up is not an error.
 	Down(ctx context.Context, resource string) error
 	// DelPeer drops the connection to node id peer; ForgetPeer then frees that node
-	// id's bitmap slot (see drbd.ForgetPeer).
+	// id's bitmap slot (see drbdutils.ForgetPeer).
 	DelPeer(ctx context.Context, resource string, peer int) error
 	ForgetPeer(ctx context.Context, resource string, peer int) error
 	// Resize grows volume's device to the smallest backing size of the resource's
@@ -60,7 +61,7 @@ type Real struct {
 	Exec execx.Executor
 	// Lines runs the events2 stream (the same Runner as Exec in production).
 	Lines execx.LineRunner
-	Adm   drbd.Adm
+	Adm   drbdutils.Adm
 	// Drbdsetup is the drbdsetup program ("" = drbdsetup from PATH); tests point it
 	// at a fake script.
 	Drbdsetup string
@@ -99,7 +100,7 @@ func (k *Real) Adjust(ctx context.Context, r Resource) error {
 // Down runs `drbdsetup down <resource>` (it needs no configuration file, so it also
 // works after the file is gone).
 func (k *Real) Down(ctx context.Context, resource string) error {
-	_, err := k.Exec.Run(ctx, k.setup([]string{drbd.Drbdsetup, "down", resource}), execx.Options{})
+	_, err := k.Exec.Run(ctx, k.setup([]string{drbdutils.Drbdsetup, "down", resource}), execx.Options{})
 	return err
 }
 
@@ -112,7 +113,7 @@ func (k *Real) Resize(ctx context.Context, r Resource, volume int) error {
 // SuspendIO runs drbdsetup suspend-io for every minor.
 func (k *Real) SuspendIO(ctx context.Context, resource string, minors []int) error {
 	for _, m := range minors {
-		if _, err := k.Exec.Run(ctx, k.setup(drbd.SuspendIO(m)), execx.Options{}); err != nil {
+		if _, err := k.Exec.Run(ctx, k.setup(drbdutils.SuspendIO(m)), execx.Options{}); err != nil {
 			return err
 		}
 	}
@@ -122,7 +123,7 @@ func (k *Real) SuspendIO(ctx context.Context, resource string, minors []int) err
 // ResumeIO runs drbdsetup resume-io for every minor.
 func (k *Real) ResumeIO(ctx context.Context, resource string, minors []int) error {
 	for _, m := range minors {
-		if _, err := k.Exec.Run(ctx, k.setup(drbd.ResumeIO(m)), execx.Options{}); err != nil {
+		if _, err := k.Exec.Run(ctx, k.setup(drbdutils.ResumeIO(m)), execx.Options{}); err != nil {
 			return err
 		}
 	}
@@ -131,23 +132,23 @@ func (k *Real) ResumeIO(ctx context.Context, resource string, minors []int) erro
 
 // DelPeer runs drbdsetup del-peer.
 func (k *Real) DelPeer(ctx context.Context, resource string, peer int) error {
-	_, err := k.Exec.Run(ctx, k.setup(drbd.DelPeer(resource, peer)), execx.Options{})
+	_, err := k.Exec.Run(ctx, k.setup(drbdutils.DelPeer(resource, peer)), execx.Options{})
 	return err
 }
 
 // ForgetPeer runs drbdsetup forget-peer.
 func (k *Real) ForgetPeer(ctx context.Context, resource string, peer int) error {
-	_, err := k.Exec.Run(ctx, k.setup(drbd.ForgetPeer(resource, peer)), execx.Options{})
+	_, err := k.Exec.Run(ctx, k.setup(drbdutils.ForgetPeer(resource, peer)), execx.Options{})
 	return err
 }
 
 // GetGI runs drbdsetup get-gi and parses it.
 func (k *Real) GetGI(ctx context.Context, resource string, volume, peer int) (drbd.GI, error) {
-	out, err := k.Exec.Run(ctx, k.setup(drbd.DrbdsetupGetGI(resource, peer, volume)), execx.Options{})
+	out, err := k.Exec.Run(ctx, k.setup(drbdutils.DrbdsetupGetGI(resource, peer, volume)), execx.Options{})
 	if err != nil {
 		return drbd.GI{}, err
 	}
-	return drbd.ParseGetGI(out)
+	return drbdutils.ParseGetGI(out)
 }
 
 // EventsArgv is the events2 stream the agent follows: every resource, with
@@ -155,7 +156,7 @@ func (k *Real) GetGI(ctx context.Context, resource string, volume, peer int) (dr
 // `drbdsetup events2 --now --statistics all` and then follows the changes.
 func EventsArgv(drbdsetup string) []string {
 	if drbdsetup == "" {
-		drbdsetup = drbd.Drbdsetup
+		drbdsetup = drbdutils.Drbdsetup
 	}
 	return []string{drbdsetup, "events2", "--statistics", "all"}
 }

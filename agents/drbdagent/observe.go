@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
@@ -94,7 +95,7 @@ func isSyncing(r string) bool {
 // sync, a smaller one a bitmap resync; a connection that reaches Established through a
 // change without a resync synced nothing ("none"). The dump (`exists`) of an already
 // established connection says nothing about how it got there.
-func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) string {
+func (f *Fold) Apply(ev drbdutils.Event, sizeKiB func(rd string, vol int) uint64) string {
 	rd := ev.Name()
 	if rd == "" {
 		return ""
@@ -102,13 +103,13 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.res[rd]
-	if ev.Object == drbd.ObjectResource && ev.Verb == drbd.VerbDestroy {
+	if ev.Object == drbdutils.ObjectResource && ev.Verb == drbdutils.VerbDestroy {
 		delete(f.res, rd)
 		return rd
 	}
 	if r == nil {
 		switch ev.Object {
-		case drbd.ObjectResource, drbd.ObjectDevice, drbd.ObjectConnection, drbd.ObjectPeerDevice:
+		case drbdutils.ObjectResource, drbdutils.ObjectDevice, drbdutils.ObjectConnection, drbdutils.ObjectPeerDevice:
 		default:
 			return ""
 		}
@@ -116,16 +117,16 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 		f.res[rd] = r
 	}
 	switch ev.Object {
-	case drbd.ObjectResource:
+	case drbdutils.ObjectResource:
 		if v := ev.Role(); v != "" {
 			r.role = v
 		}
-	case drbd.ObjectDevice:
+	case drbdutils.ObjectDevice:
 		vol, ok := ev.Volume()
 		if !ok {
 			return ""
 		}
-		if ev.Verb == drbd.VerbDestroy {
+		if ev.Verb == drbdutils.VerbDestroy {
 			delete(r.devices, vol)
 			return rd
 		}
@@ -149,12 +150,12 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 		if n, ok := ev.SizeKiB(); ok {
 			d.sizeKiB = n
 		}
-	case drbd.ObjectConnection:
+	case drbdutils.ObjectConnection:
 		peer, ok := ev.PeerNodeID()
 		if !ok {
 			return ""
 		}
-		if ev.Verb == drbd.VerbDestroy {
+		if ev.Verb == drbdutils.VerbDestroy {
 			delete(r.conns, peer)
 			return rd
 		}
@@ -170,7 +171,7 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 				}
 			}
 		}
-	case drbd.ObjectPeerDevice:
+	case drbdutils.ObjectPeerDevice:
 		peer, ok1 := ev.PeerNodeID()
 		vol, ok2 := ev.Volume()
 		if !ok1 || !ok2 {
@@ -180,7 +181,7 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 		if v := ev.ConnName(); v != "" {
 			c.name = v
 		}
-		if ev.Verb == drbd.VerbDestroy {
+		if ev.Verb == drbdutils.VerbDestroy {
 			delete(c.pds, vol)
 			return rd
 		}
@@ -197,7 +198,7 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 		}
 		if d, ok := ev.Done(); ok {
 			pd.done = &d
-		} else if ev.Verb != drbd.VerbChange || ev.Replication() != "" {
+		} else if ev.Verb != drbdutils.VerbChange || ev.Replication() != "" {
 			pd.done = nil
 		}
 		if rep := ev.Replication(); rep != "" {
@@ -224,7 +225,7 @@ func (f *Fold) Apply(ev drbd.Event, sizeKiB func(rd string, vol int) uint64) str
 				}
 			case rep == "Established" && pd.syncing:
 				pd.syncing = false
-			case rep == "Established" && prev != "Established" && ev.Verb != drbd.VerbExists && pd.kind == "":
+			case rep == "Established" && prev != "Established" && ev.Verb != drbdutils.VerbExists && pd.kind == "":
 				pd.kind = drbd.SyncNone.String()
 			case rep == "Off":
 				pd.kind, pd.lastSync, pd.syncing = "", nil, false
@@ -372,7 +373,7 @@ func (f *Follower) started() {
 // and skipped.
 func (f *Follower) line(line string) {
 	metricEventLines.Inc()
-	ev, err := drbd.ParseEvents2Line(line)
+	ev, err := drbdutils.ParseEvents2Line(line)
 	if err != nil {
 		metricEventMalformed.Inc()
 		f.Log.Warn().Err(err).Str("line", line).Msg("events2 line skipped")

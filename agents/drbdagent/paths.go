@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cairn-io/cairn/internal/fsx"
+	"github.com/cairn-io/cairn/agents/fsx"
 )
 
 // Paths are the host paths the agent uses, all under one root ("/" on a real host; a

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/stretchr/testify/assert"
 )
 
 func desired(inc, rev uint64, diskless, active bool, peers ...string) *drbd.Desired {
 	d := &drbd.Desired{Resource: "r1", Node: "n1", Revision: rev, Active: active,
 		Replicas: []drbd.Replica{{Node: "n1", NodeID: 0, Diskless: diskless}},
-		Local:    &drbd.Local{NodeID: 0, Diskless: diskless, Incarnation: inc, Provider: drbd.ProviderFileThin}}
+		Local:    &drbd.Local{NodeID: 0, Diskless: diskless, Incarnation: inc, Provider: backing.ProviderFileThin}}
 	for i, p := range peers {
 		d.Replicas = append(d.Replicas, drbd.Replica{Node: p, NodeID: i + 1})
 	}

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/execx"
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/rs/zerolog"
 )
 
@@ -34,7 +35,7 @@ func (m kernelMux) Run(ctx context.Context, argv []string, opts execx.Options) (
 // device named in the resource file, `drbdadm adjust`, and on removal drbdsetup down,
 // wipe-md, losetup --detach and the volume removed.
 func TestRealKernelCommands(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	root := t.TempDir()
 	if err := os.MkdirAll(root+"/var/lib/cairn/thin", 0o755); err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func TestRealKernelCommands(t *testing.T) {
 	paths := NewPaths(root)
 	pub := &capture{}
 	rec, err := New(Config{Node: "n1", Names: events.NewNames(""), Paths: paths, Exec: ex, Pub: pub, Log: zerolog.Nop(),
-		Kernel: &Real{Exec: ex, Adm: drbd.Adm{Config: paths.MainConf}}, LoopDevices: true, PretendHost: true, StatusInterval: time.Second})
+		Kernel: &Real{Exec: ex, Adm: drbdutils.Adm{Config: paths.MainConf}}, LoopDevices: true, PretendHost: true, StatusInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

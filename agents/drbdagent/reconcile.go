@@ -8,9 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/execx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
@@ -67,7 +68,7 @@ var ErrStopped = errors.New("reconcile stopped after a step (test hook)")
 // calls for different resources run concurrently.
 type Reconciler struct {
 	cfg  Config
-	adm  drbd.Adm
+	adm  drbdutils.Adm
 	fold *Fold
 	pub  *statusPublisher
 
@@ -121,7 +122,7 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.SuspendBound <= 0 {
 		cfg.SuspendBound = DefaultSuspendBound
 	}
-	r := &Reconciler{cfg: cfg, adm: drbd.Adm{Config: cfg.Paths.MainConf}, fold: NewFold(), res: map[string]*resInfo{},
+	r := &Reconciler{cfg: cfg, adm: drbdutils.Adm{Config: cfg.Paths.MainConf}, fold: NewFold(), res: map[string]*resInfo{},
 		locks: map[string]*sync.Mutex{}, timers: map[string]*time.Timer{}}
 	r.pub = &statusPublisher{r: r, dirty: map[string]bool{}, last: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	return r, nil

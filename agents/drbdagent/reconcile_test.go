@@ -7,14 +7,16 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/storage/backing"
+	"github.com/cairn-io/cairn/test/testtools"
 )
 
 const testDay0 = "00000000000DA000"
 
 // oneReplica is r1 on n1 alone (the first replica), file_thin in /var/lib/cairn/thin.
 func oneReplica(minor int) *drbd.Desired {
-	seeds, _, err := drbd.PlanSeeds(drbd.SeedInput{NodeID: 0, Provider: drbd.ProviderFileThin,
+	seeds, _, err := drbd.PlanSeeds(drbd.SeedInput{NodeID: 0, Provider: backing.ProviderFileThin,
 		Volumes: []drbd.SeedVolume{{Number: 0, Day0GI: testDay0, First: true}}, Rand: strings.NewReader(strings.Repeat("\x12\x34\x56\x78\x9a\xbc\xde\xf0", 8))})
 	if err != nil {
 		panic(err)
@@ -22,7 +24,7 @@ func oneReplica(minor int) *drbd.Desired {
 	return &drbd.Desired{Resource: "r1", Node: "n1", Revision: 10, Active: true, Port: 7000,
 		Replicas: []drbd.Replica{{Node: "n1", Host: "h1", Address: "10.0.0.1", NodeID: 0, Minors: map[int]int{0: minor}}},
 		Volumes:  []drbd.Volume{{Number: 0, SizeKiB: 4096, Day0GI: testDay0}},
-		Local: &drbd.Local{NodeID: 0, Provider: drbd.ProviderFileThin, Pool: "/var/lib/cairn/thin", Incarnation: 10,
+		Local: &drbd.Local{NodeID: 0, Provider: backing.ProviderFileThin, Pool: "/var/lib/cairn/thin", Incarnation: 10,
 			Seeds: seeds}}
 }
 
@@ -55,7 +57,7 @@ func failedWith(t *testing.T, n *simNode, rd string, want ...string) {
 }
 
 func TestBadDesiredStateIsReportedAndChangesNothing(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	t.Run("unknown provider", func(t *testing.T) {
 		n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
 		n.pool(t, "var/lib/cairn/thin")
@@ -119,7 +121,7 @@ func TestBadDesiredStateIsReportedAndChangesNothing(t *testing.T) {
 }
 
 func TestSingleReplicaLifecycle(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
 	n.pool(t, "var/lib/cairn/thin")
 	d := oneReplica(1000)
@@ -182,7 +184,7 @@ func TestSingleReplicaLifecycle(t *testing.T) {
 // A failure to prepare the paths (here a file where etc/ must be) fails the reconcile,
 // and the next one prepares them again once the obstacle is gone: it is not remembered.
 func TestPrepareFailureIsRetried(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
 	n.pool(t, "var/lib/cairn/thin")
 	etc := filepath.Join(n.root, "etc")

@@ -79,3 +79,35 @@ func otherThan(node string) []string {
 	}
 	return out
 }
+
+// TestForgetPeerAndGrowInOneReconcile: n1's agent is away while a third disk replaces
+// the tiebreaker on n3 (under a new node id) and the volume is resized, so when it comes
+// back one desired state asks it to grow its backing file and to forget-peer the
+// tiebreaker's node id. The simulated disk's metadata sits at the old end of the grown
+// file until the resize moves it (the kernel has it in memory all along): the forget
+// must still find it, not fail with "No valid meta data found" and leave n1 failed for
+// good. n1 then forgets, connects n3's disk, grows the device, and keeps its data's
+// current UUID.
+func TestForgetPeerAndGrowInOneReconcile(t *testing.T) {
+	s, base, nodes := threeNodes(t)
+	submit(t, s, "rd.create", `{"name":"r1"}`)
+	submit(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":4096}`)
+	submit(t, s, "replica.add", `{"resource":"r1","node":"n1"}`)
+	submit(t, s, "replica.add", `{"resource":"r1","node":"n2"}`)
+	waitApplied(t, s, "r1", map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
+	disk1, minor1 := diskOf(t, nodes["n1"], "r1")
+	before := getGI(t, minor1, disk1)
+
+	nodes["n1"].stop()                                               // the agent only: DRBD stays up
+	submit(t, s, "replica.add", `{"resource":"r1","place_count":3}`) // a third disk: the tiebreaker goes
+	submit(t, s, "vd.resize", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	nodes["n1"] = startClusterNode(t, s, base, "n1", "h1")
+	eventually(t, "n1 forgot the tiebreaker, connected n3's disk and grew the device", 60*time.Second, func() (bool, string) {
+		st, _ := lastStatus(t, s, "n1", "r1")
+		return st.Phase == drbd.PhaseApplied && st.Error == "" && len(st.Volumes) == 1 && st.Volumes[0].SizeKiB == 8192 &&
+			connectedTo(st, "n2", "n3"), js(st)
+	})
+	if after := getGI(t, minor1, disk1); after[0].Current() != before[0].Current() {
+		t.Errorf("n1's current UUID %s after the forget and grow, was %s", after[0].Current(), before[0].Current())
+	}
+}

@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/testtools"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/test/testtools"
 )
 
 // The agent is killed right after a step (the hook stops the reconcile there, as if
@@ -14,7 +15,7 @@ import (
 // uninterrupted run produces, create-md must have run once, the seeds applied once in
 // full (32 set-gi) and, once adjust started, never again.
 func TestRestartBetweenSteps(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	want := uninterruptedGI(t)
 	seeds := len(oneReplica(1000).Local.Seeds)
 
@@ -71,7 +72,7 @@ func TestRestartBetweenSteps(t *testing.T) {
 // agent missed the removal) retires the old disk and seeds fresh metadata; one of an
 // older incarnation is ignored and changes nothing.
 func TestIncarnationRules(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	n := newSimNode(t, t.TempDir(), "n1", "h1", nil)
 	n.pool(t, "var/lib/cairn/thin")
 	d := oneReplica(1000)
@@ -108,7 +109,7 @@ func TestIncarnationRules(t *testing.T) {
 // agent applies every seed again (set-gi writes absolute values) and ends with the
 // metadata of an uninterrupted run, without a second create-md.
 func TestRestartHalfwayThroughSeeding(t *testing.T) {
-	testtools.Need(t, drbd.Drbdadm, drbd.Drbdmeta)
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	want := uninterruptedGI(t)
 
 	base := t.TempDir()

@@ -14,8 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/rs/zerolog"
 )
 
@@ -186,19 +187,47 @@ func notify(dir, node, rd string) {
 	}
 }
 
-// simMeta reads and writes GIs with the real drbdmeta.
+// simMeta reads and writes GIs with the real drbdmeta. Every access first finds the
+// metadata where drbdmeta looks for it (follow); callers save the registry afterwards.
 type simMeta struct{ exec execx.Executor }
 
+// follow moves an attached disk's internal metadata to the end of its file when the
+// file grew since the metadata was placed there (v.FileBytes), as drbdmeta check-resize
+// does, and records the new size in v. The kernel keeps an attached disk's metadata in
+// memory, so a forget-peer or a handshake between growing the backing and resizing the
+// device works on it; the sim keeps it in the file, where drbdmeta would otherwise find
+// "No valid meta data". A disk whose size was never recorded is left alone.
+func (m simMeta) follow(ctx context.Context, v *simVolume) error {
+	if v.FileBytes == 0 {
+		return nil
+	}
+	now, err := deviceBytes(v.Disk)
+	if err != nil || now <= v.FileBytes {
+		return err
+	}
+	if err := moveMetadata(ctx, m.exec, v.Minor, v.Disk, v.FileBytes); err != nil {
+		return err
+	}
+	v.FileBytes = now
+	return nil
+}
+
 func (m simMeta) get(ctx context.Context, v *simVolume, nodeID int) (drbd.GI, error) {
-	out, err := m.exec.Run(ctx, drbd.GetGI(v.Minor, v.Disk, nodeID), execx.Options{})
+	if err := m.follow(ctx, v); err != nil {
+		return drbd.GI{}, err
+	}
+	out, err := m.exec.Run(ctx, drbdutils.GetGI(v.Minor, v.Disk, nodeID), execx.Options{})
 	if err != nil {
 		return drbd.GI{}, err
 	}
-	return drbd.ParseGetGI(out)
+	return drbdutils.ParseGetGI(out)
 }
 
 func (m simMeta) set(ctx context.Context, v *simVolume, nodeID int, g drbd.GI) error {
-	_, err := m.exec.Run(ctx, drbd.SetGI(v.Minor, v.Disk, nodeID, g.String()), execx.Options{})
+	if err := m.follow(ctx, v); err != nil {
+		return err
+	}
+	_, err := m.exec.Run(ctx, drbdutils.SetGI(v.Minor, v.Disk, nodeID, g.String()), execx.Options{})
 	return err
 }
 
@@ -214,7 +243,7 @@ func (s *Sim) Adjust(ctx context.Context, r Resource) error {
 		}
 	}
 	if r.ConfigChanged {
-		out, err := s.Exec.Run(ctx, drbd.Adm{Config: s.MainConf, DryRun: true}.Adjust(d.Resource), execx.Options{Env: []string{"__DRBD_NODE__=" + host}})
+		out, err := s.Exec.Run(ctx, drbdutils.Adm{Config: s.MainConf, DryRun: true}.Adjust(d.Resource), execx.Options{Env: []string{"__DRBD_NODE__=" + host}})
 		if err != nil {
 			return err
 		}
@@ -421,7 +450,7 @@ func syncMetadata(ctx context.Context, meta simMeta, src, tgt *simReg, v int) er
 }
 
 // Resize grows volume vol as DRBD does: it moves the local disk's internal metadata to
-// the new end of a file that grew (the real drbdmeta check-resize, see moveMetadata:
+// the new end of a file that grew (simMeta.follow: the real drbdmeta check-resize, see moveMetadata:
 // the kernel does that on an online resize, and the sim reads metadata from the file
 // where the kernel would keep it in memory), records the local backing as holding r's volume size, refuses while a
 // diskful peer of r is not connected, and otherwise sets the device size of this node
@@ -449,15 +478,8 @@ func (s *Sim) Resize(ctx context.Context, r Resource, vol int) error {
 	}
 	own := reg.Volumes[vol]
 	if !reg.Diskless {
-		now, err := deviceBytes(own.Disk)
-		if err != nil {
+		if err := (simMeta{s.Exec}).follow(ctx, own); err != nil {
 			return err
-		}
-		if now > own.FileBytes {
-			if err := moveMetadata(ctx, s.Exec, own.Minor, own.Disk, own.FileBytes); err != nil {
-				return err
-			}
-			own.FileBytes = now
 		}
 		own.BackingKiB = max(own.BackingKiB, want)
 		if err := saveReg(s.Dir, reg); err != nil {
@@ -632,5 +654,10 @@ func (s *Sim) GetGI(ctx context.Context, rd string, vol, peer int) (drbd.GI, err
 	if reg == nil || reg.Volumes[vol] == nil || reg.Diskless {
 		return drbd.GI{}, fmt.Errorf("sim: %s volume %d is not attached", rd, vol)
 	}
-	return simMeta{s.Exec}.get(ctx, reg.Volumes[vol], peer)
+	was := reg.Volumes[vol].FileBytes
+	g, err := simMeta{s.Exec}.get(ctx, reg.Volumes[vol], peer)
+	if err == nil && reg.Volumes[vol].FileBytes != was {
+		err = saveReg(s.Dir, reg) // the metadata moved (follow)
+	}
+	return g, err
 }

@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 )
 
 // simUUIDs are the UUIDs of one disk's metadata as `drbdmeta dump-md` prints them: one
@@ -90,7 +91,10 @@ func dumpUUID(field, text string) (drbd.UUID, error) {
 }
 
 func (m simMeta) dump(ctx context.Context, v *simVolume) (simUUIDs, error) {
-	out, err := m.exec.Run(ctx, drbd.DumpMD(v.Minor, v.Disk), execx.Options{})
+	if err := m.follow(ctx, v); err != nil {
+		return simUUIDs{}, err
+	}
+	out, err := m.exec.Run(ctx, drbdutils.DumpMD(v.Minor, v.Disk), execx.Options{})
 	if err != nil {
 		return simUUIDs{}, err
 	}

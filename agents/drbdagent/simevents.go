@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 )
 
 // simObj is one events2 object of the simulated kernel: its key, the object word, the
@@ -24,7 +25,7 @@ type simObj struct {
 }
 
 func (o simObj) line(verb string) string {
-	if verb == drbd.VerbDestroy {
+	if verb == drbdutils.VerbDestroy {
 		return verb + " " + o.object + " " + o.ident
 	}
 	return verb + " " + o.object + " " + o.ident + " " + o.fields
@@ -41,7 +42,7 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 	if reg.Suspended {
 		suspended = "user"
 	}
-	objs := []simObj{{key: "resource", object: drbd.ObjectResource, ident: name, fields: "role:Secondary suspended:" + suspended}}
+	objs := []simObj{{key: "resource", object: drbdutils.ObjectResource, ident: name, fields: "role:Secondary suspended:" + suspended}}
 	vols := slices.Sorted(maps.Keys(reg.Volumes))
 	client := "no"
 	if reg.Diskless {
@@ -49,7 +50,7 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 	}
 	for _, v := range vols {
 		sv := reg.Volumes[v]
-		objs = append(objs, simObj{key: "device:" + strconv.Itoa(v), object: drbd.ObjectDevice,
+		objs = append(objs, simObj{key: "device:" + strconv.Itoa(v), object: drbdutils.ObjectDevice,
 			ident:  fmt.Sprintf("%s volume:%d minor:%d", name, v, sv.Minor),
 			fields: fmt.Sprintf("disk:%s client:%s size:%d written:%d", sv.DiskState, client, sv.SizeKiB, sv.Written*4)})
 	}
@@ -70,7 +71,7 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 			}
 		}
 		ident := fmt.Sprintf("%s peer-node-id:%d conn-name:%s", name, p, host)
-		objs = append(objs, simObj{key: "connection:" + strconv.Itoa(p), object: drbd.ObjectConnection, ident: ident,
+		objs = append(objs, simObj{key: "connection:" + strconv.Itoa(p), object: drbdutils.ObjectConnection, ident: ident,
 			fields: fmt.Sprintf("connection:%s role:%s", state, role)})
 		for _, v := range vols {
 			rep, pdisk, pclient := "Off", "DUnknown", "no"
@@ -82,7 +83,7 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 					pdisk = pv.DiskState
 				}
 			}
-			objs = append(objs, simObj{key: fmt.Sprintf("peer-device:%d:%d", p, v), object: drbd.ObjectPeerDevice,
+			objs = append(objs, simObj{key: fmt.Sprintf("peer-device:%d:%d", p, v), object: drbdutils.ObjectPeerDevice,
 				ident:  fmt.Sprintf("%s volume:%d", ident, v),
 				fields: fmt.Sprintf("replication:%s peer-disk:%s peer-client:%s resync-suspended:no out-of-sync:0", rep, pdisk, pclient)})
 		}
@@ -114,7 +115,7 @@ func (s *Sim) refresh(rd string) {
 	for _, o := range objs {
 		now[o.key] = true
 		prev, had := old[o.key]
-		if o.object == drbd.ObjectPeerDevice && reg != nil {
+		if o.object == drbdutils.ObjectPeerDevice && reg != nil {
 			var p, v int
 			fmt.Sscanf(o.key, "peer-device:%d:%d", &p, &v)
 			if c := reg.Conns[p]; c != nil {
@@ -126,9 +127,9 @@ func (s *Sim) refresh(rd string) {
 					sync := o
 					sync.fields = strings.Replace(strings.Replace(o.fields, "replication:Established", "replication:"+role, 1),
 						"out-of-sync:0", fmt.Sprintf("out-of-sync:%d done:0.00", rec.KiB), 1)
-					verb := drbd.VerbChange
+					verb := drbdutils.VerbChange
 					if !had {
-						verb = drbd.VerbCreate
+						verb = drbdutils.VerbCreate
 					}
 					lines = append(lines, sync.line(verb))
 					prev, had = sync, true
@@ -140,15 +141,15 @@ func (s *Sim) refresh(rd string) {
 		}
 		switch {
 		case !had:
-			lines = append(lines, o.line(drbd.VerbCreate))
+			lines = append(lines, o.line(drbdutils.VerbCreate))
 		case prev.fields != o.fields || prev.ident != o.ident:
-			lines = append(lines, o.line(drbd.VerbChange))
+			lines = append(lines, o.line(drbdutils.VerbChange))
 		}
 	}
 	olds := s.views[rd]
 	for i := len(olds) - 1; i >= 0; i-- {
 		if !now[olds[i].key] {
-			lines = append(lines, olds[i].line(drbd.VerbDestroy))
+			lines = append(lines, olds[i].line(drbdutils.VerbDestroy))
 		}
 	}
 	if len(objs) == 0 {
@@ -208,7 +209,7 @@ func (s *Sim) Events(ctx context.Context, fn func(line string)) error {
 		}
 		s.syncSeen[rd] = seen
 		for _, o := range objs {
-			dump = append(dump, o.line(drbd.VerbExists))
+			dump = append(dump, o.line(drbdutils.VerbExists))
 		}
 	}
 	s.mu.Unlock()
@@ -282,9 +283,9 @@ func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, bl
 	}
 	switch {
 	case me == nil:
-		return 0, fmt.Errorf("sim write: no node with root %s has resource %s", root, rd)
+		return 0, fmt.Errorf("sim write: no node with root %s has resource %s (yet: `cairn wait resource %s` waits for the agents)", root, rd, rd)
 	case !me.Up:
-		return 0, fmt.Errorf("sim write: %s is not up on node %s", rd, me.Node)
+		return 0, fmt.Errorf("sim write: %s is not up on node %s (yet: `cairn wait resource %s` waits for the agents)", rd, me.Node, rd)
 	case me.Diskless:
 		return 0, fmt.Errorf("sim write: %s is diskless on node %s", rd, me.Node)
 	}

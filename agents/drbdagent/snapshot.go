@@ -8,8 +8,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/volume"
 	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/storage/volume"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 // DefaultSuspendBound is the longest an agent keeps a resource's I/O suspended for a
@@ -192,7 +194,7 @@ func takeAll(ctx context.Context, s volume.Snapshotter, rd string, vols []int, s
 		return fmt.Errorf("no snapshots on this provider")
 	}
 	for _, v := range vols {
-		if err := s.Snapshot(ctx, volume.Name(rd, v), snap); err != nil {
+		if err := s.Snapshot(ctx, backing.VolumeName(rd, v), snap); err != nil {
 			return err
 		}
 	}
@@ -206,7 +208,7 @@ func deleteAll(ctx context.Context, s volume.Snapshotter, rd string, vols []int,
 		return nil
 	}
 	for _, v := range vols {
-		if err := s.DeleteSnapshot(ctx, volume.Name(rd, v), snap); err != nil {
+		if err := s.DeleteSnapshot(ctx, backing.VolumeName(rd, v), snap); err != nil {
 			return err
 		}
 	}
@@ -259,16 +261,16 @@ func (r *Reconciler) rollback(ctx context.Context, rd string, d *drbd.Desired, s
 		return fmt.Errorf("rollback: down: %w", err)
 	}
 	for _, v := range d.Volumes {
-		name := volume.Name(rd, v.Number)
+		name := backing.VolumeName(rd, v.Number)
 		if err := snapper.Rollback(ctx, name, rb.Snapshot, drbd.BackingKiB(v.SizeKiB, st.MaxPeers)); err != nil {
 			return err
 		}
-		if _, err := r.run(ctx, drbd.CreateMD(st.Minors[v.Number], st.Disks[v.Number], st.MaxPeers)); err != nil {
+		if _, err := r.run(ctx, drbdutils.CreateMD(st.Minors[v.Number], st.Disks[v.Number], st.MaxPeers)); err != nil {
 			return fmt.Errorf("rollback: create-md volume %d: %w", v.Number, err)
 		}
 	}
 	for _, s := range rb.Seeds {
-		if _, err := r.run(ctx, drbd.SeedArgv(st.Minors[s.Volume], st.Disks[s.Volume], s)); err != nil {
+		if _, err := r.run(ctx, drbdutils.SeedArgv(st.Minors[s.Volume], st.Disks[s.Volume], s)); err != nil {
 			return fmt.Errorf("rollback: set-gi volume %d: %w", s.Volume, err)
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 )
 
 func snapshotOf(t *testing.T, s *server.Server, rd, name string) (projections.RDSnapshot, bool) {

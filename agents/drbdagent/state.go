@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/cairn-io/cairn/drbd"
-	"github.com/cairn-io/cairn/internal/fsx"
+	"github.com/cairn-io/cairn/agents/fsx"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 // State is what the agent has done for one resource on this node, in
@@ -32,8 +32,8 @@ type State struct {
 	Revision uint64 `json:"revision"`
 	Diskless bool   `json:"diskless,omitempty"`
 	// Provider and Pool of the backing volumes (diskful only).
-	Provider drbd.Provider `json:"provider,omitempty"`
-	Pool     string        `json:"pool,omitempty"`
+	Provider backing.Provider `json:"provider,omitempty"`
+	Pool     string           `json:"pool,omitempty"`
 	// MaxPeers is the create-md max-peers (fixed for the incarnation; the backing
 	// volumes are sized for it).
 	MaxPeers int `json:"max_peers,omitempty"`

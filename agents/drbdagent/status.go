@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -164,8 +165,8 @@ func (r *Reconciler) build(ctx context.Context, rd string) (drbd.Status, bool) {
 			gi, err = r.cfg.Kernel.GetGI(ctx, rd, v, peer)
 		} else if disk, ok := state.Disks[v]; ok {
 			var out []byte
-			if out, err = r.run(ctx, drbd.GetGI(state.Minors[v], disk, d.Local.NodeID)); err == nil {
-				gi, err = drbd.ParseGetGI(out)
+			if out, err = r.run(ctx, drbdutils.GetGI(state.Minors[v], disk, d.Local.NodeID)); err == nil {
+				gi, err = drbdutils.ParseGetGI(out)
 			}
 		}
 		if err == nil && gi.Complete() {

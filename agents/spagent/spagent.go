@@ -15,9 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
+	"github.com/cairn-io/cairn/agents/volume"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/execx"
-	"github.com/cairn-io/cairn/storage/volume"
+	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/rs/zerolog"
 )
 
@@ -47,7 +48,7 @@ type Config struct {
 type Reporter struct {
 	cfg   Config
 	mu    sync.Mutex
-	pools map[string]volume.PoolSpec
+	pools map[string]backing.PoolSpec
 }
 
 // New returns a Reporter.
@@ -58,7 +59,7 @@ func New(cfg Config) *Reporter {
 	if cfg.Names.Prefix == "" {
 		cfg.Names = events.NewNames("")
 	}
-	return &Reporter{cfg: cfg, pools: map[string]volume.PoolSpec{}}
+	return &Reporter{cfg: cfg, pools: map[string]backing.PoolSpec{}}
 }
 
 // Reconcile takes one storage pool's desired state: a pool is measured and reported at
@@ -75,7 +76,7 @@ func (r *Reporter) Reconcile(ctx context.Context, subject string, data []byte) e
 		r.mu.Unlock()
 		return nil
 	}
-	var spec volume.PoolSpec
+	var spec backing.PoolSpec
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return fmt.Errorf("storage pool %s: %w", name, err)
 	}
@@ -110,8 +111,8 @@ func (r *Reporter) Run(ctx context.Context) {
 
 // report measures one pool and publishes the report (with the error when the back end
 // could not be measured).
-func (r *Reporter) report(ctx context.Context, spec volume.PoolSpec) {
-	rep := volume.PoolReport{Node: spec.Node, Name: spec.Name, At: time.Now().UTC()}
+func (r *Reporter) report(ctx context.Context, spec backing.PoolSpec) {
+	rep := backing.PoolReport{Node: spec.Node, Name: spec.Name, At: time.Now().UTC()}
 	c, err := volume.Measure(ctx, spec.Provider, spec.Pool, r.cfg.Root, r.cfg.Exec)
 	if err != nil {
 		rep.Error = err.Error()

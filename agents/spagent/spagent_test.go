@@ -10,18 +10,18 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/storage/volume"
+	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 )
 
 type pubs struct {
 	mu  sync.Mutex
-	got map[string][]volume.PoolReport
+	got map[string][]backing.PoolReport
 }
 
 func (p *pubs) Publish(subject string, data []byte) error {
-	var r volume.PoolReport
+	var r backing.PoolReport
 	if err := json.Unmarshal(data, &r); err != nil {
 		return err
 	}
@@ -44,11 +44,11 @@ func (p *pubs) count(subject string) int {
 func TestReporter(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "pools/a"), 0o755))
-	p := &pubs{got: map[string][]volume.PoolReport{}}
+	p := &pubs{got: map[string][]backing.PoolReport{}}
 	names := events.NewNames("")
 	r := New(Config{Node: "n1", Names: names, Root: root, Pub: p, Log: zerolog.Nop(), Interval: 50 * time.Millisecond})
 	spec := func(name, dir string) []byte {
-		b, _ := json.Marshal(volume.PoolSpec{Node: "n1", Name: name, Provider: "file_thin", Pool: dir, Revision: 3})
+		b, _ := json.Marshal(backing.PoolSpec{Node: "n1", Name: name, Provider: "file_thin", Pool: dir, Revision: 3})
 		return b
 	}
 	ctx := context.Background()
@@ -70,10 +70,14 @@ func TestReporter(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	go r.Run(runCtx)
 	require.Eventually(t, func() bool { return p.count(subject) >= 3 }, 5*time.Second, 10*time.Millisecond, "not reported every interval")
+	bSubject := names.Status("n1", Kind, "b")
+	nb := p.count(bSubject)
 	require.NoError(t, r.Reconcile(ctx, names.Node("n1", Kind, "a"), nil))
-	time.Sleep(20 * time.Millisecond) // a tick already running may still send one
+	// A tick already running may still report a; the second report of b after the
+	// removal comes from a tick that began after it.
+	require.Eventually(t, func() bool { return p.count(bSubject) >= nb+2 }, 5*time.Second, 10*time.Millisecond)
 	n := p.count(subject)
-	require.Eventually(t, func() bool { return p.count(names.Status("n1", Kind, "b")) >= 3 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return p.count(bSubject) >= nb+4 }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, n, p.count(subject), "a pool taken away is still reported")
 	cancel()
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/storage/mmp"
 	"github.com/cairn-io/cairn/storage/zpool"
 )

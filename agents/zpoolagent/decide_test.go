@@ -1,69 +1,101 @@
 package zpoolagent
 
 import (
-	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cairn-io/cairn/agents"
-	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/storage/mmp"
 	"github.com/cairn-io/cairn/storage/zpool"
+	"github.com/cockroachdb/datadriven"
 )
 
+// TestDecide runs testdata/decide: each case's input sets the desired state ("desired
+// none", or overrides of pool tank, node n1, devices /dev/a, grant 7) and what the agent
+// knows ("local observed imported grant=7 …", times relative to now); the output is the
+// action and its reason.
 func TestDecide(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	d := zpool.Desired{Pool: "tank", Node: "n1", Devices: []string{"/dev/a"}, GrantSeq: 7}
-	want := Want{Present: true, Desired: d}
-	with := func(f func(*zpool.Desired)) Want { w := want; f(&w.Desired); return w }
-	none := Want{}
-	obs := Local{Observed: true}
-	for _, tc := range []struct {
-		name string
-		w    Want
-		l    Local
-		act  Action
-	}{
-		{"nothing observed yet", want, Local{}, ActObserve},
-		{"nothing observed, empty desired", none, Local{}, ActObserve},
-		{"hold after a failed observe", want, Local{HoldUntil: now.Add(time.Second)}, ActWait},
-		{"grant, not imported", want, obs, ActImport},
-		{"grant, imported under it: no new check", want, Local{Observed: true, Imported: true, Grant: 7}, ActNothing},
-		{"grant, found imported at start", want, Local{Observed: true, Imported: true}, ActAdopt},
-		{"new grant while imported under an older one", want, Local{Observed: true, Imported: true, Grant: 5}, ActAdopt},
-		{"refused grant backs off", want, Local{Observed: true, Failed: 7, RetryAt: now.Add(time.Minute), Attempts: 1}, ActWait},
-		{"refused grant retried after the backoff", want, Local{Observed: true, Failed: 7, RetryAt: now.Add(-time.Second)}, ActImport},
-		{"a new grant does not wait for an old refusal", want, Local{Observed: true, Failed: 6, RetryAt: now.Add(time.Minute)}, ActImport},
-		{"contested grant: never imported again", want, Local{Observed: true, Contested: 7}, ActReportHeld},
-		{"contested grant, held and reported", want, Local{Observed: true, Contested: 7, Reported: zpool.PhaseContested, ReportedGrant: 7}, ActNothing},
-		{"contested grant imported again: fence", want, Local{Observed: true, Imported: true, Grant: 7, Contested: 7}, ActFence},
-		{"a new grant after a contest imports", with(func(d *zpool.Desired) { d.GrantSeq = 9 }), Local{Observed: true, Contested: 7}, ActImport},
-		{"empty, imported: export", none, Local{Observed: true, Imported: true, Grant: 7}, ActExport},
-		{"empty, imported under a contested grant: fence", none, Local{Observed: true, Imported: true, Grant: 7, Contested: 7}, ActFence},
-		{"empty, not imported: report once", none, obs, ActReportExported},
-		{"empty, reported", none, Local{Observed: true, Reported: zpool.PhaseExported}, ActNothing},
-		{"empty after a fence: exported (the latch stays)", none, Local{Observed: true, Contested: 7, Reported: zpool.PhaseContested}, ActReportExported},
-		{"another node's desired state", with(func(d *zpool.Desired) { d.Node = "n2" }), obs, ActInvalid},
-		{"another pool's desired state", with(func(d *zpool.Desired) { d.Pool = "other" }), obs, ActInvalid},
-		{"no devices", with(func(d *zpool.Desired) { d.Devices = nil }), obs, ActInvalid},
-		{"a device that is an option", with(func(d *zpool.Desired) { d.Devices = []string{"-f"} }), obs, ActInvalid},
-		{"no grant", with(func(d *zpool.Desired) { d.GrantSeq = 0 }), obs, ActInvalid},
-		{"invalid, reported", with(func(d *zpool.Desired) { d.Devices = nil }),
-			Local{Observed: true, Reported: zpool.PhaseFailed, ReportedGrant: 7, ReportedCode: CodeInvalidDesired}, ActNothing},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Decide("n1", "tank", tc.w, tc.l, now)
-			if got.Action != tc.act {
-				t.Fatalf("Decide = %s (%s), want %s", got.Action, got.Reason, tc.act)
+	datadriven.RunTest(t, "testdata/decide", func(t *testing.T, d *datadriven.TestData) string {
+		if d.Cmd != "decide" {
+			t.Fatalf("unknown command %q", d.Cmd)
+		}
+		want := Want{Present: true, Desired: zpool.Desired{Pool: "tank", Node: "n1", Devices: []string{"/dev/a"}, GrantSeq: 7}}
+		var local Local
+		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) == 0 {
+				continue
 			}
-			if got.Reason == "" {
-				t.Fatal("no reason")
+			for _, f := range fields[1:] {
+				key, val, _ := strings.Cut(f, "=")
+				switch fields[0] + " " + key {
+				case "desired none":
+					want = Want{}
+				case "desired node":
+					want.Desired.Node = val
+				case "desired pool":
+					want.Desired.Pool = val
+				case "desired devices":
+					want.Desired.Devices = nil
+					if v := strings.Trim(val, "()"); v != "" {
+						want.Desired.Devices = strings.Split(v, ",")
+					}
+				case "desired grant":
+					want.Desired.GrantSeq = num(t, val)
+				case "local observed":
+					local.Observed = true
+				case "local imported":
+					local.Imported = true
+				case "local grant":
+					local.Grant = num(t, val)
+				case "local contested":
+					local.Contested = num(t, val)
+				case "local failed":
+					local.Failed = num(t, val)
+				case "local attempts":
+					local.Attempts = int(num(t, val))
+				case "local retry":
+					local.RetryAt = now.Add(duration(t, val))
+				case "local hold":
+					local.HoldUntil = now.Add(duration(t, val))
+				case "local reported":
+					local.Reported = val
+				case "local reported-grant":
+					local.ReportedGrant = num(t, val)
+				case "local reported-code":
+					local.ReportedCode = val
+				default:
+					t.Fatalf("%s: unknown %q", line, f)
+				}
 			}
-		})
+		}
+		got := Decide("n1", "tank", want, local, now)
+		if got.Reason == "" {
+			t.Fatalf("%s without a reason", got.Action)
+		}
+		return fmt.Sprintf("%s: %s\n", got.Action, got.Reason)
+	})
+}
+
+func num(t *testing.T, s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
 	}
+	return n
+}
+
+func duration(t *testing.T, s string) time.Duration {
+	d, err := time.ParseDuration(strings.TrimPrefix(s, "+"))
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return d
 }
 
 func TestBackoff(t *testing.T) {
@@ -220,32 +252,6 @@ func TestParseSubject(t *testing.T) {
 	}
 	if err := r.Reconcile(t.Context(), "cairn.node.n1.zpool.tank", []byte("{")); err == nil {
 		t.Error("bad JSON accepted")
-	}
-}
-
-type recordingReconciler struct{ subjects []string }
-
-func (r *recordingReconciler) Reconcile(_ context.Context, subject string, _ []byte) error {
-	r.subjects = append(r.subjects, subject)
-	return nil
-}
-
-func TestMux(t *testing.T) {
-	z, d := &recordingReconciler{}, &recordingReconciler{}
-	m := Mux{Names: events.NewNames(""), Kinds: map[string]agents.Reconciler{"zpool": z}, Default: d}
-	for _, s := range []string{"cairn.node.n1.zpool.tank", "cairn.node.n1.drbd.r1", "cairn.node.n1.zpool.t2"} {
-		if err := m.Reconcile(context.Background(), s, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := m.Reconcile(context.Background(), "cairn.status.n1.zpool.tank", nil); err == nil {
-		t.Fatal("a status subject routed")
-	}
-	if len(z.subjects) != 2 || len(d.subjects) != 1 || d.subjects[0] != "cairn.node.n1.drbd.r1" {
-		t.Fatalf("zpool %v, default %v", z.subjects, d.subjects)
-	}
-	if err := (Mux{Names: events.NewNames("")}).Reconcile(context.Background(), "cairn.node.n1.lvm.x", nil); err != nil {
-		t.Fatal("a kind without a reconciler is recorded only, not an error")
 	}
 }
 

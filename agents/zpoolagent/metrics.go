@@ -6,6 +6,10 @@ import (
 )
 
 var (
+	metricDecisions = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_zpool_decisions_total",
+		Help: "Decisions of the agent's pool workers, by action (import, adopt, export, fence, …; every pass of a worker ends with nothing or wait).",
+	}, []string{"action"})
 	metricChecks = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_zpool_checks_total",
 		Help: "MMP activity checks run by the agent before an import, by verdict code (no_activity, activity_detected, exported_by_this_host, mmp_off, no_hostid, unreadable_vdev, canceled, …).",

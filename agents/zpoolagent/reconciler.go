@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-io/cairn/agents"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/storage/mmp"
 	"github.com/cairn-io/cairn/storage/zfs"
@@ -91,6 +92,8 @@ type Options struct {
 	// Now is the clock of statuses and backoff (nil: time.Now).
 	Now func() time.Time
 }
+
+var _ agents.Reconciler = (*Reconciler)(nil)
 
 // Reconciler handles the zpool subjects of one node: Reconcile hands each desired state
 // to the pool's worker goroutine and returns at once. It implements the agents

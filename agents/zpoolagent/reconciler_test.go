@@ -3,7 +3,6 @@ package zpoolagent_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cairn-io/cairn/agents"
 	"github.com/cairn-io/cairn/agents/zpoolagent"
 	"github.com/cairn-io/cairn/agents/zpoolagent/zpoolfake"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/cairn-io/cairn/storage/mmp"
 	"github.com/cairn-io/cairn/storage/zfs"
 	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
@@ -168,7 +169,7 @@ func (h *harness) startAgent() *zpoolagent.Reconciler {
 	r, err := zpoolagent.New(opts)
 	require.NoError(h.t, err)
 	a, err := agents.New(h.nc, agents.Options{Node: "n1", Names: names, HeartbeatInterval: 200 * time.Millisecond,
-		Log: zerolog.Nop(), Reconciler: zpoolagent.Mux{Names: names, Kinds: map[string]agents.Reconciler{zpoolagent.Kind: r}}})
+		Log: zerolog.Nop(), Reconciler: agents.Mux{Names: names, Kinds: map[string]agents.Reconciler{zpoolagent.Kind: r}}})
 	require.NoError(h.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -324,10 +325,12 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 	assert.Equal(t, zpoolagent.CodeFenced, st.Code)
 	assert.Equal(t, "0x22222222", st.ForeignHostID)
 
-	// The same contested grant again: never re-imported.
-	n := len(h.calls())
+	// The same contested grant again: never re-imported. A worker's pass over an offer
+	// ends with a "nothing" decision; once counted, the calls are final.
+	n, passes := len(h.calls()), decisions(t, zpoolagent.ActNothing)
 	require.NoError(t, r.Reconcile(context.Background(), "cairn.node.n1.zpool.tank", body))
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return decisions(t, zpoolagent.ActNothing) > passes }, 5*time.Second, 10*time.Millisecond,
+		"the worker never finished its pass over the offer")
 	assert.Len(t, h.calls(), n)
 
 	// Nor after a restart: the latch is in the state directory. The control plane no
@@ -335,11 +338,13 @@ func TestGrantCheckImportWatchFence(t *testing.T) {
 	// that lags would: the restarted agent knows it only from the latch.
 	h.stopAgent()
 	h.fake = &zpoolfake.Fake{StateFile: h.fake.StateFile, HostID: me, Hostname: "n1"}
+	passes = decisions(t, zpoolagent.ActNothing)
 	r = h.startAgent()
 	require.NoError(t, r.Reconcile(context.Background(), "cairn.node.n1.zpool.tank", body))
 	require.Eventually(t, func() bool { return slices.Contains(h.seen(), zpool.PhaseContested+"/"+zpoolagent.CodeContestedGrant) },
 		5*time.Second, 10*time.Millisecond, "the restarted agent did not hold the contested grant; statuses %v", h.seen())
-	time.Sleep(300 * time.Millisecond)
+	require.Eventually(t, func() bool { return decisions(t, zpoolagent.ActNothing) > passes }, 5*time.Second, 10*time.Millisecond,
+		"the restarted worker never finished its pass")
 	assert.False(t, slices.ContainsFunc(h.calls(), func(c string) bool { return strings.HasPrefix(c, "import") }))
 	assert.False(t, h.imported())
 
@@ -599,4 +604,23 @@ func counterSum(t *testing.T, name, code string) float64 {
 		}
 	}
 	return total
+}
+
+// decisions reads cairn_zpool_decisions_total{action} from the process's registry.
+func decisions(t *testing.T, action zpoolagent.Action) float64 {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "cairn_zpool_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "action" && l.GetValue() == string(action) {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/storage/zpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"

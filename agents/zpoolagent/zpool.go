@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/agents/execx"
 )
 
 // Zpool drives zpool(8) through an Executor: the real binary on hosts (execx.Runner);

@@ -10,11 +10,10 @@ import (
 
 	"github.com/cairn-io/cairn/agents"
 	"github.com/cairn-io/cairn/agents/drbdagent"
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/agents/spagent"
-	"github.com/cairn-io/cairn/agents/zpoolagent"
-	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/execx"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -46,6 +45,9 @@ func agentCmd() *cobra.Command {
 			if opts.RevisionDir == "" {
 				opts.RevisionDir = filepath.Join(drbdagent.NewPaths(root).Root, "var", "lib", "cairn", "revisions")
 			}
+			if !cmd.Flags().Changed("zpool-state-dir") {
+				zpoolFlags.stateDir = filepath.Join(drbdagent.NewPaths(root).Root, "var", "lib", "cairn", "zpool")
+			}
 			ctx := cmd.Context()
 			hostid, err := zpoolFlags.hostID()
 			if err != nil {
@@ -74,7 +76,7 @@ func agentCmd() *cobra.Command {
 			// and reported every --capacity-interval.
 			reporter := spagent.New(spagent.Config{Node: opts.Node, Names: opts.Names, Root: drbdagent.NewPaths(root).Root,
 				Exec: &execx.Runner{Timeout: execTO, Log: opts.Log}, Pub: nc, Log: opts.Log.With().Str("part", "storage-pools").Logger(), Interval: capEvery})
-			opts.Reconciler = zpoolagent.Mux{Names: opts.Names, Kinds: map[string]agents.Reconciler{spagent.Kind: reporter}, Default: opts.Reconciler}
+			opts.Reconciler = agents.Mux{Names: opts.Names, Kinds: map[string]agents.Reconciler{spagent.Kind: reporter}, Default: opts.Reconciler}
 			go reporter.Run(ctx)
 			a, err := agents.New(nc, opts)
 			if err != nil {
@@ -123,7 +125,7 @@ func newDRBDAgent(ctx context.Context, opts agents.Options, nc *nats.Conn, root,
 	cfg := drbdagent.Config{Node: opts.Node, Names: opts.Names, Paths: paths, Exec: exec, Pub: nc, Log: log}
 	switch kernel {
 	case "real":
-		cfg.Kernel = &drbdagent.Real{Exec: exec, Lines: exec, Adm: drbd.Adm{Config: paths.MainConf}, Drbdsetup: drbdsetup}
+		cfg.Kernel = &drbdagent.Real{Exec: exec, Lines: exec, Adm: drbdutils.Adm{Config: paths.MainConf}, Drbdsetup: drbdsetup}
 		cfg.LoopDevices = true
 	case "sim":
 		// drbd-utils without the kernel module: silence the modinfo probe.

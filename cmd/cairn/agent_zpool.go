@@ -3,12 +3,13 @@ package main
 import (
 	"os"
 
-	"github.com/cairn-io/cairn"
 	"time"
 
+	"github.com/cairn-io/cairn"
+
 	"github.com/cairn-io/cairn/agents"
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/agents/zpoolagent"
-	"github.com/cairn-io/cairn/internal/execx"
 	"github.com/cairn-io/cairn/storage/mmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,9 +30,6 @@ type zpoolAgentFlags struct {
 	importTimeout   time.Duration
 }
 
-// defaultZpoolStateDir keeps the contested latches.
-const defaultZpoolStateDir = "/var/lib/cairn/zpool"
-
 func addZpoolAgentFlags(f *pflag.FlagSet) *zpoolAgentFlags {
 	z := &zpoolAgentFlags{}
 	bin := os.Getenv("CAIRN_ZPOOL_BIN")
@@ -42,7 +40,7 @@ func addZpoolAgentFlags(f *pflag.FlagSet) *zpoolAgentFlags {
 	f.StringVar(&z.hostid, "hostid", "", "this host's hostid in hex for the MMP check and watcher (default: the SPL module's, else /etc/hostid, read again at every grant)")
 	f.StringVar(&z.splHostIDPath, "spl-hostid-path", mmp.SPLHostIDPath, "the SPL module's hostid file: an agent whose --hostid differs from it refuses to start")
 	_ = f.MarkHidden("spl-hostid-path")
-	f.StringVar(&z.stateDir, "zpool-state-dir", defaultZpoolStateDir, "where the agent keeps contested-pool latches across restarts (created when first needed; \"\" = memory only)")
+	f.StringVar(&z.stateDir, "zpool-state-dir", "ROOT/var/lib/cairn/zpool", "where the agent keeps contested-pool latches across restarts (created when first needed; \"\" = memory only)")
 	f.DurationVar(&z.interval, "mmp-interval", mmp.DefaultInterval, "zfs_multihost_interval of this host (activity check tunable)")
 	f.Uint64Var(&z.importIntervals, "mmp-import-intervals", mmp.DefaultImportIntervals, "zfs_multihost_import_intervals of this host (activity check tunable)")
 	f.DurationVar(&z.watchEvery, "zpool-watch-interval", 0, "poll period of the watcher after import (0: the pool's MMP interval, 100ms-1s)")
@@ -51,9 +49,6 @@ func addZpoolAgentFlags(f *pflag.FlagSet) *zpoolAgentFlags {
 	return z
 }
 
-// wire builds the zpool reconciler and puts it in front of opts.Reconciler: zpool
-// subjects go to it, every other kind to the previous reconciler. The returned function
-// stops it (imported pools stay imported).
 // hostID returns how the agent reads its hostid: the --hostid flag (refused when it
 // differs from the kernel's, see mmp.CheckHostIDMatchesKernel) or mmp.SystemHostID,
 // read again at every grant.
@@ -94,6 +89,6 @@ func (z *zpoolAgentFlags) wire(nc *nats.Conn, opts *agents.Options, hostid func(
 	if err != nil {
 		return nil, err
 	}
-	opts.Reconciler = zpoolagent.Mux{Names: opts.Names, Kinds: map[string]agents.Reconciler{zpoolagent.Kind: r}, Default: opts.Reconciler}
+	opts.Reconciler = agents.Mux{Names: opts.Names, Kinds: map[string]agents.Reconciler{zpoolagent.Kind: r}, Default: opts.Reconciler}
 	return func() { _ = r.Close() }, nil
 }

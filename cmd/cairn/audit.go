@@ -7,9 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/commands/gateway"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/gateway"
-	"github.com/cairn-io/cairn/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 )

@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cairn-io/cairn/server/natsauth"
+	"github.com/cairn-io/cairn/cmd/cairn/server/natsauth"
 	"github.com/spf13/cobra"
 )
 

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server/natsauth"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/server/natsauth"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )

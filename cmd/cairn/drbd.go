@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
+	"github.com/cairn-io/cairn/agents/volume"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/execx"
-	"github.com/cairn-io/cairn/storage/volume"
+	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 )
@@ -61,7 +63,7 @@ func drbdCmd() *cobra.Command {
 			return out, nil
 		}
 		for _, v := range d.Volumes {
-			p, err := volume.DevicePath(d.Local.Provider, d.Local.Pool, root, volume.Name(d.Resource, v.Number))
+			p, err := volume.DevicePath(d.Local.Provider, d.Local.Pool, root, backing.VolumeName(d.Resource, v.Number))
 			if err != nil {
 				return nil, err
 			}
@@ -82,7 +84,7 @@ func drbdCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := drbd.Render(d, local)
+			out, err := drbdutils.Render(d, local)
 			if err != nil {
 				return err
 			}
@@ -118,7 +120,7 @@ func drbdCmd() *cobra.Command {
 				}
 			}
 			for _, s := range d.Local.Seeds {
-				fmt.Fprintln(w, execx.Format(drbd.SeedArgv(minors[s.Volume], local[s.Volume], s)))
+				fmt.Fprintln(w, execx.Format(drbdutils.SeedArgv(minors[s.Volume], local[s.Volume], s)))
 			}
 			return nil
 		},

@@ -2,14 +2,15 @@ package main
 
 import (
 	"fmt"
-	"github.com/cairn-io/cairn/commands"
-	"github.com/cairn-io/cairn/commands/replicas"
-	"github.com/cairn-io/cairn/projections"
 	"os"
 	"runtime/debug"
 	"time"
 
-	"github.com/cairn-io/cairn/server"
+	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/projections"
+
+	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/spf13/cobra"
 )
 

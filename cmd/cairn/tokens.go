@@ -93,14 +93,18 @@ func tokenCmd() *cobra.Command {
 	return c
 }
 
-// httpClientFlags reach the gateway: its URL, a token (or $CAIRN_TOKEN) and, for HTTPS
-// with a private CA, the CA certificate.
+// httpClientFlags reach the gateway: its URL (or $CAIRN_HTTP), a token (or $CAIRN_TOKEN)
+// and, for HTTPS with a private CA, the CA certificate.
 type httpClientFlags struct {
 	url, token, caCert string
 }
 
 func (h *httpClientFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&h.url, "http", "http://127.0.0.1:3370", "gateway URL of cairn serve (https://… with --tls-cert)")
+	url := os.Getenv("CAIRN_HTTP")
+	if url == "" {
+		url = "http://127.0.0.1:3370"
+	}
+	f.StringVar(&h.url, "http", url, "gateway URL of cairn serve (https://… with --tls-cert; default $CAIRN_HTTP, else the serve default)")
 	f.StringVar(&h.token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token for cairn serve --http-auth (default $CAIRN_TOKEN)")
 	f.StringVar(&h.caCert, "cacert", "", "CA certificate (PEM) the gateway's HTTPS certificate is checked against")
 }

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
-	"github.com/cairn-io/cairn/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 )

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn/commands/domains"
+	"github.com/cairn-io/cairn/test/testtools"
 	"pgregory.net/rapid"
 )
 
@@ -12,6 +13,7 @@ import (
 // accept never leaves host counts that differ by more than one, and no accepted change
 // moves a host to another domain.
 func TestBalanceHoldsUnderRandomChanges(t *testing.T) {
+	testtools.RapidChecks(t, 1000)
 	rapid.Check(t, func(t *rapid.T) {
 		nDomains := rapid.IntRange(3, 5).Draw(t, "domains")
 		perDomain := rapid.IntRange(2, 4).Draw(t, "hosts per domain")
@@ -76,6 +78,7 @@ func TestBalanceHoldsUnderRandomChanges(t *testing.T) {
 // Any topology within +-1 over at least two domains places volume stores that keep the
 // failover-path invariant, and journals that survive the loss of any one domain.
 func TestPlacementInvariantsOnRandomTopologies(t *testing.T) {
+	testtools.RapidChecks(t, 1000)
 	rapid.Check(t, func(t *rapid.T) {
 		nDomains := rapid.IntRange(2, 6).Draw(t, "domains")
 		base := rapid.IntRange(1, 5).Draw(t, "hosts")
@@ -117,6 +120,7 @@ func TestPlacementInvariantsOnRandomTopologies(t *testing.T) {
 // (paths moved, journal members replaced) and keeps the failover invariant, distinct
 // hosts per journal set, and never refers to the departed host.
 func TestRelocationKeepsTheInvariants(t *testing.T) {
+	testtools.RapidChecks(t, 1000)
 	rapid.Check(t, func(t *rapid.T) {
 		nDomains := rapid.IntRange(3, 5).Draw(t, "domains")
 		per := rapid.IntRange(2, 4).Draw(t, "hosts")

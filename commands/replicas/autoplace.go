@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/cairn-io/cairn"
-	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 // Built-in node properties every node has for replicas-on-same / replicas-on-different,
@@ -22,10 +22,10 @@ const (
 
 // StoragePool is a storage pool of a node as placement sees it.
 type StoragePool struct {
-	Name     string        `json:"name"`
-	Provider drbd.Provider `json:"provider"`
-	Pool     string        `json:"pool"`
-	FreeKiB  uint64        `json:"free_kib"`
+	Name     string           `json:"name"`
+	Provider backing.Provider `json:"provider"`
+	Pool     string           `json:"pool"`
+	FreeKiB  uint64           `json:"free_kib"`
 	// NoCapacity: the operator has not given the pool's capacity yet (sp.modify), so
 	// nothing is placed on it.
 	NoCapacity bool `json:"no_capacity,omitempty"`
@@ -53,8 +53,8 @@ type Member struct {
 
 // Rules are what a resource group asks of placement.
 type Rules struct {
-	StoragePool         string        // "" = any pool that fits
-	Provider            drbd.Provider // "" = any provider
+	StoragePool         string           // "" = any pool that fits
+	Provider            backing.Provider // "" = any provider
 	ReplicasOnSame      []string
 	ReplicasOnDifferent []string
 	// SpreadDomains prefers failure domains holding fewer of the definition's replicas

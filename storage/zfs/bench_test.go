@@ -2,10 +2,11 @@ package zfs_test
 
 import (
 	"fmt"
-	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 
 	"github.com/cairn-io/cairn/storage/zfs"
 )

@@ -3,15 +3,18 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -65,14 +68,11 @@ func BenchmarkAdmissionVsRawPublish(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			for range b.N {
 				runs++
-				raw, adm := alternate(b, nc, js, clients, fmt.Sprintf("c%d-r%d", clients, runs))
-				b.ReportMetric(raw.rate(), "raw_publish/s")
-				b.ReportMetric(adm.rate(), "admission/s")
-				b.ReportMetric(adm.rate()/raw.rate(), "ratio")
+				raw, adm, hop := alternate(b, nc, js, clients, fmt.Sprintf("c%d-r%d", clients, runs))
 				b.ReportMetric(raw.cpuPerCall(), "raw_cpu_us/op")
 				b.ReportMetric(adm.cpuPerCall(), "admission_cpu_us/op")
-				b.Logf("%d clients: raw publish %.0f/s (%.0f µs CPU each), admission %.0f/s (%.0f µs CPU each), ratio %.2f",
-					clients, raw.rate(), raw.cpuPerCall(), adm.rate(), adm.cpuPerCall(), adm.rate()/raw.rate())
+				b.Logf("%d clients: raw publish %.0f/s (%.0f µs CPU each), admission %.0f/s (%.0f µs CPU each), ratio %.2f; %s",
+					clients, raw.rate(), raw.cpuPerCall(), adm.rate(), adm.cpuPerCall(), adm.rate()/raw.rate(), reportSides(b, raw, adm, hop))
 			}
 		})
 	}
@@ -104,21 +104,20 @@ func BenchmarkAdmissionVsRawPublishServeProcess(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			for range b.N {
 				runs++
-				raw, adm := alternate(b, nc, js, clients, fmt.Sprintf("p%d-r%d", clients, runs))
-				b.ReportMetric(raw.rate(), "raw_publish/s")
-				b.ReportMetric(adm.rate(), "admission/s")
-				b.ReportMetric(adm.rate()/raw.rate(), "ratio")
-				b.Logf("serve process, %d clients: raw publish %.0f/s, admission %.0f/s, ratio %.2f", clients, raw.rate(), adm.rate(), adm.rate()/raw.rate())
+				raw, adm, hop := alternate(b, nc, js, clients, fmt.Sprintf("p%d-r%d", clients, runs))
+				b.Logf("serve process, %d clients: raw publish %.0f/s, admission %.0f/s, ratio %.2f; %s",
+					clients, raw.rate(), adm.rate(), adm.rate()/raw.rate(), reportSides(b, raw, adm, hop))
 			}
 		})
 	}
 }
 
 // alternate runs 3,000 raw synchronous publishes with an expected per-subject sequence
-// (to stream RAW) and 3,000 independent node.add through admission, in alternating
-// slices of 500 so that both sides see the same disk, from clients goroutines; names
-// start with tag.
-func alternate(b *testing.B, nc *nats.Conn, js jetstream.JetStream, clients int, tag string) (raw, adm sideTotals) {
+// (to stream RAW), 3,000 independent node.add through admission and 3,000 commands
+// admission refuses at once (a body that is not JSON: the request/reply round trip to
+// the serve and nothing else), in alternating slices of 500 so that every side sees
+// the same disk, from clients goroutines; names start with tag.
+func alternate(b *testing.B, nc *nats.Conn, js jetstream.JetStream, clients int, tag string) (raw, adm, hop sideTotals) {
 	const n, slice = 3000, 500
 	ctx := context.Background()
 	for from := 0; from < n; from += slice {
@@ -131,20 +130,75 @@ func alternate(b *testing.B, nc *nats.Conn, js jetstream.JetStream, clients int,
 		adm.add(timedCalls(clients, slice, func(i int) {
 			request(b, nc, "node.add", fmt.Sprintf(`{"name":"%s-%d","host":"h%d","address":"10.0.0.1"}`, t, i, i))
 		}))
+		hop.add(timedCalls(clients, slice, func(i int) {
+			resp, err := nc.Request("cairn.cmd.node.add", []byte("{"), 30*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !strings.Contains(string(resp.Data), `"invalid_argument"`) {
+				b.Fatalf("a body that is not JSON: %s", resp.Data)
+			}
+		}))
 	}
-	return raw, adm
+	return raw, adm, hop
+}
+
+// reportSides reports the rates and ratio of a comparison, and beside it the bound on
+// the ratio any admission could reach: a command is a request to the serve (at least
+// the round trip of one refused before any work) plus an append (at least a raw
+// publish), one after the other; and how busy the machine's cores were. It returns the
+// bound and the busy shares in words for the log.
+func reportSides(b *testing.B, raw, adm, hop sideTotals) string {
+	bound := 1 / (1/raw.rate() + 1/hop.rate())
+	b.ReportMetric(raw.rate(), "raw_publish/s")
+	b.ReportMetric(adm.rate(), "admission/s")
+	b.ReportMetric(adm.rate()/raw.rate(), "ratio")
+	b.ReportMetric(bound/raw.rate(), "bound_ratio")
+	b.ReportMetric(adm.busy(), "admission_machine_busy")
+	b.ReportMetric(raw.busy(), "raw_machine_busy")
+	return fmt.Sprintf("a command refused before any work %.0f/s, so a command that did nothing but its append would reach at most %.0f/s, "+
+		"a ratio of %.2f; the machine's cores were busy %.0f %% during admission, %.0f %% during raw publishes",
+		hop.rate(), bound, bound/raw.rate(), 100*adm.busy(), 100*raw.busy())
 }
 
 // sideTotals sums the slices of one side of a comparison.
 type sideTotals struct {
 	calls     int
 	wall, cpu time.Duration
+	// machine is the CPU time every process of the machine used (from /proc/stat).
+	machine time.Duration
 }
 
 func (s *sideTotals) add(t sideTotals) {
 	s.calls += t.calls
 	s.wall += t.wall
 	s.cpu += t.cpu
+	s.machine += t.machine
+}
+
+// busy is the share of the machine's cores that were busy during the side's calls.
+func (s sideTotals) busy() float64 {
+	return s.machine.Seconds() / (s.wall.Seconds() * float64(runtime.NumCPU()))
+}
+
+// machineCPU is the CPU time all processes have used since boot (user, nice, system,
+// irq, softirq, steal; not idle or iowait), from /proc/stat.
+func machineCPU() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	var ticks int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ, 100 on Linux
 }
 
 func (s sideTotals) rate() float64 { return float64(s.calls) / s.wall.Seconds() }
@@ -154,10 +208,10 @@ func (s sideTotals) cpuPerCall() float64 { return float64(s.cpu.Microseconds()) 
 // timedCalls runs fn(0..n-1) spread over clients goroutines and returns the wall-clock
 // and process CPU time it took.
 func timedCalls(clients, n int, fn func(i int)) sideTotals {
-	cpu0 := processCPU()
+	cpu0, m0 := processCPU(), machineCPU()
 	began := time.Now()
 	parallel(clients, n, fn)
-	return sideTotals{calls: n, wall: time.Since(began), cpu: processCPU() - cpu0}
+	return sideTotals{calls: n, wall: time.Since(began), cpu: processCPU() - cpu0, machine: machineCPU() - m0}
 }
 
 func parallel(clients, n int, fn func(i int)) {

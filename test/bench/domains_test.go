@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands/domains"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 )
 
 // submit sends a command straight to admission and fails unless it is accepted.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/server"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/replicas"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 )
 
 // BenchmarkLinstorViewResources: LINSTOR's GET /v1/view/resources (what `linstor

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/commands/replicas"
-	"github.com/cairn-io/cairn/server"
-	"github.com/cairn-io/cairn/server/servertest"
 )
 
 // spawnCluster makes the cluster the spawn benchmarks fill: 12 nodes in three racks,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,7 +67,7 @@ func fillScaleCluster(tb testing.TB, dataDir string, nodes, rds int) int {
 		publish(events.Draft{Subject: names.Event("node", name), Payload: &events.NodeAdded{Name: name, Host: "h-" + name,
 			Address: fmt.Sprintf("10.%d.%d.%d", i/62500, i/250%250, i%250+1), Role: events.RoleStorage}},
 			events.Draft{Subject: names.Event("node", name), Payload: &events.StoragePoolCreated{Node: name, Name: "thin",
-				Provider: drbd.ProviderLVMThin, Pool: "vg0/thin", CapacityKiB: 1 << 40}})
+				Provider: backing.ProviderLVMThin, Pool: "vg0/thin", CapacityKiB: 1 << 40}})
 	}
 	publish(events.Draft{Subject: names.Event("rg", "g"), Payload: &events.ResourceGroupCreated{Name: "g", PlaceCount: 3, StoragePool: "thin"}})
 	minor := make([]int, nodes)
@@ -85,7 +86,7 @@ func fillScaleCluster(tb testing.TB, dataDir string, nodes, rds int) int {
 			node := (i*3 + r) % nodes
 			drafts = append(drafts, events.Draft{Subject: subject, Payload: &events.ReplicaAdded{Resource: name, Node: fmt.Sprintf("n%d", node),
 				NodeID: r, Minors: []events.VolumeMinor{{Volume: 0, Minor: 1000 + minor[node]}}, Reason: "autoplace",
-				StoragePool: "thin", Provider: drbd.ProviderLVMThin, Pool: "vg0/thin"}})
+				StoragePool: "thin", Provider: backing.ProviderLVMThin, Pool: "vg0/thin"}})
 			minor[node]++
 		}
 		publish(drafts...)

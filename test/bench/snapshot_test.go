@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/internal/testtools"
 	"github.com/cairn-io/cairn/projections"
-	"github.com/cairn-io/cairn/server/servertest"
+	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/nats-io/nats.go"
 )
 

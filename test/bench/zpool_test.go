@@ -12,8 +12,8 @@ import (
 	"github.com/cairn-io/cairn/agents"
 	"github.com/cairn-io/cairn/agents/zpoolagent"
 	"github.com/cairn-io/cairn/agents/zpoolagent/zpoolfake"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/server/servertest"
 	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
 	"github.com/cairn-io/cairn/storage/zpool"
 	"github.com/nats-io/nats.go"
@@ -74,7 +74,7 @@ func BenchmarkPoolGrantToCheck(b *testing.B) {
 	}
 	defer r.Close()
 	a, err := agents.New(anc, agents.Options{Node: "n1", Names: names, Log: zerolog.Nop(),
-		Reconciler: zpoolagent.Mux{Names: names, Kinds: map[string]agents.Reconciler{zpoolagent.Kind: r}}})
+		Reconciler: agents.Mux{Names: names, Kinds: map[string]agents.Reconciler{zpoolagent.Kind: r}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -40,7 +40,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cairn-io/cairn/internal/execx"
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/storage/mmp"
 	"github.com/cairn-io/cairn/storage/zfs"
 	"github.com/cairn-io/cairn/storage/zfs/zfsimage"

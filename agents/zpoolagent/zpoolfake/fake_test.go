@@ -2,11 +2,12 @@ package zpoolfake_test
 
 import (
 	"context"
-	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
-	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cairn-io/cairn/storage/zfs/zfsimage"
+	"github.com/stretchr/testify/require"
 
 	"github.com/cairn-io/cairn/agents/zpoolagent"
 	"github.com/cairn-io/cairn/agents/zpoolagent/zpoolfake"

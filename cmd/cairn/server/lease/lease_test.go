@@ -1,0 +1,160 @@
+package lease_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/cmd/cairn/server/lease"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func startNATS(t *testing.T) string {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	require.NoError(t, err)
+	go ns.Start()
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+	t.Cleanup(ns.Shutdown)
+	return ns.ClientURL()
+}
+
+type member struct {
+	l      *lease.Lease
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func join(t *testing.T, url, holder string, ttl time.Duration) *member {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: holder, TTL: ttl, Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{l: l, nc: nc, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(m.done); _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-m.done })
+	return m
+}
+
+// sampler checks, every 2 ms, that at most one member may act, and remembers who did.
+type sampler struct {
+	mu      sync.Mutex
+	members map[string]*member
+	both    atomic.Int64
+	leader  atomic.Value // string
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func sample(members map[string]*member) *sampler {
+	s := &sampler{stop: make(chan struct{}), members: members}
+	s.leader.Store("")
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			who := ""
+			n := 0
+			s.mu.Lock()
+			for name, m := range s.members {
+				if _, ok := m.l.Leading(); ok {
+					n++
+					who = name
+				}
+			}
+			s.mu.Unlock()
+			if n > 1 {
+				s.both.Add(1)
+			}
+			if who != "" {
+				s.leader.Store(who)
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) close() { close(s.stop); s.wg.Wait() }
+
+func (s *sampler) add(name string, m *member) {
+	s.mu.Lock()
+	s.members[name] = m
+	s.mu.Unlock()
+}
+
+// TestOneLeaderAndFailover: two serves campaign; exactly one leads at any sampled moment;
+// when the leader dies without releasing (its connection gone) the other takes over
+// within the TTL plus a renewal period, with a higher fencing token; a clean stop
+// releases at once.
+func TestOneLeaderAndFailover(t *testing.T) {
+	url := startNATS(t)
+	const ttl = time.Second
+	ms := map[string]*member{"a": join(t, url, "a", ttl), "b": join(t, url, "b", ttl)}
+	smp := sample(ms)
+	defer smp.close()
+	require.Eventually(t, func() bool { return smp.leader.Load().(string) != "" }, 5*time.Second, 5*time.Millisecond)
+	first := smp.leader.Load().(string)
+	other := map[string]string{"a": "b", "b": "a"}[first]
+	token1, _ := ms[first].l.Leading()
+	require.Eventually(t, func() bool { return ms[other].l.Info().Holder == first }, 5*time.Second, 5*time.Millisecond,
+		"the other serve sees who leads (at its next campaign)")
+	assert.False(t, ms[other].l.Info().This)
+
+	// The leader dies: its connection is gone, nothing releases the lease.
+	died := time.Now()
+	ms[first].nc.Close()
+	require.Eventually(t, func() bool { _, ok := ms[other].l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
+	took := time.Since(died)
+	assert.Less(t, took, ttl+ttl/2, "failover within the TTL plus a renewal period")
+	token2, _ := ms[other].l.Leading()
+	assert.Greater(t, token2, token1, "a new fencing token")
+	_, ok := ms[first].l.Leading()
+	assert.False(t, ok, "the dead leader does not act")
+	t.Logf("failover after the leader's death: %s (TTL %s)", took.Round(time.Millisecond), ttl)
+
+	// A third joins; the leader stops cleanly: released, taken over at once.
+	c := join(t, url, "c", ttl)
+	smp.add("c", c)
+	time.Sleep(ttl / 2)
+	stopped := time.Now()
+	ms[other].cancel()
+	<-ms[other].done
+	require.Eventually(t, func() bool { _, ok := c.l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
+	assert.Less(t, time.Since(stopped), ttl/2+100*time.Millisecond, "a released lease is taken at the next campaign")
+	assert.Zero(t, smp.both.Load(), "two members could act at the same moment")
+}
+
+// TestWhileRunsAPartOnlyUnderTheLease: the part starts when the lease is taken and its
+// context ends when it is lost.
+func TestWhileRunsAPartOnlyUnderTheLease(t *testing.T) {
+	url := startNATS(t)
+	m := join(t, url, "a", time.Second)
+	var running atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.l.While(ctx, "part", func(pctx context.Context) {
+		running.Add(1)
+		<-pctx.Done()
+		running.Add(-1)
+	})
+	require.Eventually(t, func() bool { return running.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	m.nc.Close() // renewals fail: the lease is lost
+	require.Eventually(t, func() bool { return running.Load() == 0 }, 5*time.Second, 5*time.Millisecond)
+}

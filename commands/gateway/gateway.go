@@ -1,0 +1,122 @@
+// Package gateway is the operators' HTTP API: reads of every view, commands as POST,
+// the audit log, metrics and health under /cairn/v1/, and LINSTOR's REST API v1 under
+// /v1/ (package linstor). Commands travel over NATS to admission like any
+// other client's, so the gateway holds no rules of its own.
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/gateway/linstor"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/nats-io/nats.go"
+)
+
+// Liveness tells when a node's agent was last heard from.
+type Liveness interface {
+	LastHeartbeat(node string) (time.Time, bool)
+}
+
+// Gateway serves the HTTP API.
+type Gateway struct {
+	NC       *nats.Conn
+	Store    *events.Store
+	DB       *projections.DB
+	Liveness Liveness
+	// Ready reports whether the process serves current views (projector caught up).
+	Ready func() error
+	// CommandTimeout bounds a command's round trip (30 s).
+	CommandTimeout time.Duration
+	// Leader reports who holds the side-effect lease (cmd/cairn/server/lease.Info); nil: no route.
+	Leader func() any
+	// Auth admits requests by token; nil: no authentication (loopback only, see serve).
+	Auth *Authenticator
+	// Refusals lists the commands this serve refused lately (commands.Admission.
+	// RecentRefusals); nil: none.
+	Refusals func() []commands.Refusal
+}
+
+// Handler returns the routes.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := g.Ready(); err != nil {
+			writeError(w, cairn.Errorf(cairn.CodeUnavailable, "%v", err))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	})
+	mux.Handle("GET /metrics", metricsHandler)
+	mux.HandleFunc("GET /cairn/v1/cluster", g.getCluster)
+	if g.Leader != nil {
+		mux.HandleFunc("GET /cairn/v1/leader", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Leader()) })
+	}
+	mux.HandleFunc("GET /cairn/v1/nodes", g.listNodes)
+	mux.HandleFunc("GET /cairn/v1/nodes/{name}", g.getNode)
+	mux.HandleFunc("GET /cairn/v1/domains", g.listDomains)
+	mux.HandleFunc("GET /cairn/v1/placement", g.placementPlan)
+	mux.HandleFunc("GET /cairn/v1/health", g.clusterHealth)
+	mux.HandleFunc("GET /cairn/v1/volume-stores", g.recordedPlacement)
+	mux.HandleFunc("GET /cairn/v1/storage-pools", g.listStoragePools)
+	mux.HandleFunc("GET /cairn/v1/resource-groups", g.listResourceGroups)
+	mux.HandleFunc("GET /cairn/v1/resources", g.listResources)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}", g.getResource)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots", g.listSnapshots)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots/{snap}", g.getSnapshot)
+	mux.HandleFunc("GET /cairn/v1/pools", g.listPools)
+	mux.HandleFunc("GET /cairn/v1/pools/{name}", g.getPool)
+	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)
+	mux.HandleFunc("GET /cairn/v1/views/digest", g.digest)
+	mux.HandleFunc("POST /cairn/v1/commands/{verb}", g.postCommand)
+	mux.HandleFunc("GET /cairn/v1/tokens", g.listTokens)
+	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Refusals: g.Refusals, Actor: func(r *http.Request) string {
+		return actorOf(r, "linstor:"+r.RemoteAddr)
+	}}).Register(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allowed := allowedMethods(mux, r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"ok": false, "error": cairn.Errorf(cairn.CodeInvalidArgument,
+				"%s %s: this path answers %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+			return
+		}
+		writeError(w, cairn.Errorf(cairn.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	if g.Auth != nil {
+		return g.Auth.Wrap(mux)
+	}
+	return mux
+}
+
+// listTokens serves every token (revoked ones too) without its hash: name, role,
+// creator, creation, expiry and revocation.
+func (g *Gateway) listTokens(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		tokens, err := v.Tokens()
+		for i := range tokens {
+			tokens[i].Hash = ""
+		}
+		return map[string]any{"seq": v.Seq(), "tokens": nonNil(tokens)}, err
+	})
+}
+
+// allowedMethods lists the methods another route of mux answers for r's path (none: the
+// path is unknown), so that a wrong method is told 405 rather than 404.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,286 @@
+package linstor
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// Node is LINSTOR's node.
+type Node struct {
+	Name             string            `json:"name"`
+	Type             string            `json:"type"`
+	Flags            []string          `json:"flags,omitempty"`
+	Props            map[string]string `json:"props,omitempty"`
+	NetInterfaces    []NetInterface    `json:"net_interfaces,omitempty"`
+	ConnectionStatus string            `json:"connection_status,omitempty"`
+	StorageProviders []string          `json:"storage_providers,omitempty"`
+	ResourceLayers   []string          `json:"resource_layers,omitempty"`
+}
+
+// NetInterface is LINSTOR's network interface of a node.
+type NetInterface struct {
+	Name                    string `json:"name"`
+	Address                 string `json:"address"`
+	SatellitePort           int    `json:"satellite_port,omitempty"`
+	SatelliteEncryptionType string `json:"satellite_encryption_type,omitempty"`
+	IsActive                bool   `json:"is_active,omitempty"`
+}
+
+// Node properties with a meaning in Cairn. Aux/<key> are the operator's node
+// properties (what replicas_on_same/different refer to).
+const (
+	propAuxPrefix     = "Aux/"
+	propFailureDomain = "Cairn/FailureDomain"
+	propPhysicalLabel = "Cairn/PhysicalLabel"
+	propHost          = "Cairn/Host"
+	propRole          = "Cairn/Role"
+)
+
+// nodeOf renders a Cairn node as LINSTOR's: online nodes are ONLINE, others OFFLINE;
+// Cairn's spec travels in Cairn/* properties, the operator's properties as Aux/*.
+func nodeOf(n projections.Node) Node {
+	props := map[string]string{propHost: n.Spec.Host, propRole: n.Spec.Role, "CurStltConnName": "default"}
+	if n.Spec.FailureDomain != "" {
+		props[propFailureDomain] = n.Spec.FailureDomain
+	}
+	if n.Spec.PhysicalLabel != "" {
+		props[propPhysicalLabel] = n.Spec.PhysicalLabel
+	}
+	for k, v := range n.Spec.Properties {
+		props[propAuxPrefix+k] = v
+	}
+	status := "OFFLINE"
+	if n.Status.State == "online" {
+		status = "ONLINE"
+	}
+	return Node{Name: n.Spec.Name, Type: "Satellite", Props: props, ConnectionStatus: status,
+		NetInterfaces: []NetInterface{{Name: "default", Address: n.Spec.Address, SatellitePort: 3366,
+			SatelliteEncryptionType: "PLAIN", IsActive: true}},
+		StorageProviders: []string{"DISKLESS", "LVM", "LVM_THIN", "ZFS", "ZFS_THIN", "FILE", "FILE_THIN"},
+		ResourceLayers:   []string{"DRBD", "STORAGE"}}
+}
+
+// propFilter parses ?props=K=V filters (a node passes when it has every one).
+func propFilter(values []string) map[string]string {
+	out := map[string]string{}
+	for _, v := range values {
+		k, val, _ := strings.Cut(v, "=")
+		out[k] = val
+	}
+	return out
+}
+
+func (a *API) listNodes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	names, props := queryList(q, "nodes"), propFilter(q["props"])
+	a.streamPage(w, r, objNode, func(v *projections.View, emit func(any) (bool, error)) error {
+		return v.EachNode("", func(n projections.Node) (bool, error) {
+			if !matches(names, n.Spec.Name) {
+				return true, nil
+			}
+			ln := nodeOf(n)
+			for k, val := range props {
+				if got, ok := ln.Props[k]; !ok || val != "" && got != val {
+					return true, nil
+				}
+			}
+			return emit(ln)
+		})
+	})
+}
+
+func (a *API) getNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	a.withView(w, objNode, func(v *projections.View) (any, error) {
+		n, ok, err := v.Node(name)
+		if err == nil && !ok {
+			err = notFound(cairn.ObjNode, "node %s is not in the cluster", name)
+		}
+		return nodeOf(n), err
+	})
+}
+
+// createNode maps LINSTOR's node create to node.add: the first network interface's
+// address, the host from Cairn/Host (default: the name), the failure domain and
+// physical label from Cairn/FailureDomain and Cairn/PhysicalLabel, Aux/<key> to the
+// node's properties. Satellite and Combined nodes are storage nodes.
+func (a *API) createNode(w http.ResponseWriter, r *http.Request) {
+	var in Node
+	if !readBody(w, r, &in) {
+		return
+	}
+	cmd := map[string]any{"name": in.Name, "host": in.Name}
+	if len(in.NetInterfaces) > 0 {
+		cmd["address"] = in.NetInterfaces[0].Address
+	}
+	switch strings.ToLower(in.Type) {
+	case "", "satellite", "combined":
+	default:
+		writeFailure(w, opCreate, objNode, cairn.InvalidField("role", "node type %q: Cairn runs satellite (storage) nodes only", in.Type))
+		return
+	}
+	aux := map[string]string{}
+	for k, v := range in.Props {
+		switch {
+		case k == propHost:
+			cmd["host"] = v
+		case k == propFailureDomain:
+			cmd["failure_domain"] = v
+		case k == propPhysicalLabel:
+			cmd["physical_label"] = v
+		case strings.HasPrefix(k, propAuxPrefix):
+			aux[strings.TrimPrefix(k, propAuxPrefix)] = v
+		default:
+			writeFailure(w, opCreate, objNode, cairn.InvalidField("properties", "node property %s has no meaning in Cairn (use Aux/<key>, %s, %s or %s)", k, propHost, propFailureDomain, propPhysicalLabel))
+			return
+		}
+	}
+	if len(aux) > 0 {
+		cmd["properties"] = aux
+	}
+	a.commit(w, r, "node.add", cmd, opCreate, objNode, fmt.Sprintf("New node '%s' registered.", in.Name), map[string]string{"Node": in.Name})
+}
+
+// modifyNode maps LINSTOR's node modify to node.modify: Aux/<key> properties set and
+// removed. Cairn's own (Cairn/*) are settled at node.add; other keys are refused.
+func (a *API) modifyNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	var in struct {
+		NodeType      string            `json:"node_type"`
+		OverrideProps map[string]string `json:"override_props"`
+		DeleteProps   []string          `json:"delete_props"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	if in.NodeType != "" && !strings.EqualFold(in.NodeType, "satellite") {
+		writeFailure(w, opModify, objNode, cairn.InvalidField("role", "node type %q: Cairn runs satellite (storage) nodes only", in.NodeType))
+		return
+	}
+	set := map[string]string{}
+	var unset []string
+	for _, k := range sortedKeys(in.OverrideProps) {
+		key, err := auxKey(k)
+		if err != nil {
+			writeFailure(w, opModify, objNode, err)
+			return
+		}
+		set[key] = in.OverrideProps[k]
+	}
+	for _, k := range in.DeleteProps {
+		key, err := auxKey(k)
+		if err != nil {
+			writeFailure(w, opModify, objNode, err)
+			return
+		}
+		unset = append(unset, key)
+	}
+	cmd := map[string]any{"name": name}
+	if len(set) > 0 {
+		cmd["properties"] = set
+	}
+	if len(unset) > 0 {
+		cmd["unset"] = unset
+	}
+	if len(set) == 0 && len(unset) == 0 {
+		e := rc(maskWarn, opModify, objNode, codeNoEffect, "nothing to change on node "+name)
+		writeResults(w, []ApiCallRc{e})
+		return
+	}
+	a.commit(w, r, "node.modify", cmd, opModify, objNode, fmt.Sprintf("Node '%s' modified.", name), map[string]string{"Node": name})
+}
+
+// auxKey is the Cairn node property of a LINSTOR Aux/<key> property.
+func auxKey(k string) (string, error) {
+	if key, ok := strings.CutPrefix(k, propAuxPrefix); ok && key != "" {
+		return key, nil
+	}
+	if strings.HasPrefix(k, "Cairn/") {
+		return "", cairn.InvalidField("properties", "node property %s is set at node creation and stays", k)
+	}
+	return "", cairn.InvalidField("properties", "node property %s has no meaning in Cairn (node properties are Aux/<key>)", k)
+}
+
+func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	a.commit(w, r, "node.remove", map[string]any{"name": name}, opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name})
+}
+
+// lostNode removes a node that is gone for good: each of its replicas (replica.remove,
+// one command each, so a refusal stops with what was removed reported), then the node.
+func (a *API) lostNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	var rds []string
+	err := a.read(func(v *projections.View) (err error) {
+		rds, err = v.NodeResources(name)
+		return err
+	})
+	if err != nil {
+		writeFailure(w, opDelete, objNode, err)
+		return
+	}
+	var out []ApiCallRc
+	for _, rd := range rds {
+		if _, err := a.command(r, "replica.remove", map[string]any{"resource": rd, "node": name}); err != nil {
+			writeResults(w, append(out, fromError(opDelete, objRsc, err)))
+			return
+		}
+		out = append(out, success(opDelete, objRsc, fmt.Sprintf("Resource '%s' on the lost node deleted.", rd), map[string]string{"RscDfn": rd, "Node": name}))
+	}
+	reply, err := a.command(r, "node.remove", map[string]any{"name": name})
+	if err != nil {
+		writeResults(w, append(out, fromError(opDelete, objNode, err)))
+		return
+	}
+	writeResults(w, append(out, results(success(opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name}), reply, opDelete, objNode)...))
+}
+
+// listNetInterfaces serves a node's one network interface, "default": its replication
+// address.
+func (a *API) listNetInterfaces(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	a.withView(w, objNode, func(v *projections.View) (any, error) {
+		n, ok, err := v.Node(name)
+		if err != nil || !ok {
+			return nil, orNotFound(err, cairn.ObjNode, "node %s is not in the cluster", name)
+		}
+		return nodeOf(n).NetInterfaces, nil
+	})
+}
+
+func (a *API) getNetInterface(w http.ResponseWriter, r *http.Request) {
+	name, netif := r.PathValue("node"), r.PathValue("netif")
+	a.withView(w, objNode, func(v *projections.View) (any, error) {
+		n, ok, err := v.Node(name)
+		if err != nil || !ok {
+			return nil, orNotFound(err, cairn.ObjNode, "node %s is not in the cluster", name)
+		}
+		if netif != "default" {
+			return nil, notFound(cairn.ObjNode, "node %s has one network interface, default, not %s", name, netif)
+		}
+		return nodeOf(n).NetInterfaces[0], nil
+	})
+}
+
+// modifyNetInterface maps a change of the default interface's address to node.modify
+// (every peer of the node's replicas gets the new address).
+func (a *API) modifyNetInterface(w http.ResponseWriter, r *http.Request) {
+	name, netif := r.PathValue("node"), r.PathValue("netif")
+	var in NetInterface
+	if !readBody(w, r, &in) {
+		return
+	}
+	if netif != "default" {
+		writeFailure(w, opModify, objNode, notFound(cairn.ObjNode, "node %s has one network interface, default, not %s", name, netif))
+		return
+	}
+	if in.Address == "" {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objNode, codeNoEffect, "nothing to change on node "+name)})
+		return
+	}
+	a.commit(w, r, "node.modify", map[string]any{"name": name, "address": in.Address}, opModify, objNode, fmt.Sprintf("Network interface of node '%s' modified.", name), map[string]string{"Node": name})
+}

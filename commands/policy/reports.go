@@ -1,0 +1,173 @@
+package policy
+
+// Reports of agents that call for commands, recorded by the serve holding the lease:
+// storage-pool capacity (sp.capacity-report) and snapshot phases (rd.snapshot-progress).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backing"
+	"github.com/rs/zerolog"
+)
+
+// CapacityFromReport turns an agent's storage-pool report into the sp.capacity-report
+// command that records it, when it is news for the pool's view (commands.CapacityChanged:
+// a first report, another total, or free moved by more than 1% of the total). ok is
+// false for a report with an error, of a pool the views do not have, or no news. The
+// command id derives from node, pool and the report's time, so two serves, or the same
+// report folded again after a restart, record it once.
+func CapacityFromReport(v *projections.View, rep backing.PoolReport) (commands.Request, bool, error) {
+	if rep.Error != "" || rep.At.IsZero() {
+		return commands.Request{}, false, nil
+	}
+	sp, ok, err := v.StoragePool(rep.Node, rep.Name)
+	if err != nil || !ok || !commands.CapacityChanged(sp, rep.TotalKiB, rep.FreeKiB) {
+		return commands.Request{}, false, err
+	}
+	body, _ := json.Marshal(events.StoragePoolCapacityReported{Node: rep.Node, Name: rep.Name, TotalKiB: rep.TotalKiB, FreeKiB: rep.FreeKiB, At: rep.At})
+	return commands.Request{Verb: "sp.capacity-report", Body: body, Actor: "agent:" + rep.Node,
+		CommandID: fmt.Sprintf("sp-capacity-%s-%s-%d", events.Token(rep.Node), rep.Name, rep.At.UnixNano())}, true, nil
+}
+
+// RecordCapacity returns the status folder's storage-pool hook: while this serve holds
+// the lease it records every report that is news (CapacityFromReport). Agents report
+// every 30 s, so a serve that takes the lease records the next report of each pool.
+func RecordCapacity(ctx context.Context, adm *commands.Admission, db *projections.DB, leading func() (uint64, bool), log zerolog.Logger) func(backing.PoolReport) {
+	return func(rep backing.PoolReport) {
+		if _, lead := leading(); !lead {
+			return
+		}
+		v, err := db.Read()
+		if err != nil {
+			log.Warn().Err(err).Msg("capacity report not read")
+			return
+		}
+		req, ok, err := CapacityFromReport(v, rep)
+		v.Close()
+		if err != nil || !ok {
+			return
+		}
+		r := adm.Submit(ctx, req)
+		ev := log.Info()
+		if !r.OK {
+			ev = log.Warn().Str("error", r.Error.Message)
+		}
+		ev.Str("node", rep.Node).Str("storage_pool", rep.Name).Uint64("total_kib", rep.TotalKiB).Uint64("free_kib", rep.FreeKiB).
+			Bool("recorded", r.OK && len(r.Events) > 0).Msg("storage pool capacity reported")
+	}
+}
+
+// SnapshotProgressFrom returns the rd.snapshot-progress commands the reports of a
+// definition's replicas call for: for every snapshot under way whose nodes' latest
+// reports (in the views) settle the next phase (commands.SnapshotNext). The command id
+// derives from definition, snapshot, its start and the phase, so two serves, or a
+// report folded again, record each phase once.
+func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request, error) {
+	rd, ok, err := v.ResourceDefinition(name)
+	if err != nil || !ok || len(rd.Snapshots) == 0 {
+		return nil, err
+	}
+	statuses, err := v.ResourceStatus(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []commands.Request
+	exists := func(name string) bool { _, ok, _ := v.ResourceDefinition(name); return ok }
+	for _, c := range commands.ClonesDue(rd, exists) {
+		body, _ := json.Marshal(c)
+		out = append(out, commands.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots",
+			CommandID: fmt.Sprintf("clone-%s-%s-%s", c.Resource, c.Snapshot, c.Target)})
+	}
+	for _, s := range rd.Snapshots {
+		phase, reason, ok := commands.SnapshotNext(s, statuses)
+		if !ok {
+			continue
+		}
+		body, _ := json.Marshal(commands.SnapshotProgress{Resource: rd.Name, Name: s.Name, Phase: phase, Reason: reason})
+		out = append(out, commands.Request{Verb: "rd.snapshot-progress", Body: body, Actor: "serve:snapshots",
+			CommandID: fmt.Sprintf("snapshot-%s-%s-%d-%s", rd.Name, s.Name, s.StartedSeq, phase)})
+	}
+	return out, nil
+}
+
+// SnapshotAdvancer records the next phase of snapshots from their nodes' reports
+// while this serve holds the lease: at once for every report folded (hook), and by a
+// sweep over the snapshots under way every SweepEvery (sweep), which catches what a
+// report folded while the lease was elsewhere, or a refused attempt, left behind.
+type SnapshotAdvancer struct {
+	Adm     *commands.Admission
+	DB      *projections.DB
+	Leading func() (uint64, bool) // the side-effect lease's Leading
+	Log     zerolog.Logger
+}
+
+// SnapshotSweepEvery is how often the lease holder looks at the snapshots under way.
+var SnapshotSweepEvery = time.Second
+
+// Hook returns the status folder's DRBD hook: it advances the snapshots of every
+// reported resource while this serve leads.
+func (a SnapshotAdvancer) Hook(ctx context.Context) func(drbd.Status) {
+	return func(st drbd.Status) {
+		if len(st.Snapshots) == 0 {
+			return
+		}
+		if _, lead := a.Leading(); lead {
+			a.advance(ctx, st.Resource)
+		}
+	}
+}
+
+// Sweep advances every definition with a snapshot under way, every SnapshotSweepEvery,
+// until ctx ends (run while holding the lease).
+func (a SnapshotAdvancer) Sweep(ctx context.Context) {
+	t := time.NewTicker(SnapshotSweepEvery)
+	defer t.Stop()
+	for {
+		v, err := a.DB.Read()
+		if err == nil {
+			var rds []string
+			rds, err = v.DefinitionsWithSnapshotsUnderWay()
+			v.Close()
+			for _, rd := range rds {
+				a.advance(ctx, rd)
+			}
+		}
+		if err != nil {
+			a.Log.Warn().Err(err).Msg("snapshots under way unreadable")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (a SnapshotAdvancer) advance(ctx context.Context, rd string) {
+	v, err := a.DB.Read()
+	if err != nil {
+		a.Log.Warn().Err(err).Msg("snapshot reports not read")
+		return
+	}
+	reqs, err := SnapshotProgressFrom(v, rd)
+	v.Close()
+	if err != nil {
+		a.Log.Warn().Err(err).Str("resource", rd).Msg("snapshot reports not read")
+		return
+	}
+	for _, req := range reqs {
+		r := a.Adm.Submit(ctx, req)
+		ev := a.Log.Info()
+		if !r.OK {
+			ev = a.Log.Debug().Str("error", r.Error.Message) // a phase another report already recorded
+		}
+		ev.Str("resource", rd).RawJSON("progress", req.Body).Bool("recorded", r.OK && len(r.Events) > 0).Msg("snapshot progress")
+	}
+}

@@ -1,0 +1,204 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/projections/dispatch"
+	"github.com/cairn-io/cairn/test/testtools"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDesiredResolvesOptionsAndQuorum(t *testing.T) {
+	no := false
+	yes := true
+	c := "C"
+	rd := projections.ResourceDefinition{Name: "r1", Port: 7000, Seq: 42,
+		DRBDOptions: drbd.Options{AutoPromote: &no},
+		Volumes:     []projections.VolumeDefinition{{Volume: 0, SizeKiB: 4096, Day0GI: "00000000000000A2"}},
+		Replicas: []projections.Replica{
+			{Node: "n1", NodeID: 0, Minors: []events.VolumeMinor{{Volume: 0, Minor: 1000}}, Provider: "lvm_thin", Pool: "vg/thin", Incarnation: 10,
+				Seeds: []drbd.Seed{{Volume: 0, NodeID: 0, GI: "x"}}},
+			{Node: "n2", NodeID: 1, Minors: []events.VolumeMinor{{Volume: 0, Minor: 1001}}, Inactive: true, DRBDOptions: drbd.Options{AutoPromote: &yes}},
+		}}
+	group := &projections.ResourceGroup{ResourceGroupCreated: events.ResourceGroupCreated{DRBDOptions: drbd.Options{AutoPromote: &yes, Protocol: &c}}}
+	nodes := map[string]projections.NodeSpec{"n1": {Host: "h1", Address: "10.0.0.1"}, "n2": {Host: "h2", Address: "10.0.0.2"}}
+
+	d, ok := dispatch.Desired(rd, group, nodes, projections.ControllerOptions{}, "n1")
+	require.True(t, ok)
+	assert.Equal(t, uint64(42), d.Revision)
+	assert.True(t, d.Active)
+	assert.Equal(t, false, *d.Options.AutoPromote, "the definition's explicit false overrides the group's true")
+	assert.Equal(t, "C", *d.Options.Protocol, "inherited from the group")
+	assert.Equal(t, "off", *d.Options.Quorum, "two voters: quorum off")
+	require.NotNil(t, d.Local)
+	assert.Equal(t, uint64(10), d.Local.Incarnation)
+	assert.Len(t, d.Local.Seeds, 1)
+	assert.Equal(t, "h2", d.Replicas[1].Host)
+	assert.Equal(t, 1001, d.Replicas[1].Minors[0])
+
+	d, _ = dispatch.Desired(rd, group, nodes, projections.ControllerOptions{}, "n2")
+	assert.False(t, d.Active)
+	assert.Equal(t, true, *d.Options.AutoPromote, "the replica's own setting is the narrowest")
+
+	_, ok = dispatch.Desired(rd, group, nodes, projections.ControllerOptions{}, "n3")
+	assert.False(t, ok)
+}
+
+// latest reads the latest desired state of rd on node from CAIRN_NODES (nil: removed).
+func latest(t *testing.T, s *server.Server, node, rd string) (*drbd.Desired, bool) {
+	t.Helper()
+	stream, err := s.JS.Stream(context.Background(), "CAIRN_NODES")
+	require.NoError(t, err)
+	m, err := stream.GetLastMsgForSubject(context.Background(), fmt.Sprintf("cairn.node.%s.drbd.%s", node, rd))
+	if err != nil {
+		return nil, false
+	}
+	if len(m.Data) == 0 {
+		return nil, true
+	}
+	var d drbd.Desired
+	require.NoError(t, json.Unmarshal(m.Data, &d))
+	return &d, true
+}
+
+func TestDispatcherPublishesEveryChange(t *testing.T) {
+	s := servertest.Start(t)
+	submit := func(verb, body string) {
+		r := servertest.Submit(s, verb, body)
+		require.True(t, r.OK, "%s: %+v", verb, r.Error)
+	}
+	submit("cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= 4; i++ {
+		submit("node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d"}`, i, i, i))
+		submit("sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"file_thin","pool":"/var/lib/cairn","capacity_kib":1048576}`, i))
+	}
+	submit("rg.create", `{"name":"rg","place_count":2}`)
+	submit("rg.spawn", `{"resource_group":"rg","name":"r1","size_kib":4096}`)
+
+	var holders []string
+	require.Eventually(t, func() bool {
+		holders = holders[:0]
+		for i := 1; i <= 4; i++ {
+			if d, ok := latest(t, s, fmt.Sprintf("n%d", i), "r1"); ok && d != nil && len(d.Replicas) == 3 {
+				holders = append(holders, d.Node)
+			}
+		}
+		return len(holders) == 3
+	}, 5*time.Second, 20*time.Millisecond, "two replicas and a tiebreaker get their desired state")
+
+	// a third diskful replica: the tiebreaker's node gets an empty message
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	rd, _, _ := v.ResourceDefinition("r1")
+	v.Close()
+	var tb, free string
+	for i := 1; i <= 4; i++ {
+		n := fmt.Sprintf("n%d", i)
+		if r, ok := rd.Replica(n); !ok {
+			free = n
+		} else if r.Tiebreaker {
+			tb = n
+		}
+	}
+	added := servertest.Submit(s, "replica.add", fmt.Sprintf(`{"resource":"r1","node":%q}`, free))
+	require.True(t, added.OK, "%+v", added.Error)
+	require.Eventually(t, func() bool {
+		d, ok := latest(t, s, tb, "r1")
+		return ok && d == nil
+	}, 5*time.Second, 20*time.Millisecond, "the removed tiebreaker's node is told to tear down")
+	require.Eventually(t, func() bool {
+		d, _ := latest(t, s, free, "r1")
+		return d != nil && d.Local != nil && !d.Local.Diskless && len(d.Replicas) == 3 && *d.Options.Quorum == "majority"
+	}, 5*time.Second, 20*time.Millisecond)
+
+	// Every message, the removal too, carries the views' sequence it was computed from
+	// and the event stream's epoch: the removal's revision is one of the replica.add's
+	// events (the views may publish between a command's first event, which changed the
+	// desired state, and its last, a claim that changes nothing a node is told).
+	stream, err := s.JS.Stream(context.Background(), "CAIRN_NODES")
+	require.NoError(t, err)
+	evs, err := s.JS.Stream(context.Background(), "CAIRN_EVENTS")
+	require.NoError(t, err)
+	epoch := fmt.Sprint(evs.CachedInfo().Created.UnixNano())
+	first, last := added.Events[0].Seq, added.Events[len(added.Events)-1].Seq
+	for _, n := range []string{tb, free} {
+		m, err := stream.GetLastMsgForSubject(context.Background(), "cairn.node."+n+".drbd.r1")
+		require.NoError(t, err)
+		rev, err := strconv.ParseUint(m.Header.Get(events.RevisionHeader), 10, 64)
+		require.NoError(t, err, n)
+		assert.True(t, rev >= first && rev <= last, "%s: revision %d, the replica.add's events %d..%d", n, rev, first, last)
+		assert.Equal(t, epoch, m.Header.Get(events.EpochHeader), n)
+	}
+}
+
+func TestOutboxEmptiesOncePublished(t *testing.T) {
+	dir := t.TempDir()
+	cfg := func(c *server.Config) { c.DataDir = dir }
+	s := servertest.Start(t, cfg)
+	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
+	require.True(t, servertest.Submit(s, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`).OK)
+	require.True(t, servertest.Submit(s, "sp.create", `{"node":"n1","name":"p","provider":"file_thin","pool":"/var/lib/cairn","capacity_kib":1048576}`).OK)
+	require.True(t, servertest.Submit(s, "rd.create", `{"name":"r1"}`).OK)
+	require.True(t, servertest.Submit(s, "vd.create", `{"resource":"r1","volume":0,"size_kib":4096}`).OK)
+	require.True(t, servertest.Submit(s, "replica.add", `{"resource":"r1","node":"n1"}`).OK)
+	require.Eventually(t, func() bool { d, _ := latest(t, s, "n1", "r1"); return d != nil }, 5*time.Second, 20*time.Millisecond)
+	// the outbox empties once JetStream acknowledged the publish (just after the message
+	// becomes visible)
+	require.Eventually(t, func() bool {
+		b, err := s.DB.Outbox(10)
+		require.NoError(t, err)
+		defer b.View.Close()
+		return len(b.Entries) == 0
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// A round bigger than one atomic batch (JetStream takes at most 1,000 messages) is
+// stored as several, and every message of it lands: 1,500 storage pools queued by one
+// fold, published by a single Round.
+func TestRoundLargerThanOneBatch(t *testing.T) {
+	js := testtools.JetStream(t)
+	ctx := context.Background()
+	names := events.NewNames("")
+	require.NoError(t, events.EnsureStreams(ctx, js, names, events.StreamOptions{}))
+
+	db, err := projections.Open(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	const pools = 1500
+	var evs []events.Event
+	add := func(subject string, p events.Payload) {
+		env := events.Envelope{ID: fmt.Sprint(len(evs)), Type: p.EventType(), SchemaVersion: 1, Subject: subject,
+			OccurredAt: time.Now(), CommandID: fmt.Sprint("c", len(evs)), Actor: "test"}
+		evs = append(evs, events.Event{Seq: uint64(len(evs) + 1), Envelope: env, Data: p})
+	}
+	add(names.Event("node", "n1"), &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: events.RoleStorage})
+	for i := range pools {
+		add(names.Event("node", "n1"), &events.StoragePoolCreated{Node: "n1", Name: fmt.Sprintf("p%04d", i), Provider: "file_thin", Pool: "/var/lib/cairn"})
+	}
+	require.NoError(t, db.Fold(names, evs))
+
+	d := &dispatch.Dispatcher{DB: db, JS: js, Names: names, BatchSize: 2 * pools}
+	n, err := d.Round(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, pools, n)
+	stream, err := js.Stream(ctx, names.NodesStream())
+	require.NoError(t, err)
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(pools), info.State.Msgs)
+	b, err := db.Outbox(10)
+	require.NoError(t, err)
+	defer b.View.Close()
+	assert.Empty(t, b.Entries, "the outbox is empty once every batch was acknowledged")
+}
