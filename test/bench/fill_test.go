@@ -67,7 +67,9 @@ func fillHistory(tb testing.TB, dataDir string, n int) {
 		body, _ := events.Encode(envs[0])
 		m := nats.NewMsg(d.Subject)
 		m.Data = body
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		// A busy machine can keep 4,096 publishes outstanding for longer than the
+		// default 200 ms stall wait: the fill waits instead of failing.
+		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 			tb.Fatal(err)
 		}
 	}

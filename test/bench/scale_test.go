@@ -54,7 +54,7 @@ func fillScaleCluster(tb testing.TB, dataDir string, nodes, rds int) int {
 			m := nats.NewMsg(env.Subject)
 			m.Data = body
 			m.Header.Set(jetstream.MsgIDHeader, events.MsgID(id, i))
-			if _, err := js.PublishMsgAsync(m); err != nil {
+			if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 				tb.Fatal(err)
 			}
 			count++
