@@ -41,11 +41,17 @@ func apply(t *tx, names events.Names, it Item) error {
 	}
 	// One key per event of a command: no read-modify-write on the hot path.
 	t.scratch = appendCommandEventKey(t.scratch[:0], ev.CommandID, ev.Seq)
-	t.putOnce(t.scratch, encodeEventRef(EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject, Digest: ev.RequestDigest}))
+	key := len(t.scratch)
+	t.scratch = appendEventRef(t.scratch, EventRef{Seq: ev.Seq, Type: ev.Type, Subject: ev.Subject, Digest: ev.RequestDigest})
+	t.putOnce(t.scratch[:key], t.scratch[key:])
 	if t.retention > 0 {
+		// Written at the commit, after the command records: each run of keys goes
+		// into the memtable in order (see tx.commit).
 		k := commandAtKey(ev.OccurredAt, ev.CommandID, ev.Seq)
-		t.putOnce([]byte(k), []byte("1"))
 		t.cmdAt = append(t.cmdAt, k)
+		if t.cmdAtMin == "" || k < t.cmdAtMin {
+			t.cmdAtMin = k
+		}
 		if t.pruneEvery > 0 && ev.Seq%t.pruneEvery == 0 {
 			if err := pruneCommands(t, ev.OccurredAt.Add(-t.retention)); err != nil {
 				return err

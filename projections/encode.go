@@ -12,7 +12,11 @@ import (
 // encodeEventRef writes the JSON of an EventRef without reflection: it is written for
 // every event, so the projection's hot path. The bytes equal json.Marshal's.
 func encodeEventRef(e EventRef) []byte {
-	b := make([]byte, 0, 32+len(e.Type)+len(e.Subject))
+	return appendEventRef(make([]byte, 0, 32+len(e.Type)+len(e.Subject)), e)
+}
+
+// appendEventRef appends encodeEventRef's bytes to b.
+func appendEventRef(b []byte, e EventRef) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)
 	b = append(b, `,"type":`...)

@@ -770,7 +770,7 @@ func delIfPresent(t *tx, key string) error {
 // take records value n as used by owner (usedKey), off the free list (freeKey), and
 // raises the allocator's high-water mark (highKey) past it.
 func take(t *tx, usedKey, freeKey, highKey string, n int, owner []byte) error {
-	t.dirty[usedKey] = owner
+	t.putRaw(usedKey, owner)
 	high, err := getUint(t, highKey)
 	if err != nil {
 		return err

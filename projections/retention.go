@@ -63,9 +63,11 @@ func pruneCommands(t *tx, before time.Time) error {
 	if err := it.Close(); err != nil {
 		return err
 	}
-	for _, k := range t.cmdAt { // written in this transaction, not committed yet
-		if v, written := t.dirty[k]; k < upper && (!written || v != nil) {
-			old = append(old, k) // not deleted by an earlier prune of this transaction
+	if t.cmdAtMin != "" && t.cmdAtMin < upper { // else none written in this transaction is old
+		for _, k := range t.cmdAt { // written in this transaction, not committed yet
+			if v, written := t.dirty[k]; k < upper && (!written || v != nil) {
+				old = append(old, k) // not deleted by an earlier prune of this transaction
+			}
 		}
 	}
 	for _, k := range old {

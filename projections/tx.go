@@ -19,6 +19,12 @@ import (
 type tx struct {
 	db    *DB
 	dirty map[string][]byte // nil value = deleted
+	// lazy holds values written whole (view types that encode themselves) whose
+	// encoding waits for the commit or a read: a node's status rewritten by every state
+	// change of a replay is encoded once a batch, not once an event. Such a key's value
+	// in dirty is lazyMark; a later write of the key replaces the mark, and lazy's entry
+	// then counts no more.
+	lazy map[string]jsonAppender
 	seq   uint64
 	// pending counts the events applied since the last commit; batchStart is when the
 	// first of them was.
@@ -31,17 +37,21 @@ type tx struct {
 	cache map[string][]byte
 	// cacheBytes is the size of cache's keys and values, bounded by cacheBytesLimit.
 	cacheBytes int
-	// specs and hosts cache decoded node specs and host entries by key (a missing spec
-	// is cached as found=false), for the status events that read them on every change.
-	specs map[string]cachedSpec
+	// specs and hosts cache decoded node specs by node name and host entries by host (a
+	// missing spec is cached as found=false), for the status events that read them on
+	// every change. A cached spec is never changed in place.
+	specs map[string]*cachedSpec
 	hosts map[string]HostEntry
 	// retention is how long accepted command ids are kept (0: for good); every
 	// pruneEvery-th event prunes the older ones (see pruneCommands).
 	retention  time.Duration
 	pruneEvery uint64
-	cmdAt      []string // command index keys written since the last commit
+	// cmdAt holds the command index keys written since the last commit (they go into
+	// the commit's batch after once's keys); cmdAtMin is the smallest ("" when none).
+	cmdAt    []string
+	cmdAtMin string
 	// once holds the keys written once and never read back by apply (command records,
-	// their time index, outbox entries) since the last commit: they go straight into
+	// outbox entries) since the last commit: they go straight into
 	// the next commit's batch, ahead of the dirty keys, without a map or a sort. A
 	// deletion of one of them in the same transaction (pruneCommands) is a dirty nil,
 	// applied after it.
@@ -68,31 +78,30 @@ func (t *tx) cachePut(k string, v []byte) {
 }
 
 func newTx(db *DB) *tx {
-	return &tx{db: db, dirty: map[string][]byte{}, cache: map[string][]byte{},
-		specs: map[string]cachedSpec{}, hosts: map[string]HostEntry{}}
+	return &tx{db: db, dirty: map[string][]byte{}, lazy: map[string]jsonAppender{}, cache: map[string][]byte{},
+		specs: map[string]*cachedSpec{}, hosts: map[string]HostEntry{}}
 }
 
 // nodeSpec reads a node's spec through the decoded cache.
 func (t *tx) nodeSpec(name string) (NodeSpec, bool, error) {
-	key := nodeSpecKey(name)
-	if c, ok := t.specs[key]; ok {
+	if c, ok := t.specs[name]; ok {
 		return c.spec, c.found, nil
 	}
 	var spec NodeSpec
-	found, err := getJSON(t, key, &spec)
+	found, err := getJSON(t, nodeSpecKey(name), &spec)
 	if err == nil {
-		t.specs[key] = cachedSpec{spec, found}
+		t.specs[name] = &cachedSpec{spec, found}
 	}
 	return spec, found, err
 }
 
 func (t *tx) putNodeSpec(spec NodeSpec) error {
-	t.specs[nodeSpecKey(spec.Name)] = cachedSpec{spec, true}
+	t.specs[spec.Name] = &cachedSpec{spec, true}
 	return t.put(nodeSpecKey(spec.Name), spec)
 }
 
 func (t *tx) delNodeSpec(name string) {
-	t.specs[nodeSpecKey(name)] = cachedSpec{}
+	t.specs[name] = &cachedSpec{}
 	t.del(nodeSpecKey(name))
 }
 
@@ -111,6 +120,10 @@ func (t *tx) hostEntry(host string) (HostEntry, error) {
 
 func (t *tx) Get(key []byte) ([]byte, error) {
 	if v, ok := t.dirty[string(key)]; ok {
+		if isLazy(v) {
+			v = t.lazy[string(key)].appendJSON(nil)
+			t.dirty[string(key)] = v
+		}
 		return v, nil
 	}
 	if v, ok := t.cache[string(key)]; ok {
@@ -160,7 +173,8 @@ func (t *tx) keysWithPrefix(prefix string) ([]string, error) {
 
 func (t *tx) put(key string, v any) error {
 	if a, ok := v.(jsonAppender); ok { // the hot views of node state changes
-		t.dirty[key] = a.appendJSON(nil)
+		t.dirty[key] = lazyMark
+		t.lazy[key] = a
 		return nil
 	}
 	raw, err := json.Marshal(v)
@@ -171,7 +185,16 @@ func (t *tx) put(key string, v any) error {
 	return nil
 }
 
-// putOnce writes a key apply never reads back (see tx.once); key may be reused by the
+// lazyMark stands in dirty for a value held in lazy until it is encoded.
+var lazyMark = []byte{0}
+
+// isLazy says whether a dirty value is lazyMark (the very slice, not equal bytes).
+func isLazy(v []byte) bool { return len(v) == 1 && &v[0] == &lazyMark[0] }
+
+// putRaw writes an encoded value (nil: a deletion).
+func (t *tx) putRaw(key string, v []byte) { t.dirty[key] = v }
+
+// putOnce writes a key apply never reads back (see tx.once); key and v may be reused by the
 // caller afterwards. A failed write fails the commit.
 func (t *tx) putOnce(key, v []byte) {
 	if t.once == nil {
@@ -182,9 +205,9 @@ func (t *tx) putOnce(key, v []byte) {
 	}
 }
 
-func (t *tx) putUint(key string, v uint64) { t.dirty[key] = encodeUint(v) }
-func (t *tx) mark(key string)              { t.dirty[key] = []byte("1") }
-func (t *tx) del(key string)               { t.dirty[key] = nil }
+func (t *tx) putUint(key string, v uint64) { t.putRaw(key, encodeUint(v)) }
+func (t *tx) mark(key string)              { t.putRaw(key, []byte("1")) }
+func (t *tx) del(key string)               { t.putRaw(key, nil) }
 
 // commit writes the dirty keys and the checkpoint in one batch. Views can always be
 // rebuilt from the stream, so the batch is not fsynced; Pebble's WAL still applies it
@@ -199,6 +222,21 @@ func (t *tx) commit() error {
 	if err := t.onceErr; err != nil {
 		t.onceErr = nil
 		return err
+	}
+	for k, a := range t.lazy {
+		if isLazy(t.dirty[k]) {
+			t.dirty[k] = a.appendJSON(nil)
+		}
+	}
+	clear(t.lazy)
+	// The command index entries of the batch, written once like the command records
+	// but after them: two interleaved runs of ascending keys would cost the memtable's
+	// skiplist a full search per key, two runs one after the other almost none. A
+	// deletion of one by pruneCommands is a dirty nil, applied after.
+	for _, k := range t.cmdAt {
+		if err := b.Set([]byte(k), []byte("1"), nil); err != nil {
+			return err
+		}
 	}
 	// Sorted keys go into the memtable's skiplist with far better locality.
 	keys := make([]string, 0, len(t.dirty))
@@ -239,6 +277,6 @@ func (t *tx) commit() error {
 		t.cachePut(k, v)
 	}
 	clear(t.dirty)
-	t.cmdAt = t.cmdAt[:0]
+	t.cmdAt, t.cmdAtMin = t.cmdAt[:0], ""
 	return nil
 }

@@ -33,31 +33,52 @@ func BenchmarkRebuildVsOrderedReplay(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		raw := replayRaw(b, js, names, uint64(n))
+		var raw, rebuild, decoded time.Duration
+		rawCPU := processCPUOf(func() { raw = replayRaw(b, js, names, uint64(n)) })
 		dir := filepath.Join(b.TempDir(), "views")
 		db, err := projections.OpenBulk(dir) // as `cairn views rebuild` does
 		if err != nil {
 			b.Fatal(err)
 		}
-		began := time.Now()
-		if _, err := server.ProjectInto(ctx, db, js, names, uint64(n), 0, zerolog.Nop()); err != nil {
-			b.Fatal(err)
-		}
-		rebuild := time.Since(began)
+		rebuildCPU := processCPUOf(func() {
+			began := time.Now()
+			if _, err := server.ProjectInto(ctx, db, js, names, uint64(n), 0, zerolog.Nop()); err != nil {
+				b.Fatal(err)
+			}
+			rebuild = time.Since(began)
+		})
 		db.Close()
 		os.RemoveAll(dir)
-		decoded := replayDecoded(b, js, names, uint64(n))
+		decodedCPU := processCPUOf(func() { decoded = replayDecoded(b, js, names, uint64(n)) })
 		rawRate := float64(n) / raw.Seconds()
 		rebuildRate := float64(n) / rebuild.Seconds()
 		decodedRate := float64(n) / decoded.Seconds()
+		perEvent := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(n) }
+		// The rebuild cannot take less wall time than its CPU time spread over every
+		// core: that bounds its ratio whatever overlaps.
+		cpuBound := raw.Seconds() / (rebuildCPU.Seconds() / float64(runtime.GOMAXPROCS(0)))
 		b.ReportMetric(rawRate, "replay_events/s")
 		b.ReportMetric(rebuildRate, "rebuild_events/s")
 		b.ReportMetric(rebuildRate/rawRate, "ratio")
 		b.ReportMetric(decodedRate/rawRate, "decode_only_ratio")
-		b.Logf("%d events: ordered replay %s (%.0f/s), rebuild %s (%.0f/s), ratio %.2f; the replay with every event decoded "+
-			"and validated on every core as the rebuild does, and nothing applied: %s (%.0f/s), ratio %.2f", n, raw.Round(time.Millisecond), rawRate,
-			rebuild.Round(time.Millisecond), rebuildRate, rebuildRate/rawRate, decoded.Round(time.Millisecond), decodedRate, decodedRate/rawRate)
+		b.ReportMetric(perEvent(rawCPU), "replay_cpu_us/event")
+		b.ReportMetric(perEvent(decodedCPU), "decode_only_cpu_us/event")
+		b.ReportMetric(perEvent(rebuildCPU), "rebuild_cpu_us/event")
+		b.ReportMetric(min(cpuBound, 99), "rebuild_cpu_bound_ratio")
+		b.Logf("%d events: ordered replay %s (%.0f/s, %.1f us of CPU an event), rebuild %s (%.0f/s, %.1f us of CPU an event), ratio %.2f "+
+			"(its CPU time over %d cores bounds it at %.2f); the replay with every event decoded "+
+			"and validated on every core as the rebuild does, and nothing applied: %s (%.0f/s, %.1f us of CPU an event), ratio %.2f",
+			n, raw.Round(time.Millisecond), rawRate, perEvent(rawCPU), rebuild.Round(time.Millisecond), rebuildRate, perEvent(rebuildCPU),
+			rebuildRate/rawRate, runtime.GOMAXPROCS(0), cpuBound, decoded.Round(time.Millisecond), decodedRate, perEvent(decodedCPU), decodedRate/rawRate)
 	}
+}
+
+// processCPUOf runs fn and returns the CPU time the process (with its embedded
+// server) used meanwhile.
+func processCPUOf(fn func()) time.Duration {
+	before := processCPU()
+	fn()
+	return processCPU() - before
 }
 
 // replayDecoded is replayRaw with what any rebuild must do besides applying: every
