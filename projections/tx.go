@@ -25,7 +25,7 @@ type tx struct {
 	// in dirty is lazyMark; a later write of the key replaces the mark, and lazy's entry
 	// then counts no more.
 	lazy map[string]jsonAppender
-	seq   uint64
+	seq  uint64
 	// pending counts the events applied since the last commit; batchStart is when the
 	// first of them was.
 	pending    int
