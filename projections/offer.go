@@ -17,8 +17,10 @@ const maxOffered = 4096
 // the same result: an offered event is applied only once every event before it is,
 // through the same decoding and apply as a delivered one, and whichever of the two
 // comes second is skipped. Offers that the consumer overtakes are dropped, as are all
-// of them when no Run (without stopAt) is going. Offer returns once what it could apply
-// is committed.
+// of them when no Run (without stopAt) is going. Concurrent offers are group-committed:
+// the first to take the transaction applies and commits every offered event that
+// follows the views, and the others find theirs committed. Offer returns once what it
+// could apply is committed.
 func (p *Projector) Offer(raws []events.Raw) {
 	if len(raws) == 0 {
 		return
@@ -28,16 +30,25 @@ func (p *Projector) Offer(raws []events.Raw) {
 		ev, err := events.DecodeStored(r)
 		items[i] = Item{Event: ev, Raw: r, Err: err}
 	}
-	p.txMu.Lock()
-	defer p.txMu.Unlock()
-	t := p.live
-	if t == nil || p.broken != nil {
-		return
-	}
+	last := raws[len(raws)-1].Seq
+	p.offerMu.Lock()
 	for _, it := range items {
-		if it.Raw.Seq > t.seq && len(p.offered) < maxOffered {
+		if it.Raw.Seq > p.Applied() && len(p.offered) < maxOffered {
 			p.offered[it.Raw.Seq] = it
 		}
+	}
+	p.offerMu.Unlock()
+	p.txMu.Lock()
+	defer p.txMu.Unlock()
+	if p.Applied() >= last {
+		return // committed by another offer's commit, or delivered
+	}
+	t := p.live
+	if t == nil || p.broken != nil {
+		p.offerMu.Lock()
+		clear(p.offered) // no Run to take them
+		p.offerMu.Unlock()
+		return
 	}
 	before := t.seq
 	if err := p.applyOffered(t); err != nil {
@@ -56,6 +67,8 @@ func (p *Projector) Offer(raws []events.Raw) {
 // those the consumer's deliveries have overtaken. Callers hold txMu. An apply error
 // leaves t half-written: the projector must stop (Offer records it in broken).
 func (p *Projector) applyOffered(t *tx) error {
+	p.offerMu.Lock()
+	defer p.offerMu.Unlock()
 	if len(p.offered) == 0 {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairn-io/cairn/events"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -254,4 +255,37 @@ func repeat(v, n int) []int {
 		out[i] = v
 	}
 	return out
+}
+
+// Offers made while another holds the transaction are committed together by the first
+// of them to take it; every other returns finding its events committed.
+func TestConcurrentOffersShareOneCommit(t *testing.T) {
+	raws := storedHistory(t, 4)
+	p, _, _ := liveProjector(t)
+	commits := func() uint64 {
+		var m dto.Metric
+		require.NoError(t, metricBatch.Write(&m))
+		return m.GetHistogram().GetSampleCount()
+	}
+	before := commits()
+
+	p.txMu.Lock() // a commit in progress
+	done := make(chan struct{})
+	for _, r := range raws {
+		go func() {
+			p.Offer([]events.Raw{r})
+			done <- struct{}{}
+		}()
+	}
+	require.Eventually(t, func() bool {
+		p.offerMu.Lock()
+		defer p.offerMu.Unlock()
+		return len(p.offered) == len(raws)
+	}, 5*time.Second, time.Millisecond, "every offer waiting for the transaction")
+	p.txMu.Unlock()
+	for range raws {
+		<-done
+	}
+	assert.Equal(t, uint64(len(raws)), p.Applied())
+	assert.Equal(t, uint64(1), commits()-before, "one commit for the four offers")
 }

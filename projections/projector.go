@@ -46,13 +46,16 @@ type Projector struct {
 	queuedNotify chan struct{}
 
 	// txMu serializes Run and Offer on live, the open transaction of the running Run
-	// (nil when none runs or the Run stops at a sequence). offered holds offered events
-	// waiting for their predecessors; broken is an apply error met by Offer, which stops
-	// the projector.
+	// (nil when none runs or the Run stops at a sequence); broken is an apply error met
+	// by Offer, which stops the projector. offered (guarded by offerMu, which may be
+	// taken under txMu, never the other way round) holds offered events not applied yet:
+	// whoever holds txMu next applies every one that follows the views, so concurrent
+	// offers share one commit.
 	txMu    sync.Mutex
 	live    *tx
-	offered map[uint64]Item
 	broken  error
+	offerMu sync.Mutex
+	offered map[uint64]Item
 	// stopped is set when Run stopped at an event this binary cannot read.
 	stopped atomic.Pointer[UpgradeNeededError]
 
@@ -176,7 +179,9 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 		defer func() {
 			p.txMu.Lock()
 			p.live = nil
+			p.offerMu.Lock()
 			clear(p.offered)
+			p.offerMu.Unlock()
 			p.txMu.Unlock()
 		}()
 	}
