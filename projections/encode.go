@@ -32,7 +32,8 @@ func appendEventRef(b []byte, e EventRef) []byte {
 
 // jsonAppender is a view value that writes its own JSON, byte for byte what the encoder
 // writes (encode_test.go checks), without reflection: the values every node state
-// change rewrites.
+// change rewrites. tx.put keeps such a value unencoded until the commit (tx.lazy), so
+// pass it by value, never a pointer to something that changes after the put.
 type jsonAppender interface {
 	appendJSON(b []byte) []byte
 }
