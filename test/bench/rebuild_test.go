@@ -19,8 +19,12 @@ import (
 
 // BenchmarkRebuildVsOrderedReplay: `views rebuild` of the big history against a raw
 // ordered-consumer replay of the same stream on the same embedded server. Asked: ratio
-// (rebuild rate / replay rate) >= 0.5. Both sides stop at the history's n-th event:
-// the latency benchmark appends its commands to the same cached history.
+// (rebuild rate / replay rate) >= 0.8 (the scale issue; the spine issue asked 0.5). Both
+// sides stop at the history's n-th event: the latency benchmark appends its commands to
+// the same cached history. The sides alternate over rebuildRounds rounds (replay,
+// rebuild, decode-only replay, and again) and each rate is over all of its rounds: the
+// machine's speed drifts by a fifth from one minute to the next, so both sides see the
+// same machine.
 func BenchmarkRebuildVsOrderedReplay(b *testing.B) {
 	n := historySize()
 	data := cachedHistory(b, n)
@@ -33,27 +37,30 @@ func BenchmarkRebuildVsOrderedReplay(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		var raw, rebuild, decoded time.Duration
-		rawCPU := processCPUOf(func() { raw = replayRaw(b, js, names, uint64(n)) })
-		dir := filepath.Join(b.TempDir(), "views")
-		db, err := projections.OpenBulk(dir) // as `cairn views rebuild` does
-		if err != nil {
-			b.Fatal(err)
-		}
-		rebuildCPU := processCPUOf(func() {
-			began := time.Now()
-			if _, err := server.ProjectInto(ctx, db, js, names, uint64(n), 0, zerolog.Nop()); err != nil {
+		var raw, rebuild, decoded, rawCPU, rebuildCPU, decodedCPU time.Duration
+		for range rebuildRounds {
+			rawCPU += processCPUOf(func() { raw += replayRaw(b, js, names, uint64(n)) })
+			dir := filepath.Join(b.TempDir(), "views")
+			db, err := projections.OpenBulk(dir) // as `cairn views rebuild` does
+			if err != nil {
 				b.Fatal(err)
 			}
-			rebuild = time.Since(began)
-		})
-		db.Close()
-		os.RemoveAll(dir)
-		decodedCPU := processCPUOf(func() { decoded = replayDecoded(b, js, names, uint64(n)) })
-		rawRate := float64(n) / raw.Seconds()
-		rebuildRate := float64(n) / rebuild.Seconds()
-		decodedRate := float64(n) / decoded.Seconds()
-		perEvent := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(n) }
+			rebuildCPU += processCPUOf(func() {
+				began := time.Now()
+				if _, err := server.ProjectInto(ctx, db, js, names, uint64(n), 0, zerolog.Nop()); err != nil {
+					b.Fatal(err)
+				}
+				rebuild += time.Since(began)
+			})
+			db.Close()
+			os.RemoveAll(dir)
+			decodedCPU += processCPUOf(func() { decoded += replayDecoded(b, js, names, uint64(n)) })
+		}
+		events := n * rebuildRounds // over every round
+		rawRate := float64(events) / raw.Seconds()
+		rebuildRate := float64(events) / rebuild.Seconds()
+		decodedRate := float64(events) / decoded.Seconds()
+		perEvent := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(events) }
 		// The rebuild cannot take less wall time than its CPU time spread over every
 		// core: that bounds its ratio whatever overlaps.
 		cpuBound := raw.Seconds() / (rebuildCPU.Seconds() / float64(runtime.GOMAXPROCS(0)))
@@ -65,13 +72,16 @@ func BenchmarkRebuildVsOrderedReplay(b *testing.B) {
 		b.ReportMetric(perEvent(decodedCPU), "decode_only_cpu_us/event")
 		b.ReportMetric(perEvent(rebuildCPU), "rebuild_cpu_us/event")
 		b.ReportMetric(min(cpuBound, 99), "rebuild_cpu_bound_ratio")
-		b.Logf("%d events: ordered replay %s (%.0f/s, %.1f us of CPU an event), rebuild %s (%.0f/s, %.1f us of CPU an event), ratio %.2f "+
+		b.Logf("%d events, %d rounds of each side: ordered replay %s (%.0f/s, %.1f us of CPU an event), rebuild %s (%.0f/s, %.1f us of CPU an event), ratio %.2f "+
 			"(its CPU time over %d cores bounds it at %.2f); the replay with every event decoded "+
 			"and validated on every core as the rebuild does, and nothing applied: %s (%.0f/s, %.1f us of CPU an event), ratio %.2f",
-			n, raw.Round(time.Millisecond), rawRate, perEvent(rawCPU), rebuild.Round(time.Millisecond), rebuildRate, perEvent(rebuildCPU),
+			n, rebuildRounds, raw.Round(time.Millisecond), rawRate, perEvent(rawCPU), rebuild.Round(time.Millisecond), rebuildRate, perEvent(rebuildCPU),
 			rebuildRate/rawRate, runtime.GOMAXPROCS(0), cpuBound, decoded.Round(time.Millisecond), decodedRate, perEvent(decodedCPU), decodedRate/rawRate)
 	}
 }
+
+// rebuildRounds is how many times each side of BenchmarkRebuildVsOrderedReplay runs.
+const rebuildRounds = 3
 
 // processCPUOf runs fn and returns the CPU time the process (with its embedded
 // server) used meanwhile.
