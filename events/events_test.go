@@ -120,6 +120,14 @@ func TestDecodeValidatesAndUpcasts(t *testing.T) {
 	assert.Equal(t, &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: "storage"}, ev.Data)
 	assert.Equal(t, uint64(7), ev.Seq)
 
+	// The decoded strings share the body's memory, and their values are the body's
+	// (escapes resolved).
+	body := env("node.added", 2, `{"name":"n\u0031","host":"h1","address":"10.0.0.1","role":"storage"}`)
+	ev, err = events.Decode(8, body)
+	require.NoError(t, err)
+	assert.Equal(t, &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: "storage"}, ev.Data)
+	assert.Equal(t, "cairn.ev.node.n1", ev.Subject)
+
 	bad := []struct{ name, body, reason string }{
 		{"not JSON", `{`, "not valid JSON"},
 		{"unknown type", string(env("node.exploded", 1, `{}`)), "unknown event type"},
@@ -127,6 +135,7 @@ func TestDecodeValidatesAndUpcasts(t *testing.T) {
 		{"schema violation", string(env("node.added", 2, `{"name":"n1","host":"h1","address":"10.0.0.1"}`)), "role is required"},
 		{"v1 with unknown field", string(env("node.added", 1, `{"name":"n1","host":"h1","address":"10.0.0.1","x":1}`)), "not a known field"},
 		{"no command id", `{"id":"1","type":"node.added","schema_version":2,"subject":"s","occurred_at":"2026-01-01T00:00:00Z","payload":{}}`, "no command_id"},
+		{"bytes after the envelope", string(env("node.added", 2, `{"name":"n1","host":"h1","address":"10.0.0.1","role":"storage"}`)) + ` x`, "after top-level value"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {

@@ -96,10 +96,12 @@ func (e *DecodeError) Error() string {
 // must carry every field; the payload must satisfy the schema of its stated version and
 // is upcast to the current version before it is decoded into the Go type. It returns a
 // *DecodeError for a body that is not a valid event (unknown type, version newer than
-// this binary, schema violation).
+// this binary, schema violation). The event's strings and payload share body's memory
+// (no copy of each field: decoding is most of a replay's own work), so body must not
+// be changed afterwards; a message's data never is.
 func Decode(seq uint64, body []byte) (Event, error) {
 	ev := Event{Seq: seq}
-	if err := json.Unmarshal(body, &ev.Envelope); err != nil {
+	if err := unmarshalShared(body, &ev.Envelope); err != nil {
 		return ev, &DecodeError{Seq: seq, Reason: "envelope is not valid JSON: " + err.Error()}
 	}
 	env := &ev.Envelope
@@ -131,7 +133,7 @@ func Decode(seq uint64, body []byte) (Event, error) {
 		return ev, &DecodeError{Seq: seq, Reason: err.Error()}
 	}
 	data := t.New()
-	if err := json.Unmarshal(payload, data); err != nil {
+	if err := unmarshalShared(payload, data); err != nil {
 		return ev, &DecodeError{Seq: seq, Reason: fmt.Sprintf("%s payload: %v", t.Name, err)}
 	}
 	ev.Data = data
@@ -172,6 +174,18 @@ func validPayload(t *Type, version int, payload []byte) ([]byte, error) {
 		return nil, fmt.Errorf("upcast %s payload: %v", t.Name, err)
 	}
 	return payload, nil
+}
+
+// unmarshalShared is json.Unmarshal with the decoded strings and raw messages sharing
+// b's memory instead of copies of it.
+func unmarshalShared(b []byte, v any) error {
+	rest, err := json.Parse(b, v, json.ZeroCopy)
+	if len(rest) != 0 {
+		if _, syntax := err.(*json.SyntaxError); !syntax {
+			err = fmt.Errorf("invalid character %q after top-level value", rest[0])
+		}
+	}
+	return err
 }
 
 // DecodeStored decodes a stored message as Decode does and also refuses an envelope
