@@ -9,13 +9,8 @@ import (
 
 // Hand-written JSON encoders of the hot views (no reflection on the fold's hot path).
 
-// encodeEventRef writes the JSON of an EventRef without reflection: it is written for
-// every event, so the projection's hot path. The bytes equal json.Marshal's.
-func encodeEventRef(e EventRef) []byte {
-	return appendEventRef(make([]byte, 0, 32+len(e.Type)+len(e.Subject)), e)
-}
-
-// appendEventRef appends encodeEventRef's bytes to b.
+// appendEventRef appends the JSON of an EventRef to b without reflection: it is written
+// for every event, so the projection's hot path. The bytes equal json.Marshal's.
 func appendEventRef(b []byte, e EventRef) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)

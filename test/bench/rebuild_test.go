@@ -56,11 +56,11 @@ func BenchmarkRebuildVsOrderedReplay(b *testing.B) {
 			os.RemoveAll(dir)
 			decodedCPU += processCPUOf(func() { decoded += replayDecoded(b, js, names, uint64(n)) })
 		}
-		events := n * rebuildRounds // over every round
-		rawRate := float64(events) / raw.Seconds()
-		rebuildRate := float64(events) / rebuild.Seconds()
-		decodedRate := float64(events) / decoded.Seconds()
-		perEvent := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(events) }
+		total := n * rebuildRounds // events over every round
+		rawRate := float64(total) / raw.Seconds()
+		rebuildRate := float64(total) / rebuild.Seconds()
+		decodedRate := float64(total) / decoded.Seconds()
+		perEvent := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(total) }
 		// The rebuild cannot take less wall time than its CPU time spread over every
 		// core: that bounds its ratio whatever overlaps.
 		cpuBound := raw.Seconds() / (rebuildCPU.Seconds() / float64(runtime.GOMAXPROCS(0)))
