@@ -123,3 +123,49 @@ func TestRestartResumesAfterTheCheckpoint(t *testing.T) {
 	rebuilt, _ := rebuildDigest(t, s, 0)
 	assert.Equal(t, live, rebuilt)
 }
+
+// The projector's ordered consumer mends itself when the server loses it: deleted under
+// a running projector, it is recreated after the last message the projector read, and
+// the messages stored meanwhile (core publishes, which only the consumer brings to the
+// views) are each applied once.
+func TestProjectorRecoversItsDeletedConsumer(t *testing.T) {
+	s := servertest.Start(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	history(t, s, rng, 40)
+	nc := servertest.Client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	publishJunk := func(from, n int) uint64 {
+		before := servertest.LastSeq(t, s)
+		for i := range n {
+			require.NoError(t, nc.Publish(fmt.Sprintf("cairn.ev.node.junk%d", from+i), []byte(`{"not":"an event"}`)))
+		}
+		require.NoError(t, nc.Flush())
+		last := before + uint64(n)
+		require.Eventually(t, func() bool { return servertest.LastSeq(t, s) == last }, 10*time.Second, 5*time.Millisecond)
+		return last
+	}
+	require.NoError(t, s.Projector.WaitFor(ctx, publishJunk(0, 5)))
+
+	stream, err := s.JS.Stream(ctx, s.Store.Names().EventsStream())
+	require.NoError(t, err)
+	deleted := 0
+	for name := range stream.ConsumerNames(ctx).Name() {
+		require.NoError(t, stream.DeleteConsumer(ctx, name))
+		deleted++
+	}
+	require.Positive(t, deleted, "the running projector has a consumer on the events stream")
+
+	last := publishJunk(5, 20)
+	require.NoError(t, s.Projector.WaitFor(ctx, last))
+	live, err := s.DB.Digest()
+	require.NoError(t, err)
+	rebuilt, db := rebuildDigest(t, s, 0)
+	assert.Equal(t, rebuilt, live)
+	v, err := db.Read()
+	require.NoError(t, err)
+	defer v.Close()
+	rejected, err := v.Rejected()
+	require.NoError(t, err)
+	assert.Len(t, rejected, 25, "every junk message recorded once")
+}
