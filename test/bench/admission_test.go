@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/cairn-io/cairn/events"
 	"os"
 	"runtime"
 	"sort"
@@ -68,11 +69,11 @@ func BenchmarkAdmissionVsRawPublish(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			for range b.N {
 				runs++
-				raw, adm, hop := alternate(b, nc, js, clients, fmt.Sprintf("c%d-r%d", clients, runs))
-				b.ReportMetric(raw.cpuPerCall(), "raw_cpu_us/op")
-				b.ReportMetric(adm.cpuPerCall(), "admission_cpu_us/op")
+				sd := alternate(b, nc, js, clients, fmt.Sprintf("c%d-r%d", clients, runs))
+				b.ReportMetric(sd.raw.cpuPerCall(), "raw_cpu_us/op")
+				b.ReportMetric(sd.adm.cpuPerCall(), "admission_cpu_us/op")
 				b.Logf("%d clients: raw publish %.0f/s (%.0f µs CPU each), admission %.0f/s (%.0f µs CPU each), ratio %.2f; %s",
-					clients, raw.rate(), raw.cpuPerCall(), adm.rate(), adm.cpuPerCall(), adm.rate()/raw.rate(), reportSides(b, raw, adm, hop))
+					clients, sd.raw.rate(), sd.raw.cpuPerCall(), sd.adm.rate(), sd.adm.cpuPerCall(), sd.adm.rate()/sd.raw.rate(), reportSides(b, sd))
 			}
 		})
 	}
@@ -104,33 +105,47 @@ func BenchmarkAdmissionVsRawPublishServeProcess(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			for range b.N {
 				runs++
-				raw, adm, hop := alternate(b, nc, js, clients, fmt.Sprintf("p%d-r%d", clients, runs))
+				sd := alternate(b, nc, js, clients, fmt.Sprintf("p%d-r%d", clients, runs))
 				b.Logf("serve process, %d clients: raw publish %.0f/s, admission %.0f/s, ratio %.2f; %s",
-					clients, raw.rate(), adm.rate(), adm.rate()/raw.rate(), reportSides(b, raw, adm, hop))
+					clients, sd.raw.rate(), sd.adm.rate(), sd.adm.rate()/sd.raw.rate(), reportSides(b, sd))
 			}
 		})
 	}
 }
 
-// alternate runs 3,000 raw synchronous publishes with an expected per-subject sequence
-// (to stream RAW), 3,000 independent node.add through admission and 3,000 commands
-// admission refuses at once (a body that is not JSON: the request/reply round trip to
-// the serve and nothing else), in alternating slices of 500 so that every side sees
-// the same disk, from clients goroutines; names start with tag.
-func alternate(b *testing.B, nc *nats.Conn, js jetstream.JetStream, clients int, tag string) (raw, adm, hop sideTotals) {
+// comparedSides are the sides of an admission benchmark (see alternate).
+type comparedSides struct {
+	// raw: synchronous publishes with an expected per-subject sequence to stream RAW.
+	raw sideTotals
+	// adm: independent node.add through admission.
+	adm sideTotals
+	// hop: commands admission refuses at once (a body that is not JSON): the
+	// request/reply round trip to the serve and nothing else.
+	hop sideTotals
+	// direct: the message admission appends for a node.add (a sealed node.added, with
+	// the same headers), published straight to the events stream by the client: an
+	// append to a stream whose every message the serve's views apply.
+	direct sideTotals
+}
+
+// alternate runs 3,000 calls of each side of comparedSides in alternating slices of
+// 500, so that every side sees the same disk, from clients goroutines; names start
+// with tag.
+func alternate(b *testing.B, nc *nats.Conn, js jetstream.JetStream, clients int, tag string) (sd comparedSides) {
 	const n, slice = 3000, 500
 	ctx := context.Background()
+	names := events.NewNames("")
 	for from := 0; from < n; from += slice {
 		t := fmt.Sprintf("%s-%d", tag, from)
-		raw.add(timedCalls(clients, slice, func(i int) {
+		sd.raw.add(timedCalls(clients, slice, func(i int) {
 			if _, err := js.Publish(ctx, "raw."+t+"."+strconv.Itoa(i), []byte(`{"name":"x"}`), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
 				b.Fatal(err)
 			}
 		}))
-		adm.add(timedCalls(clients, slice, func(i int) {
+		sd.adm.add(timedCalls(clients, slice, func(i int) {
 			request(b, nc, "node.add", fmt.Sprintf(`{"name":"%s-%d","host":"h%d","address":"10.0.0.1"}`, t, i, i))
 		}))
-		hop.add(timedCalls(clients, slice, func(i int) {
+		sd.hop.add(timedCalls(clients, slice, func(i int) {
 			resp, err := nc.Request("cairn.cmd.node.add", []byte("{"), 30*time.Second)
 			if err != nil {
 				b.Fatal(err)
@@ -139,26 +154,54 @@ func alternate(b *testing.B, nc *nats.Conn, js jetstream.JetStream, clients int,
 				b.Fatalf("a body that is not JSON: %s", resp.Data)
 			}
 		}))
+		sd.direct.add(timedCalls(clients, slice, func(i int) {
+			name := fmt.Sprintf("%s-d%d", t, i)
+			subject := names.Event("node", name)
+			envs, err := events.Seal(events.Meta{CommandID: "direct-" + name, Actor: "bench", OccurredAt: time.Now()},
+				[]events.Draft{{Subject: subject, Payload: &events.NodeAdded{Name: name, Host: "h" + strconv.Itoa(i), Address: "10.0.0.1", Role: "storage"}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, err := events.Encode(envs[0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := nats.NewMsg(subject)
+			m.Data = body
+			m.Header.Set(jetstream.MsgIDHeader, events.MsgID(envs[0].CommandID, 0))
+			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+			m.Header.Set(jetstream.ExpectedStreamHeader, names.EventsStream())
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+		}))
 	}
-	return raw, adm, hop
+	return sd
 }
 
-// reportSides reports the rates and ratio of a comparison, and beside it the bound on
+// reportSides reports the rates and ratio of a comparison, and beside it two bounds on
 // the ratio any admission could reach: a command is a request to the serve (at least
-// the round trip of one refused before any work) plus an append (at least a raw
-// publish), one after the other; and how busy the machine's cores were. It returns the
-// bound and the busy shares in words for the log.
-func reportSides(b *testing.B, raw, adm, hop sideTotals) string {
+// the round trip of one refused before any work) plus an append, one after the other,
+// where the append costs at least a raw publish (bound_ratio) and at least the same
+// message published straight to the events stream, whose every message the serve's
+// views apply (events_stream_bound_ratio); and how busy the machine's cores were. It
+// returns them in words for the log.
+func reportSides(b *testing.B, sd comparedSides) string {
+	raw, adm, hop, direct := sd.raw, sd.adm, sd.hop, sd.direct
 	bound := 1 / (1/raw.rate() + 1/hop.rate())
+	streamBound := 1 / (1/direct.rate() + 1/hop.rate())
 	b.ReportMetric(raw.rate(), "raw_publish/s")
 	b.ReportMetric(adm.rate(), "admission/s")
 	b.ReportMetric(adm.rate()/raw.rate(), "ratio")
 	b.ReportMetric(bound/raw.rate(), "bound_ratio")
+	b.ReportMetric(direct.rate(), "events_stream_publish/s")
+	b.ReportMetric(streamBound/raw.rate(), "events_stream_bound_ratio")
 	b.ReportMetric(adm.busy(), "admission_machine_busy")
 	b.ReportMetric(raw.busy(), "raw_machine_busy")
 	return fmt.Sprintf("a command refused before any work %.0f/s, so a command that did nothing but its append would reach at most %.0f/s, "+
-		"a ratio of %.2f; the machine's cores were busy %.0f %% during admission, %.0f %% during raw publishes",
-		hop.rate(), bound, bound/raw.rate(), 100*adm.busy(), 100*raw.busy())
+		"a ratio of %.2f; the same message as admission's published straight to the events stream %.0f/s (%.2f of raw), "+
+		"so with it as the append at most %.0f/s, a ratio of %.2f; the machine's cores were busy %.0f %% during admission, %.0f %% during raw publishes",
+		hop.rate(), bound, bound/raw.rate(), direct.rate(), direct.rate()/raw.rate(), streamBound, streamBound/raw.rate(), 100*adm.busy(), 100*raw.busy())
 }
 
 // sideTotals sums the slices of one side of a comparison.
