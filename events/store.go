@@ -306,11 +306,11 @@ func placeChecks(msgs []*nats.Msg, checks Checks) error {
 }
 
 // stored describes msgs as appended with the last one at sequence last (an atomic
-// batch takes consecutive sequences).
+// batch takes consecutive sequences; every message but the last is MidBatch).
 func stored(msgs []*nats.Msg, last uint64) []Raw {
 	out := make([]Raw, len(msgs))
 	for i, m := range msgs {
-		out[i] = Raw{Seq: last - uint64(len(msgs)-1-i), Subject: m.Subject, Data: m.Data}
+		out[i] = Raw{Seq: last - uint64(len(msgs)-1-i), Subject: m.Subject, Data: m.Data, MidBatch: i < len(msgs)-1}
 	}
 	return out
 }
@@ -418,6 +418,20 @@ type Raw struct {
 	Subject string
 	Stored  time.Time
 	Data    []byte
+	// MidBatch: the message was stored by an atomic batch that goes on after it (the
+	// server keeps Nats-Batch-Id on every message of a batch and Nats-Batch-Commit on
+	// its last). A command's events, or a group of commands, are one batch: views must
+	// not be committed between its messages (see MidBatch).
+	MidBatch bool
+}
+
+// MidBatch reports whether a stored message with headers h is one of an atomic
+// batch's but not its last, from the headers the server keeps on batch messages.
+func MidBatch(h nats.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	return h.Get(jetstreamext.BatchIDHeader) != "" && h.Get(jetstreamext.BatchCommitHeader) == ""
 }
 
 // ReadRaw calls fn for each stored message in r, in stream order, up to what the stream
@@ -477,7 +491,7 @@ func (s *Store) ReadRaw(ctx context.Context, r Range, fn func(Raw) bool) error {
 		if !r.Until.IsZero() && meta.Timestamp.After(r.Until) {
 			return nil
 		}
-		if !fn(Raw{Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data()}) {
+		if !fn(Raw{Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data(), MidBatch: MidBatch(m.Headers())}) {
 			return nil
 		}
 	}

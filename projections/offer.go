@@ -20,7 +20,10 @@ const maxOffered = 4096
 // of them when no Run (without stopAt) is going. Concurrent offers are group-committed:
 // the first to take the transaction applies and commits every offered event that
 // follows the views, and the others find theirs committed. Offer returns once what it
-// could apply is committed.
+// could apply is committed, except events that end in the middle of an atomic batch
+// (the first commands of a group whose later ones are not offered yet): those stay
+// applied but uncommitted until the batch's end is offered or delivered, so that the
+// views never hold part of a batch.
 func (p *Projector) Offer(raws []events.Raw) {
 	if len(raws) == 0 {
 		return
@@ -58,7 +61,7 @@ func (p *Projector) Offer(raws []events.Raw) {
 	if t.seq == before {
 		return // waiting for earlier events
 	}
-	if err := p.commit(t); err != nil {
+	if err := p.commitAtBatchEnd(t); err != nil {
 		p.broken = err
 	}
 }

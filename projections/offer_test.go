@@ -55,18 +55,7 @@ func liveProjector(t *testing.T) (*Projector, *tx, func(raws ...events.Raw)) {
 	require.NoError(t, err)
 	tx := newTx(db)
 	p.live = tx
-	deliver := func(raws ...events.Raw) {
-		c := &decodedChunk{tail: true}
-		for _, r := range raws {
-			ev, err := events.DecodeStored(r)
-			c.items = append(c.items, Item{Event: ev, Raw: r, Err: err})
-		}
-		p.txMu.Lock()
-		defer p.txMu.Unlock()
-		_, err := p.applyChunk(tx, c, 0)
-		require.NoError(t, err)
-	}
-	return p, tx, deliver
+	return p, tx, func(raws ...events.Raw) { deliverChunk(t, p, tx, true, raws...) }
 }
 
 func digestOf(t *testing.T, db *DB) Digest {

@@ -169,3 +169,93 @@ func TestProjectorRecoversItsDeletedConsumer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, rejected, 25, "every junk message recorded once")
 }
+
+// appendNodes appends node.added for each name as one command (one atomic batch when
+// there are several) and returns the sequences stored.
+func appendNodes(t *testing.T, s *server.Server, cmd string, names ...string) []uint64 {
+	t.Helper()
+	var drafts []events.Draft
+	for _, name := range names {
+		drafts = append(drafts, events.Draft{Subject: s.Store.Names().Event("node", name),
+			Payload: &events.NodeAdded{Name: name, Host: "h-" + name, Address: "10.0.0.1", Role: "storage"}})
+	}
+	envs, err := events.Seal(events.Meta{CommandID: cmd, Actor: "test", OccurredAt: time.Now()}, drafts)
+	require.NoError(t, err)
+	raws, err := s.Store.Append(context.Background(), events.Expect{Kind: events.ExpectChecks}, envs)
+	require.NoError(t, err)
+	seqs := make([]uint64, len(raws))
+	for i, r := range raws {
+		seqs[i] = r.Seq
+	}
+	return seqs
+}
+
+// The projector's consumer tells where an atomic batch ends from the headers the server
+// keeps on a batch's messages, so that the views are committed only there.
+func TestConsumerMarksTheMessagesInsideAnAtomicBatch(t *testing.T) {
+	s := servertest.Start(t)
+	servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	batch := appendNodes(t, s, "three", "a", "b", "c")
+	single := appendNodes(t, s, "one", "d")
+
+	db, err := projections.OpenInMem()
+	require.NoError(t, err)
+	defer db.Close()
+	p, err := projections.NewProjector(db, s.JS, s.Store.Names(), zerolog.Nop())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	raws, err := p.ReadStored(ctx, single[0])
+	require.NoError(t, err)
+	mid := map[uint64]bool{}
+	for _, r := range raws {
+		mid[r.Seq] = r.MidBatch
+	}
+	assert.Equal(t, map[uint64]bool{1: false, batch[0]: true, batch[1]: true, batch[2]: false, single[0]: false}, mid)
+}
+
+// A batch whose last message is missing from the stream never ends. The events stream
+// denies deletes (for good), so this takes a stream made without that, as a foreign
+// tool or an older release might have: the views wait a moment for the batch's end,
+// then commit without it rather than stall.
+func TestViewsCommitABatchWhoseEndIsMissing(t *testing.T) {
+	s := servertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	names := events.NewNames("loose")
+	cfg := names.StreamConfigs(events.StreamOptions{})[0]
+	require.Equal(t, names.EventsStream(), cfg.Name)
+	cfg.DenyDelete = false
+	stream, err := s.JS.CreateStream(ctx, cfg)
+	require.NoError(t, err)
+	var drafts []events.Draft
+	for _, name := range []string{"a", "b", "c"} {
+		drafts = append(drafts, events.Draft{Subject: names.Event("node", name),
+			Payload: &events.NodeAdded{Name: name, Host: "h-" + name, Address: "10.0.0.1", Role: "storage"}})
+	}
+	envs, err := events.Seal(events.Meta{CommandID: "three", Actor: "test", OccurredAt: time.Now()}, drafts)
+	require.NoError(t, err)
+	raws, err := events.NewStore(s.JS, names).Append(ctx, events.Expect{Kind: events.ExpectChecks}, envs)
+	require.NoError(t, err)
+	require.NoError(t, stream.DeleteMsg(ctx, raws[2].Seq))
+
+	db, err := projections.OpenInMem()
+	require.NoError(t, err)
+	defer db.Close()
+	p, err := projections.NewProjector(db, s.JS, names, zerolog.Nop())
+	require.NoError(t, err)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx, 0) }()
+	began := time.Now()
+	require.NoError(t, p.WaitFor(ctx, raws[1].Seq))
+	assert.GreaterOrEqual(t, time.Since(began), 900*time.Millisecond, "it waited for the batch's end first")
+	v, err := db.Read()
+	require.NoError(t, err)
+	_, ok, err := v.Node("b")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	v.Close()
+	stop()
+	require.NoError(t, <-done)
+}

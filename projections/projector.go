@@ -29,7 +29,15 @@ var (
 	metricBatch = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name: "cairn_projector_batch_events", Help: "Events per committed view batch.",
 		Buckets: prometheus.ExponentialBuckets(1, 4, 8)})
+	metricUnendedBatches = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_projector_unended_batches_total", Help: "Views committed in the middle of an atomic batch whose end did not follow within the wait (its last message deleted from the stream)."})
 )
+
+// unendedBatchWait is how long applied events of an atomic batch wait for the batch's
+// last message before the views are committed without it. The server stores a batch's
+// messages together, so its end follows at once; only a batch whose last message was
+// deleted from the stream waits this long (logged, cairn_projector_unended_batches_total).
+const unendedBatchWait = time.Second
 
 // Projector applies the events stream, in stream order, to the views.
 type Projector struct {
@@ -186,6 +194,7 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 			p.txMu.Unlock()
 		}()
 	}
+	var unended <-chan time.Time // set while the applied events end in the middle of a batch
 	for {
 		var chunk *decodedChunk
 		var ok bool
@@ -193,10 +202,18 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 		case chunk, ok = <-chunks:
 		case err := <-srcErr:
 			return fmt.Errorf("projector: read %s: %w", p.names.EventsStream(), err)
+		case <-unended:
+			unended = nil
+			if err := p.commitUnended(t); err != nil {
+				return err
+			}
+			continue
 		}
 		if !ok {
+			// Stopping: what is applied is committed, unless it ends in the middle of a
+			// batch; then the next Run applies those events again from the stream.
 			p.txMu.Lock()
-			err := p.commit(t)
+			err := p.commitAtBatchEnd(t)
 			p.txMu.Unlock()
 			if err != nil {
 				return err
@@ -214,6 +231,7 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 		<-chunk.done
 		p.txMu.Lock()
 		done, err := p.applyChunk(t, chunk, stopAt)
+		waiting := t.midBatch && t.pending > 0
 		p.txMu.Unlock()
 		if err != nil {
 			return err
@@ -222,7 +240,36 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 		if done {
 			return nil
 		}
+		switch {
+		case !waiting:
+			unended = nil
+		case unended == nil:
+			unended = time.After(unendedBatchWait)
+		}
 	}
+}
+
+// commitUnended commits t although the events it holds end in the middle of an atomic
+// batch, when the batch's end has not followed within unendedBatchWait.
+func (p *Projector) commitUnended(t *tx) error {
+	p.txMu.Lock()
+	defer p.txMu.Unlock()
+	if !t.midBatch || t.pending == 0 {
+		return nil // the batch ended meanwhile (an offer) and was committed
+	}
+	metricUnendedBatches.Inc()
+	p.log.Warn().Uint64("seq", t.seq).Dur("waited", unendedBatchWait).
+		Msg("projector: the atomic batch of this event did not end in the stream (its last message deleted?); views committed without it")
+	return p.commit(t)
+}
+
+// commitAtBatchEnd commits t unless the events it holds end in the middle of an atomic
+// batch. Callers hold txMu.
+func (p *Projector) commitAtBatchEnd(t *tx) error {
+	if t.midBatch {
+		return nil
+	}
+	return p.commit(t)
 }
 
 // applyChunk applies a chunk's items that the views do not hold yet (and offered events
@@ -244,8 +291,9 @@ func (p *Projector) applyChunk(t *tx, chunk *decodedChunk, stopAt uint64) (done 
 			return false, fmt.Errorf("projector: seq %d was left undecoded as applied, but the views are at %d", item.Raw.Seq, t.seq)
 		}
 		if de, ok := events.NeedsUpgrade(item.Err); ok {
-			// Keep what comes before it, then stop: never skip state silently.
-			if err := p.commit(t); err != nil {
+			// Keep what comes before it (unless that ends in the middle of its batch),
+			// then stop: never skip state silently.
+			if err := p.commitAtBatchEnd(t); err != nil {
 				return false, err
 			}
 			up := &UpgradeNeededError{Seq: item.Raw.Seq, Subject: item.Raw.Subject, Reason: de.Reason}
@@ -265,8 +313,11 @@ func (p *Projector) applyChunk(t *tx, chunk *decodedChunk, stopAt uint64) (done 
 	if err := p.applyOffered(t); err != nil {
 		return false, err
 	}
-	if done || chunk.tail || t.pending >= maxBatch || time.Since(t.batchStart) > maxBatchAge(stopAt) {
+	if done {
 		return done, p.commit(t)
+	}
+	if chunk.tail || t.pending >= maxBatch || time.Since(t.batchStart) > maxBatchAge(stopAt) {
+		return done, p.commitAtBatchEnd(t)
 	}
 	return done, nil
 }
@@ -299,6 +350,7 @@ func (p *Projector) applyItem(t *tx, item Item) error {
 		p.log.Warn().Uint64("seq", item.Raw.Seq).Str("subject", item.Raw.Subject).Err(item.Err).Msg("skipped a stored message that is not a valid event")
 	}
 	t.pending++
+	t.midBatch = item.Raw.MidBatch
 	return nil
 }
 
@@ -370,7 +422,8 @@ func (p *Projector) read(ctx context.Context, stopAt uint64, send func(r events.
 		}
 		last = seq
 		atEnd := stopAt > 0 && seq >= stopAt
-		if !send(events.Raw{Seq: seq, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data()}, meta.NumPending > 0 && !atEnd) || atEnd {
+		r := events.Raw{Seq: seq, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data(), MidBatch: events.MidBatch(m.Headers())}
+		if !send(r, meta.NumPending > 0 && !atEnd) || atEnd {
 			end(nil)
 		}
 	}

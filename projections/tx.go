@@ -30,7 +30,11 @@ type tx struct {
 	// first of them was.
 	pending    int
 	batchStart time.Time
-	queued     bool // the open batch queued outbox entries
+	// midBatch: the last event applied is one of an atomic batch's but not its last
+	// (events.Raw.MidBatch). The views are not committed then: a reader never sees
+	// part of a command, or of a group of commands appended together.
+	midBatch bool
+	queued   bool // the open batch queued outbox entries
 	// cache holds values read or written by earlier batches (nil = absent). The projector
 	// is the views' only writer, so it stays coherent; it is dropped when it grows past
 	// cacheLimit keys, which bounds its memory.

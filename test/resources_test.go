@@ -8,9 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairn-io/cairn/test/testtools"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -289,4 +292,77 @@ func pagedNames(t *testing.T, s *serve, list string, limit int) []string {
 	}
 	t.Fatalf("%s: more than 1,000 pages", list)
 	return nil
+}
+
+// TestReadersNeverSeeHalfASpawn: while eight clients spawn definitions through the real
+// `cairn serve` (each rg.spawn one atomic batch: the definition, its volume, its
+// replicas; concurrent ones grouped into one batch), every definition a reader lists over
+// HTTP has all its replicas: the views are committed only where a batch ends.
+func TestReadersNeverSeeHalfASpawn(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	nc, err := nats.Connect(s.natsURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	cmd := func(verb, body string) bool { // assert, not require: spawners call it too
+		resp, err := nc.Request("cairn.cmd."+verb, []byte(body), 30*time.Second)
+		return assert.NoError(t, err) && assert.Contains(t, string(resp.Data), `"ok":true`, "%s %s", verb, body)
+	}
+	cmd("cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= 4; i++ {
+		cmd("node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d"}`, i, i, i))
+		cmd("sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":1073741824}`, i))
+	}
+	cmd("rg.create", `{"name":"rg","place_count":3,"storage_pool":"thin"}`)
+
+	type page struct {
+		Resources []struct {
+			Name     string            `json:"name"`
+			Replicas []json.RawMessage `json:"replicas"`
+		} `json:"resources"`
+	}
+	list := func() page {
+		status, body := httpJSON(t, "GET", s.url("/cairn/v1/resources?limit=10000"), "")
+		require.Equal(t, 200, status, body)
+		return decode[page](t, body)
+	}
+	require.True(t, cmd("rg.spawn", `{"resource_group":"rg","name":"first","size_kib":4096}`))
+	first := list()
+	require.Len(t, first.Resources, 1)
+	whole := len(first.Resources[0].Replicas)
+	require.Equal(t, 3, whole)
+
+	var spawned sync.WaitGroup
+	stop := make(chan struct{})
+	for c := range 8 {
+		spawned.Add(1)
+		go func() {
+			defer spawned.Done()
+			for i := range 25 {
+				if !cmd("rg.spawn", fmt.Sprintf(`{"resource_group":"rg","name":"r%d-%d","size_kib":4096}`, c, i)) {
+					return
+				}
+			}
+		}()
+	}
+	go func() { spawned.Wait(); close(stop) }()
+	reads, seen := 0, 0
+	var partial []string
+	for done := false; !done; {
+		select {
+		case <-stop:
+			done = true
+		default:
+		}
+		for _, rd := range list().Resources {
+			if len(rd.Replicas) != whole {
+				partial = append(partial, fmt.Sprintf("%s with %d of its %d replicas (list %d)", rd.Name, len(rd.Replicas), whole, reads))
+			}
+			seen++
+		}
+		reads++
+	}
+	assert.Len(t, list().Resources, 201)
+	t.Logf("%d lists read, %d definitions checked", reads, seen)
+	assert.Empty(t, partial, "definitions listed without all their replicas")
+	assert.Greater(t, reads, 2, "the reader listed while the spawns went on")
 }
