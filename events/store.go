@@ -418,10 +418,9 @@ type Raw struct {
 	Subject string
 	Stored  time.Time
 	Data    []byte
-	// MidBatch: the message was stored by an atomic batch that goes on after it (the
-	// server keeps Nats-Batch-Id on every message of a batch and Nats-Batch-Commit on
-	// its last). A command's events, or a group of commands, are one batch: views must
-	// not be committed between its messages (see MidBatch).
+	// MidBatch: the message was stored by an atomic batch that goes on after it (read
+	// from its headers by the function MidBatch). A command's events, or a group of
+	// commands, are one batch: the views must not be committed between its messages.
 	MidBatch bool
 }
 
