@@ -911,7 +911,12 @@ func TestSnapshotVerbs(t *testing.T) {
 	r1 := definition(t, s, "r1")
 	snap, _ := r1.Snapshot("s1")
 	assert.Equal(t, []string{"n1", "n3"}, snap.Nodes)
+	assert.Equal(t, []string{"n2"}, snap.Diskless, "the tiebreaker suspends with the disks")
 	assert.Equal(t, projections.SnapshotSuspending, snap.Phase)
+	require.Eventually(t, func() bool {
+		d, ok := published(t, s.JS, "n2", "r1")
+		return ok && reflect.DeepEqual([]drbd.SnapshotOrder{{Name: "s1", Seq: snap.StartedSeq, Phase: drbd.SnapSuspend}}, d.Snapshots)
+	}, 5*time.Second, 20*time.Millisecond, "the diskless n2 was never told to suspend")
 	refused(t, s, "rd.snapshot", `{"resource":"r1","name":"s2"}`, cairn.CodePreconditionFailed, "snapshot s1 of r1 is under way")
 	refused(t, s, "rd.restore", `{"resource":"r1","snapshot":"s1","target":"r2"}`, cairn.CodePreconditionFailed, "only a taken snapshot is restored")
 	refused(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`, cairn.CodePreconditionFailed, "suspending; taken does not follow")
@@ -967,4 +972,33 @@ func TestSnapshotVerbs(t *testing.T) {
 	must(t, s, "vd.create", `{"resource":"r3","volume":0,"size_kib":8192}`)
 	must(t, s, "replica.add", `{"resource":"r3","node":"n2","storage_pool":"file"}`)
 	refused(t, s, "rd.snapshot", `{"resource":"r3","name":"s1"}`, cairn.CodePreconditionFailed, "providers without snapshots: n2 (file)")
+}
+
+// A snapshot follows the definition: a disk toggled to diskless leaves its nodes (its
+// copies go with the disk), a deleted volume leaves its volumes, and a rollback is
+// refused while the definition has a volume the snapshot holds no copy of.
+func TestSnapshotFollowsDisksAndVolumes(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 4, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":1,"size_kib":8192}`)
+	for _, n := range []string{"n1", "n3", "n4"} {
+		must(t, s, "replica.add", `{"resource":"r1","node":"`+n+`","storage_pool":"thin"}`)
+	}
+	must(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"take"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
+	must(t, s, "replica.toggle-disk", `{"resource":"r1","node":"n4","diskless":true}`)
+	must(t, s, "resource.deactivate", `{"resource":"r1"}`)
+	must(t, s, "vd.delete", `{"resource":"r1","volume":1}`)
+	r1 := definition(t, s, "r1")
+	snap, _ := r1.Snapshot("s1")
+	assert.Equal(t, []string{"n1", "n3"}, snap.Nodes, "n4's copies went with its disk")
+	require.Len(t, snap.Volumes, 1)
+	assert.Equal(t, 0, snap.Volumes[0].Volume, "volume 1's copies went with it")
+	must(t, s, "vd.create", `{"resource":"r1","volume":2,"size_kib":8192}`)
+	refused(t, s, "rd.rollback", `{"resource":"r1","snapshot":"s1"}`, cairn.CodePreconditionFailed, "volume(s) 2 of r1 were added after snapshot s1")
+	must(t, s, "vd.delete", `{"resource":"r1","volume":2}`)
+	must(t, s, "rd.rollback", `{"resource":"r1","snapshot":"s1"}`)
 }

@@ -15,10 +15,13 @@ import (
 	"github.com/cairn-io/cairn/storage/backing"
 )
 
-// snapshot starts a snapshot of the definition on every diskful replica. Refuses
-// already_exists (the name), precondition_failed when the definition has no disk, a
-// disk is on a provider without snapshots (thick lvm, file: as LINSTOR), a disk's
-// replica is deactivated, its node offline, or another snapshot of the definition is
+// snapshot starts a snapshot of the definition: every diskful replica takes a copy, and
+// every active diskless replica suspends and resumes I/O with them (a diskless Primary
+// writes to every disk: were it not suspended, a write could reach one disk before its
+// copy and another after). Refuses already_exists (the name), precondition_failed when
+// the definition has no disk, a disk is on a provider without snapshots (thick lvm,
+// file: as LINSTOR), a disk's replica is deactivated, a node taking part is offline
+// (its agent could neither suspend nor take), or another snapshot of the definition is
 // under way (one at a time: each suspends the definition's I/O).
 func (p *resourcePlan) snapshot(name string) error {
 	if _, exists := p.rd.Snapshot(name); exists {
@@ -29,17 +32,21 @@ func (p *resourcePlan) snapshot(name string) error {
 			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is under way; one snapshot of a definition at a time", s.Name, p.rd.Name)
 		}
 	}
-	var nodes, thick, inactive, offline []string
+	var nodes, diskless, thick, inactive, offline []string
 	for _, r := range p.rd.Replicas {
 		if r.Diskless {
-			continue
-		}
-		nodes = append(nodes, r.Node)
-		if !backing.CanSnapshot(r.Provider) {
-			thick = append(thick, fmt.Sprintf("%s (%s)", r.Node, r.Provider))
-		}
-		if r.Inactive {
-			inactive = append(inactive, r.Node)
+			if r.Inactive {
+				continue // not up there: it cannot write
+			}
+			diskless = append(diskless, r.Node)
+		} else {
+			nodes = append(nodes, r.Node)
+			if !backing.CanSnapshot(r.Provider) {
+				thick = append(thick, fmt.Sprintf("%s (%s)", r.Node, r.Provider))
+			}
+			if r.Inactive {
+				inactive = append(inactive, r.Node)
+			}
 		}
 		if c, ok := p.candidate(r.Node); ok && !c.Online {
 			offline = append(offline, r.Node)
@@ -54,9 +61,10 @@ func (p *resourcePlan) snapshot(name string) error {
 	case len(inactive) > 0:
 		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is deactivated on %s; a snapshot suspends I/O of a resource that is up", p.rd.Name, strings.Join(inactive, ", "))
 	case len(offline) > 0:
-		return cairn.Errorf(cairn.CodePreconditionFailed, "node(s) %s holding disks of %s are offline; every disk takes part in a snapshot", strings.Join(offline, ", "), p.rd.Name)
+		return cairn.Errorf(cairn.CodePreconditionFailed, "node(s) %s holding replicas of %s are offline; every replica takes part in a snapshot (the disks take copies, every replica suspends I/O)", strings.Join(offline, ", "), p.rd.Name).
+			WithDetails(map[string]any{"nodes": offline})
 	}
-	p.emit(&events.RDSnapshotStarted{Resource: p.rd.Name, Name: name, Nodes: nodes})
+	p.emit(&events.RDSnapshotStarted{Resource: p.rd.Name, Name: name, Nodes: nodes, Diskless: diskless})
 	return nil
 }
 
@@ -201,6 +209,15 @@ func (p *resourcePlan) rollback(name string) error {
 			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is newer than %s: a rollback goes to the latest snapshot only (delete %s first)", o.Name, p.rd.Name, name, o.Name)
 		}
 	}
+	var added []string
+	for _, v := range p.rd.Volumes {
+		if !slices.ContainsFunc(s.Volumes, func(sv projections.VolumeDefinition) bool { return sv.Volume == v.Volume }) {
+			added = append(added, strconv.Itoa(v.Volume))
+		}
+	}
+	if len(added) > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "volume(s) %s of %s were added after snapshot %s, which holds no copy of them; delete them first (vd.delete)", strings.Join(added, ", "), p.rd.Name, name)
+	}
 	var active, missing []string
 	for _, r := range p.rd.Replicas {
 		if !r.Inactive {
@@ -277,10 +294,12 @@ func ClonesDue(rd projections.ResourceDefinition, exists func(string) bool) []Sn
 	return out
 }
 
-// SnapshotNext decides, from the latest report of every node of a snapshot under way,
-// what comes next: "take" once all report I/O suspended, "taken" once all report it
-// taken, "failed" (with the reason) as soon as one reports it aborted or failed. ok is
-// false while some node has not reported (or the snapshot is not under way).
+// SnapshotNext decides, from the latest report of every node of a snapshot under way
+// (its disks' nodes and its diskless ones), what comes next: "take" once all report I/O
+// suspended, "taken" once all report it taken (each still holding I/O suspended: none
+// resumes before the order that follows "taken"), "failed" (with the reason) as soon as
+// one reports it aborted or failed. ok is false while some node has not reported (or
+// the snapshot is not under way).
 func SnapshotNext(s projections.RDSnapshot, statuses map[string]drbd.Status) (phase, reason string, ok bool) {
 	if s.Phase != projections.SnapshotSuspending && s.Phase != projections.SnapshotTaking {
 		return "", "", false
@@ -290,7 +309,7 @@ func SnapshotNext(s projections.RDSnapshot, statuses map[string]drbd.Status) (ph
 		want = drbd.SnapTaken
 	}
 	all := true
-	nodes := slices.Clone(s.Nodes)
+	nodes := append(slices.Clone(s.Nodes), s.Diskless...)
 	sort.Strings(nodes)
 	for _, n := range nodes {
 		var mine *drbd.SnapshotStatus

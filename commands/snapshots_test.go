@@ -31,10 +31,16 @@ func TestSnapshotNext(t *testing.T) {
 		{"taking, one still suspended", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapSuspended)}, "", false},
 		{"all taken", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapTaken)}, "taken", true},
 		{"taking, one failed", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapFailed)}, "failed", true},
+		{"a diskless node has not reported", withDiskless(suspending), map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(7, drbd.SnapSuspended)}, "", false},
+		{"all suspended, the diskless node too", withDiskless(suspending), map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(7, drbd.SnapSuspended), "n3": report(7, drbd.SnapSuspended)}, "take", true},
+		{"taking, the diskless node not yet", withDiskless(taking), map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapTaken), "n3": report(7, drbd.SnapSuspended)}, "", false},
 		{"taken already", projections.RDSnapshot{Name: "s1", Nodes: []string{"n1"}, Phase: projections.SnapshotTaken, StartedSeq: 7},
 			map[string]drbd.Status{"n1": report(7, drbd.SnapTaken)}, "", false},
 	}
 	for _, tt := range tests {
+		if tt.phase == "failed" {
+			tt.snap.Diskless = nil
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			phase, reason, ok := SnapshotNext(tt.snap, tt.statuses)
 			assert.Equal(t, tt.ok, ok)
@@ -44,4 +50,9 @@ func TestSnapshotNext(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withDiskless(s projections.RDSnapshot) projections.RDSnapshot {
+	s.Diskless = []string{"n3"}
+	return s
 }

@@ -39,6 +39,9 @@ type SnapshotStatus struct {
 	Error string `json:"error,omitempty"`
 	// SuspendedMs is how long I/O was suspended (once resumed).
 	SuspendedMs float64 `json:"suspended_ms,omitempty"`
+	// Held is true while the node keeps I/O suspended for the snapshot (from before
+	// suspend-io until resume-io succeeded: a taken copy waits for every other node's).
+	Held bool `json:"held,omitempty"`
 }
 
 // Phases of a SnapshotStatus.

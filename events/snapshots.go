@@ -5,9 +5,10 @@ package events
 // agents carry each phase out and report it, and the serve holding the lease records
 // the next one (docs/resources.md "Snapshots"):
 //
-//	rd.snapshot-started    every node in Nodes suspends I/O and waits
-//	rd.snapshot-suspended  all reported I/O suspended: each takes its snapshot, resumes
-//	rd.snapshot-taken      all reported it taken: the snapshot exists
+//	rd.snapshot-started    every node in Nodes and Diskless suspends I/O and waits
+//	rd.snapshot-suspended  all reported I/O suspended: each disk takes its snapshot and
+//	                       keeps I/O suspended
+//	rd.snapshot-taken      all reported it taken: the snapshot exists; every node resumes
 //	rd.snapshot-failed     a node could not (or its suspension bound passed): aborted,
 //	                       every node resumes and removes what it took
 //	rd.snapshot-deleted    gone from every node
@@ -16,11 +17,16 @@ package events
 // snapshot.created / snapshot.deleted (events/types.go).
 
 // RDSnapshotStarted: a snapshot of a definition was asked for; Nodes are the diskful
-// replicas' nodes that take part.
+// replicas' nodes that take part (and hold a copy once taken); Diskless are the nodes
+// of its active diskless replicas, which suspend and resume with them but take nothing
+// (a diskless Primary's writes would otherwise reach one disk before its copy and
+// another after). Events before Diskless existed have none: their diskless replicas
+// were not suspended.
 type RDSnapshotStarted struct {
 	Resource string   `json:"resource"`
 	Name     string   `json:"name"`
 	Nodes    []string `json:"nodes"`
+	Diskless []string `json:"diskless,omitempty"`
 	// CloneTo, for the snapshot of rd.clone, is the definition restored from it once
 	// it is taken.
 	CloneTo string `json:"clone_to,omitempty"`

@@ -180,6 +180,9 @@ type RDSnapshot struct {
 	Name string `json:"name"`
 	// Nodes are the nodes whose disks take part (and hold it once taken).
 	Nodes []string `json:"nodes"`
+	// Diskless are the nodes of diskless replicas that suspend and resume I/O with the
+	// disks but hold no copy.
+	Diskless []string `json:"diskless,omitempty"`
 	// Phase: SnapshotSuspending, SnapshotTaking, SnapshotTaken or SnapshotFailed.
 	Phase  string `json:"phase"`
 	Reason string `json:"reason,omitempty"`
@@ -545,7 +548,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.RDSnapshotStarted:
 		t.mark(snapshotUnderWayKey(d.Resource, d.Name))
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
-			rd.Snapshots = append(rd.Snapshots, RDSnapshot{Name: d.Name, Nodes: d.Nodes, Phase: SnapshotSuspending, CloneTo: d.CloneTo,
+			rd.Snapshots = append(rd.Snapshots, RDSnapshot{Name: d.Name, Nodes: d.Nodes, Diskless: d.Diskless, Phase: SnapshotSuspending, CloneTo: d.CloneTo,
 				Volumes: slices.Clone(rd.Volumes), StartedSeq: ev.Seq, StartedAt: ev.OccurredAt})
 			slices.SortFunc(rd.Snapshots, func(a, b RDSnapshot) int { return strings.Compare(a.Name, b.Name) })
 			return nil
@@ -579,6 +582,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.VolumeDefinitionDeleted:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Volumes = slices.DeleteFunc(rd.Volumes, func(v VolumeDefinition) bool { return v.Volume == d.Volume })
+			for i := range rd.Snapshots { // the volume's copies go with it
+				rd.Snapshots[i].Volumes = slices.DeleteFunc(rd.Snapshots[i].Volumes, func(v VolumeDefinition) bool { return v.Volume == d.Volume })
+			}
 			return nil
 		})
 	case *events.ReplicaAdded:
@@ -620,6 +626,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			outbox(t, ev.Seq, d.Node, d.Resource) // the node tears the resource down
 			for i := range rd.Snapshots {         // its disk's snapshots go with it
 				rd.Snapshots[i].Nodes = slices.DeleteFunc(rd.Snapshots[i].Nodes, func(n string) bool { return n == d.Node })
+				rd.Snapshots[i].Diskless = slices.DeleteFunc(rd.Snapshots[i].Diskless, func(n string) bool { return n == d.Node })
 			}
 			rd.Replicas = slices.DeleteFunc(rd.Replicas, func(x Replica) bool { return x.Node == d.Node })
 			return nil
@@ -636,6 +643,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 					return err
 				}
 				r.Diskless, r.StoragePool, r.Provider, r.Pool, r.Seeds, r.FullSync = true, "", "", "", nil, false
+				for i := range rd.Snapshots { // the agent deletes the disk's copies with it
+					rd.Snapshots[i].Nodes = slices.DeleteFunc(rd.Snapshots[i].Nodes, func(n string) bool { return n == d.Node })
+				}
 				return nil
 			}
 			r.Diskless, r.Tiebreaker = false, false

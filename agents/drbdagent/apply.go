@@ -335,7 +335,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			return st, err
 		}
 	}
-	if plan.Adjust && !l.Diskless || len(st.Snapshots) > 0 {
+	if plan.Adjust || len(st.Snapshots) > 0 {
 		if err := r.snapshots(ctx, rd, d, st, prov, save); err != nil {
 			return st, err
 		}

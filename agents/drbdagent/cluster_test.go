@@ -41,7 +41,7 @@ func (p natsPub) Publish(subject string, data []byte) error {
 	return p.nc.Publish(subject, data)
 }
 
-func startClusterNode(t *testing.T, s *server.Server, base, name, host string) *clusterNode {
+func startClusterNode(t *testing.T, s *server.Server, base, name, host string, tune ...func(*Config)) *clusterNode {
 	t.Helper()
 	names := events.NewNames("")
 	credsBytes, err := s.Auth.NodeCreds(name)
@@ -75,7 +75,7 @@ func startClusterNode(t *testing.T, s *server.Server, base, name, host string) *
 		default:
 		}
 	})
-	n := newSimNodePub(t, base, name, host, nil, func(c *capture) Publisher { return natsPub{nc: nc, cap: c} })
+	n := newSimNodePub(t, base, name, host, nil, func(c *capture) Publisher { return natsPub{nc: nc, cap: c} }, tune...)
 	a, err := agents.New(nc, agents.Options{Node: name, Names: names, HeartbeatInterval: time.Second, Reconciler: n.rec, Workers: 4,
 		Log: zerolog.Nop()})
 	if err != nil {
@@ -341,6 +341,12 @@ func TestThreeAgentsDay0Seeding(t *testing.T) {
 // directory of the nodes' roots.
 func threeNodes(t *testing.T) (s *server.Server, base string, nodes map[string]*clusterNode) {
 	t.Helper()
+	return threeNodesWith(t, nil)
+}
+
+// threeNodesWith is threeNodes whose agents' configurations are tuned by node name.
+func threeNodesWith(t *testing.T, tune map[string][]func(*Config)) (s *server.Server, base string, nodes map[string]*clusterNode) {
+	t.Helper()
 	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	s = servertest.Start(t, func(c *server.Config) { c.Auth = true })
 	base = t.TempDir()
@@ -350,7 +356,7 @@ func threeNodes(t *testing.T) (s *server.Server, base string, nodes map[string]*
 		name := fmt.Sprintf("n%d", i)
 		submit(t, s, "node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, name, i, i))
 		submit(t, s, "sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, name))
-		nodes[name] = startClusterNode(t, s, base, name, fmt.Sprintf("h%d", i))
+		nodes[name] = startClusterNode(t, s, base, name, fmt.Sprintf("h%d", i), tune[name]...)
 		nodes[name].pool(t, "var/lib/cairn/thin")
 	}
 	return s, base, nodes

@@ -109,7 +109,7 @@ func newSimNode(t testing.TB, base, name, host string, hook func(rd, step string
 }
 
 // newSimNodePub is newSimNode whose statuses also go to pub (nil: captured only).
-func newSimNodePub(t testing.TB, base, name, host string, hook func(rd, step string) bool, pub func(*capture) Publisher) *simNode {
+func newSimNodePub(t testing.TB, base, name, host string, hook func(rd, step string) bool, pub func(*capture) Publisher, tune ...func(*Config)) *simNode {
 	t.Helper()
 	root := filepath.Join(base, name)
 	n := &simNode{name: name, host: host, root: root, exec: newCountingExec(t), pub: &capture{}}
@@ -120,8 +120,12 @@ func newSimNodePub(t testing.TB, base, name, host string, hook func(rd, step str
 	if pub != nil {
 		p = pub(n.pub)
 	}
-	rec, err := New(Config{Node: name, Names: events.NewNames(""), Paths: paths, Exec: n.exec, Kernel: n.sim, Pub: p,
-		Log: zerolog.Nop(), PretendHost: true, StatusInterval: 20 * time.Millisecond, AfterStep: hook, SuspendBound: 700 * time.Millisecond})
+	cfg := Config{Node: name, Names: events.NewNames(""), Paths: paths, Exec: n.exec, Kernel: n.sim, Pub: p,
+		Log: zerolog.Nop(), PretendHost: true, StatusInterval: 20 * time.Millisecond, AfterStep: hook, SuspendBound: 700 * time.Millisecond}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	rec, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,8 @@ var (
 		Help: "Time of one DRBD resource reconcile.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)})
 	metricSteps = promauto.NewCounterVec(prometheus.CounterOpts{Name: "cairn_agent_drbd_steps_total",
 		Help: "Host-changing steps carried out (backing, create-md, seed, install, adjust, down, forget-peer, wipe, remove)."}, []string{"step"})
+	metricResumeFailures = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_agent_drbd_resume_failures_total",
+		Help: "resume-io runs that failed (I/O stays suspended; each is retried until one succeeds)."})
 )
 
 // Publisher sends one message (a *nats.Conn in production).
@@ -51,9 +53,12 @@ type Config struct {
 	// StatusInterval is the least time between two status messages of one resource
 	// for observed changes (250 ms); a reconcile's status goes out at once.
 	StatusInterval time.Duration
-	// SuspendBound is the longest I/O stays suspended for a snapshot whose order to
-	// take does not come (DefaultSuspendBound).
+	// SuspendBound is the longest I/O stays suspended for a snapshot (DefaultSuspendBound):
+	// the take's deadline, and when a timer resumes I/O whose order to resume did not come.
 	SuspendBound time.Duration
+	// BeforeTake, when set, is called before a snapshot's take with the take's context
+	// (its deadline is the suspension bound): tests slow a take down with it.
+	BeforeTake func(ctx context.Context, resource string)
 	// AfterStep, when set, is called after every step with its name (backing,
 	// md-created, seeded, installed, adjusting, adjusted, removed); returning true makes
 	// the reconcile stop right there as if the process had died (tests of restarts).

@@ -121,6 +121,9 @@ type simSyncRec struct {
 	KiB    uint64 `json:"kib"`
 	Source bool   `json:"source"`
 	Seq    int64  `json:"seq"`
+	// Diverged is the data oracle's finding when the handshake declared the disks in
+	// sync while their data differ (see simdata.go).
+	Diverged string `json:"diverged,omitempty"`
 }
 
 func (s *Sim) regPath(rd, node string) string { return filepath.Join(s.Dir, rd, node+".json") }
@@ -388,6 +391,19 @@ func (s *Sim) handshake(ctx context.Context, a, b *simReg) error {
 		case drbd.SyncNone:
 			ca.Syncs[v] = &simSyncRec{Kind: kind.String(), Seq: seq}
 			cb.Syncs[v] = &simSyncRec{Kind: kind.String(), Seq: seq}
+			at, err := compareData(av.Disk, bv.Disk, int64(min(av.SizeKiB, bv.SizeKiB))*1024)
+			if err != nil {
+				return fmt.Errorf("sim data oracle: %w", err)
+			}
+			if at >= 0 {
+				why := fmt.Sprintf("declared in sync (no resync) but the data differ at byte %d", at)
+				ca.Syncs[v].Diverged, cb.Syncs[v].Diverged = why, why
+				s.Log.Error().Str("resource", a.Resource).Int("volume", v).Str("node", a.Node).Str("peer", b.Node).Int64("offset", at).Msg("sim data oracle: disks declared in sync hold different data")
+				line := fmt.Sprintf("%s volume %d: %s and %s: %s", a.Resource, v, a.Node, b.Node, why)
+				if err := recordDivergence(s.Dir, line); err != nil {
+					return err
+				}
+			}
 		default:
 			src, tgt, sc, tc := a, b, ca, cb
 			if !aSource {
@@ -403,6 +419,11 @@ func (s *Sim) handshake(ctx context.Context, a, b *simReg) error {
 			}
 			if err := syncMetadata(ctx, meta, src, tgt, v); err != nil {
 				return err
+			}
+			// The data a correct sync leaves (the oracle does not check the bitmap: the
+			// sync model's tests do; a bitmap sync copies what differs).
+			if err := copyData(sv.Disk, tv.Disk, int64(min(sv.SizeKiB, tv.SizeKiB))*1024); err != nil {
+				return fmt.Errorf("sim sync data: %w", err)
 			}
 			tv.Written, tv.DiskState = sv.Written, "UpToDate"
 			sc.Syncs[v] = &simSyncRec{Kind: kind.String(), KiB: kib, Source: true, Seq: seq}

@@ -250,13 +250,32 @@ func (s *Sim) Events(ctx context.Context, fn func(line string)) error {
 }
 
 // SimWrite simulates an application writing blocks 4 KiB blocks to rd on the node
-// whose root is root: the blocks count as written on that disk and on every peer
-// connected to it. Like the kernel, a write first rotates the current UUID into the
+// whose root is root: real data (random blocks, see simdata.go) lands on that node's
+// disk, if it has one, and on every diskful peer connected to it, and the blocks count
+// as written there. Like the kernel, a write first rotates the current UUID into the
 // bitmap UUID of every node id that is not connected and has none, drawing a new
-// current UUID (the day-0 bitmap UUIDs of vacant node ids stay). Returns the disk's
-// blocks written since day 0. Errors: no such node, the resource not up there, or
-// diskless.
+// current UUID (the day-0 bitmap UUIDs of vacant node ids stay). While the node's I/O
+// is suspended (drbdsetup suspend-io) the write waits, as an application's would, until
+// it is resumed or ctx ends. Returns the blocks written since day 0 (the most any disk
+// written holds). Errors: no such node, the resource not up there, a diskless node
+// connected to no disk.
 func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, blocks uint64) (uint64, error) {
+	for {
+		n, err := simWriteOnce(ctx, exec, dir, root, rd, blocks)
+		if !errors.Is(err, errSimSuspended) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("sim write: %s: I/O suspended: %w", rd, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+var errSimSuspended = errors.New("suspended")
+
+func simWriteOnce(ctx context.Context, exec execx.Executor, dir, root, rd string, blocks uint64) (uint64, error) {
 	unlock, err := lockRD(dir, rd)
 	if err != nil {
 		return 0, err
@@ -286,10 +305,13 @@ func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, bl
 		return 0, fmt.Errorf("sim write: no node with root %s has resource %s (yet: `cairn wait resource %s` waits for the agents)", root, rd, rd)
 	case !me.Up:
 		return 0, fmt.Errorf("sim write: %s is not up on node %s (yet: `cairn wait resource %s` waits for the agents)", rd, me.Node, rd)
-	case me.Diskless:
-		return 0, fmt.Errorf("sim write: %s is diskless on node %s", rd, me.Node)
+	case me.Suspended:
+		return 0, errSimSuspended
 	}
-	group := []*simReg{me}
+	var group []*simReg // the disks the write lands on
+	if !me.Diskless {
+		group = append(group, me)
+	}
 	ids := map[int]bool{me.NodeID: true}
 	for p, c := range me.Conns {
 		if peer := regs[me.Peers[p]]; c.State == "Connected" && peer != nil && peer.Up && !peer.Diskless {
@@ -297,6 +319,10 @@ func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, bl
 			ids[p] = true
 		}
 	}
+	if len(group) == 0 {
+		return 0, fmt.Errorf("sim write: %s is diskless on node %s and connected to no disk", rd, me.Node)
+	}
+	slices.SortFunc(group, func(a, b *simReg) int { return a.NodeID - b.NodeID })
 	meta := simMeta{exec}
 	for v := range me.Volumes {
 		rotated := false
@@ -335,6 +361,9 @@ func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, bl
 				}
 			}
 		}
+		if err := simWriteData(group, v, blocks); err != nil {
+			return 0, err
+		}
 		for _, n := range group {
 			if nv := n.Volumes[v]; nv != nil {
 				nv.Written += blocks
@@ -348,8 +377,40 @@ func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, bl
 		notify(dir, n.Node, rd)
 	}
 	var total uint64
-	for _, v := range me.Volumes {
-		total = max(total, v.Written)
+	for _, n := range group {
+		for _, v := range n.Volumes {
+			total = max(total, v.Written)
+		}
 	}
 	return total, nil
+}
+
+// simWriteData writes blocks random 4 KiB blocks of volume v to every disk of group at
+// the same place: from block (written so far) on, wrapping at the device's end.
+func simWriteData(group []*simReg, v int, blocks uint64) error {
+	var paths []string
+	var written, size uint64
+	for _, n := range group {
+		if nv := n.Volumes[v]; nv != nil && nv.Disk != "" {
+			paths = append(paths, nv.Disk)
+			written = max(written, nv.Written)
+			if size == 0 || nv.SizeKiB < size {
+				size = nv.SizeKiB
+			}
+		}
+	}
+	nblocks := size / 4
+	if nblocks == 0 || len(paths) == 0 {
+		return nil
+	}
+	buf := make([]byte, 4096)
+	for i := uint64(0); i < blocks; i++ {
+		if _, err := rand.Read(buf); err != nil {
+			return err
+		}
+		if err := writeData(paths, int64((written+i)%nblocks)*4096, buf); err != nil {
+			return fmt.Errorf("sim write: %w", err)
+		}
+	}
+	return nil
 }

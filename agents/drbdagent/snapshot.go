@@ -2,6 +2,7 @@ package drbdagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,14 +16,29 @@ import (
 )
 
 // DefaultSuspendBound is the longest an agent keeps a resource's I/O suspended for a
-// snapshot when the order to take it does not come (Config.SuspendBound).
+// snapshot (Config.SuspendBound).
 const DefaultSuspendBound = 2 * time.Second
 
+// resumeTimeout bounds one resume-io (it runs under no caller's context: a shutdown
+// must not cancel it); resumeRetry is the wait before a failed resume is tried again.
+const (
+	resumeTimeout = 30 * time.Second
+	resumeRetry   = time.Second
+)
+
 // snapshots carries out d's snapshot orders on a resource that is up (see
-// docs/agent.md "Snapshots"): suspend I/O and wait for the order to take; take
-// (snapshot every backing volume, resume); keep; abort (resume, remove what was
-// taken). Snapshots recorded in st that d no longer lists are deleted. Suspension
-// never outlasts SuspendBound: a timer resumes I/O and records the snapshot aborted.
+// docs/agent.md "Snapshots"), on a disk or a diskless replica alike:
+//   - suspend: suspend I/O and wait;
+//   - take: snapshot every backing volume (a diskless replica has none) under a
+//     deadline of the suspension bound, and keep I/O suspended;
+//   - keep (every node took its copy): resume I/O;
+//   - abort: resume I/O if suspended, remove what was taken.
+//
+// Snapshots recorded in st that d no longer lists are deleted. Suspension never
+// outlasts SuspendBound: a timer resumes I/O and records the snapshot aborted (a copy
+// taken before is not one moment with the others any more: the serve fails it). A
+// resume that fails leaves the snapshot held and is retried (the error is returned, and
+// the timer tries again); nothing leaves a held snapshot until resume-io succeeded.
 func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, st *State, prov volume.Provider, save func(*State) error) error {
 	if len(d.Snapshots) == 0 && len(st.Snapshots) == 0 {
 		return nil
@@ -35,11 +51,16 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 		st.Snapshots = map[string]*SnapState{}
 	}
 	minors := sortedMinors(st)
+	if d.Local.Diskless {
+		minors = sortedMinors(&State{Minors: localMinors(d)})
+	}
 	bound := r.cfg.SuspendBound
 	// drop resumes I/O held for a snapshot and removes it from the node and from st.
 	drop := func(name, why string) error {
-		if ss := st.Snapshots[name]; ss != nil && ss.Phase == drbd.SnapSuspended {
-			r.abortSuspended(ctx, rd, minors, ss, why)
+		if ss := st.Snapshots[name]; ss != nil && ss.held() {
+			if err := r.release(ctx, rd, minors, ss, drbd.SnapAborted, why); err != nil {
+				return errors.Join(err, save(st))
+			}
 		}
 		if err := deleteAll(ctx, snapper, rd, diskVolumes(st), name); err != nil {
 			return err
@@ -47,6 +68,7 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 		delete(st.Snapshots, name)
 		return save(st)
 	}
+	var errs []error
 	listed := map[string]bool{}
 	for _, o := range d.Snapshots {
 		listed[o.Name] = true
@@ -57,68 +79,95 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 			}
 			ss = nil
 		}
+		if ss != nil && ss.held() {
+			ss.Held = true // a state file from before Held
+			if left := bound - time.Since(ss.SuspendedAt); left > 0 && o.Phase != drbd.SnapKeep && o.Phase != drbd.SnapAbort {
+				r.armResume(rd, o.Name, left) // after a restart: the bound still holds
+			} else if left <= 0 && o.Phase != drbd.SnapKeep {
+				why := "suspended for the whole bound without the order to take it"
+				if ss.Phase == drbd.SnapTaken {
+					why = "I/O resumed at the suspension bound before every node had taken its copy"
+				}
+				if err := r.release(ctx, rd, minors, ss, drbd.SnapAborted, why); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 		switch o.Phase {
 		case drbd.SnapSuspend:
 			switch {
-			case ss == nil && (!d.Active || snapper == nil):
+			case ss == nil && (!d.Active || snapper == nil && !d.Local.Diskless):
 				why := "the resource is not active here"
-				if snapper == nil {
+				if d.Active {
 					why = fmt.Sprintf("provider %s has no snapshots", d.Local.Provider)
 				}
 				st.Snapshots[o.Name] = &SnapState{Seq: o.Seq, Phase: drbd.SnapFailed, Error: why}
 			case ss == nil:
-				ss = &SnapState{Seq: o.Seq, Phase: drbd.SnapSuspended, SuspendedAt: time.Now().UTC()}
+				ss = &SnapState{Seq: o.Seq, Phase: drbd.SnapSuspended, Held: true, Minors: minors, SuspendedAt: time.Now().UTC()}
 				st.Snapshots[o.Name] = ss
 				if err := save(st); err != nil { // before suspend-io: a crash after it resumes
 					return err
 				}
+				r.armResume(rd, o.Name, bound)
 				if err := r.cfg.Kernel.SuspendIO(ctx, rd, minors); err != nil {
-					_ = r.cfg.Kernel.ResumeIO(ctx, rd, minors)
-					ss.Phase, ss.Error = drbd.SnapFailed, fmt.Sprintf("suspend-io: %v", err)
+					if rerr := r.release(ctx, rd, minors, ss, drbd.SnapFailed, fmt.Sprintf("suspend-io: %v", err)); rerr != nil {
+						errs = append(errs, rerr)
+					}
 					break
 				}
 				metricSteps.WithLabelValues("suspend-io").Inc()
-				r.armResume(rd, o.Name, bound)
-			case ss.Phase == drbd.SnapSuspended:
-				if left := bound - time.Since(ss.SuspendedAt); left > 0 {
-					r.armResume(rd, o.Name, left) // after a restart: the bound still holds
-				} else {
-					r.abortSuspended(ctx, rd, minors, ss, "suspended for the whole bound without the order to take it")
-				}
 			}
 		case drbd.SnapTake:
 			switch {
 			case ss == nil:
 				st.Snapshots[o.Name] = &SnapState{Seq: o.Seq, Phase: drbd.SnapAborted, Error: "I/O was not suspended here when the order to take came"}
-			case ss.Phase == drbd.SnapSuspended && time.Since(ss.SuspendedAt) > bound:
-				r.abortSuspended(ctx, rd, minors, ss, "the order to take came after the suspension bound")
-			case ss.Phase == drbd.SnapSuspended:
-				err := takeAll(ctx, snapper, rd, diskVolumes(st), o.Name)
-				r.resume(ctx, rd, minors, ss)
-				if err != nil {
-					ss.Phase, ss.Error = drbd.SnapFailed, err.Error()
+			case ss.Phase == drbd.SnapSuspended && ss.Held:
+				ss.Copies = !d.Local.Diskless
+				if err := save(st); err != nil {
+					return err
+				}
+				if err := r.take(ctx, rd, d, st, ss, snapper, o.Name); err != nil {
+					if rerr := r.release(ctx, rd, minors, ss, drbd.SnapFailed, err.Error()); rerr != nil {
+						errs = append(errs, rerr)
+					}
 					break
 				}
-				ss.Phase = drbd.SnapTaken
+				ss.Phase = drbd.SnapTaken // I/O stays suspended until every node has its copy
 				metricSteps.WithLabelValues("snapshot").Inc()
+			}
+		case drbd.SnapKeep:
+			if ss != nil && ss.Held {
+				phase, why := ss.Phase, ss.Error
+				if phase == drbd.SnapSuspended { // kept without this node's take: no copy here
+					phase, why = drbd.SnapAborted, "the snapshot was kept before this node took its copy"
+				}
+				if err := r.release(ctx, rd, minors, ss, phase, why); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		case drbd.SnapAbort:
 			// Once: resume if suspended, remove what was taken, record it aborted.
 			switch {
 			case ss == nil:
 				st.Snapshots[o.Name] = &SnapState{Seq: o.Seq, Phase: drbd.SnapAborted, Error: "aborted"}
-			case ss.Phase == drbd.SnapSuspended:
-				r.abortSuspended(ctx, rd, minors, ss, "aborted")
-			case ss.Phase == drbd.SnapTaken || ss.Phase == drbd.SnapFailed:
+			case ss.Held:
+				if err := r.release(ctx, rd, minors, ss, drbd.SnapAborted, "aborted"); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if ss != nil && !ss.Held && (ss.Copies || ss.Phase == drbd.SnapTaken || ss.Phase == drbd.SnapFailed) {
 				if err := deleteAll(ctx, snapper, rd, diskVolumes(st), o.Name); err != nil {
 					return err
 				}
-				ss.Phase = drbd.SnapAborted
+				ss.Phase, ss.Copies = drbd.SnapAborted, false
 			}
 		}
 		if err := save(st); err != nil {
 			return err
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for name := range st.Snapshots {
 		if !listed[name] {
@@ -130,22 +179,55 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 	return nil
 }
 
-// resume resumes I/O and records how long it was suspended.
-func (r *Reconciler) resume(ctx context.Context, rd string, minors []int, ss *SnapState) {
-	if err := r.cfg.Kernel.ResumeIO(ctx, rd, minors); err != nil {
-		r.cfg.Log.Error().Err(err).Str("resource", rd).Msg("resume-io failed: I/O may still be suspended")
+// take snapshots every backing volume of rd under a deadline: the suspension bound
+// counted from ss.SuspendedAt (a copy that cannot finish in time, e.g. a full copy
+// where the file system has no reflinks, is cut short and fails the snapshot rather
+// than keep I/O suspended). A diskless replica has nothing to take.
+func (r *Reconciler) take(ctx context.Context, rd string, d *drbd.Desired, st *State, ss *SnapState, snapper volume.Snapshotter, name string) error {
+	tctx, cancel := context.WithDeadline(ctx, ss.SuspendedAt.Add(r.cfg.SuspendBound))
+	defer cancel()
+	if r.cfg.BeforeTake != nil {
+		r.cfg.BeforeTake(tctx, rd)
 	}
-	ss.SuspendedMs = float64(time.Since(ss.SuspendedAt).Microseconds()) / 1000
-	metricSteps.WithLabelValues("resume-io").Inc()
+	if d.Local.Diskless {
+		return tctx.Err()
+	}
+	err := takeAll(tctx, snapper, rd, diskVolumes(st), name)
+	if err != nil && tctx.Err() != nil {
+		return fmt.Errorf("the copy did not finish within the suspension bound (%s): %w", r.cfg.SuspendBound, err)
+	}
+	return err
 }
 
-func (r *Reconciler) abortSuspended(ctx context.Context, rd string, minors []int, ss *SnapState, why string) {
-	r.resume(ctx, rd, minors, ss)
-	ss.Phase, ss.Error = drbd.SnapAborted, why
+// release resumes I/O held for snapshot ss and, only once resume-io succeeded, records
+// the snapshot's phase (and why, for aborted or failed) and how long I/O was suspended.
+// resume-io runs under a context no shutdown cancels (bounded by resumeTimeout); when it
+// fails, ss stays held with the error and a timer tries again after resumeRetry.
+func (r *Reconciler) release(ctx context.Context, rd string, minors []int, ss *SnapState, phase, why string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	defer cancel()
+	if len(ss.Minors) > 0 {
+		minors = ss.Minors
+	}
+	if err := r.cfg.Kernel.ResumeIO(rctx, rd, minors); err != nil {
+		metricResumeFailures.Inc()
+		ss.Error = fmt.Sprintf("resume-io failed (retried): %v", err)
+		r.cfg.Log.Error().Err(err).Str("resource", rd).Msg("resume-io failed: I/O is still suspended; retrying")
+		r.retryResume(rd)
+		return fmt.Errorf("resume-io of %s: %w", rd, err)
+	}
+	ss.Held = false
+	ss.SuspendedMs = float64(time.Since(ss.SuspendedAt).Microseconds()) / 1000
+	ss.Phase, ss.Error = phase, why
+	if phase == drbd.SnapTaken {
+		ss.Error = ""
+	}
+	metricSteps.WithLabelValues("resume-io").Inc()
+	return nil
 }
 
 // armResume makes sure a timer resumes rd's I/O for snapshot name after d, unless the
-// snapshot left the suspended phase by then.
+// snapshot is no longer held by then.
 func (r *Reconciler) armResume(rd, name string, d time.Duration) {
 	key := rd + "@" + name
 	r.timersMu.Lock()
@@ -161,8 +243,25 @@ func (r *Reconciler) armResume(rd, name string, d time.Duration) {
 	})
 }
 
-// expire resumes I/O of a snapshot still suspended at its bound, records it aborted
-// and publishes the status.
+// retryResume arms a timer that releases every held snapshot of rd past its bound
+// after resumeRetry.
+func (r *Reconciler) retryResume(rd string) {
+	key := rd + "@retry"
+	r.timersMu.Lock()
+	defer r.timersMu.Unlock()
+	if r.timers[key] != nil {
+		return
+	}
+	r.timers[key] = time.AfterFunc(resumeRetry, func() {
+		r.timersMu.Lock()
+		delete(r.timers, key)
+		r.timersMu.Unlock()
+		r.expire(rd, "")
+	})
+}
+
+// expire resumes I/O of snapshot name of rd (every snapshot of rd when name is "") still
+// held at its bound, records it aborted and publishes the status.
 func (r *Reconciler) expire(rd, name string) {
 	unlock := r.lockResource(rd)
 	defer unlock()
@@ -171,22 +270,53 @@ func (r *Reconciler) expire(rd, name string) {
 	if err != nil || st == nil {
 		return
 	}
-	ss := st.Snapshots[name]
-	if ss == nil || ss.Phase != drbd.SnapSuspended {
+	changed := false
+	for n, ss := range st.Snapshots {
+		if name != "" && n != name || !ss.held() {
+			continue
+		}
+		if left := r.cfg.SuspendBound - time.Since(ss.SuspendedAt); left > 0 {
+			r.armResume(rd, n, left)
+			continue
+		}
+		why := "suspended for the whole bound without the order to take it"
+		if ss.Phase == drbd.SnapTaken {
+			why = "I/O resumed at the suspension bound before every node had taken its copy"
+		}
+		ss.Held = true
+		if err := r.release(context.Background(), rd, r.minorsOf(rd, st), ss, drbd.SnapAborted, why); err != nil {
+			changed = true // the error is recorded; the retry timer is armed
+			continue
+		}
+		changed = true
+		r.cfg.Log.Warn().Str("resource", rd).Str("snapshot", n).Float64("suspended_ms", ss.SuspendedMs).Msg("snapshot aborted: I/O resumed at the suspension bound")
+	}
+	if !changed {
 		return
 	}
-	ctx := context.Background()
-	r.abortSuspended(ctx, rd, sortedMinors(st), ss, "suspended for the whole bound without the order to take it")
 	if err := SaveState(path, st); err != nil {
 		r.cfg.Log.Error().Err(err).Str("resource", rd).Msg("snapshot abort not recorded")
 	}
-	r.cfg.Log.Warn().Str("resource", rd).Str("snapshot", name).Float64("suspended_ms", ss.SuspendedMs).Msg("snapshot aborted: I/O resumed at the suspension bound")
 	r.mu.Lock()
 	if info := r.res[rd]; info != nil {
 		info.state = st
 	}
 	r.mu.Unlock()
-	r.pub.now(ctx, rd)
+	r.pub.now(context.Background(), rd)
+}
+
+// minorsOf returns rd's local minors: the state file's (a disk), else those of the
+// last desired state (a diskless replica).
+func (r *Reconciler) minorsOf(rd string, st *State) []int {
+	if m := sortedMinors(st); len(m) > 0 {
+		return m
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i := r.res[rd]; i != nil && i.desired != nil {
+		return sortedMinors(&State{Minors: localMinors(i.desired)})
+	}
+	return nil
 }
 
 func takeAll(ctx context.Context, s volume.Snapshotter, rd string, vols []int, snap string) error {
@@ -236,7 +366,7 @@ func snapshotStatuses(st *State) []drbd.SnapshotStatus {
 	}
 	var out []drbd.SnapshotStatus
 	for name, ss := range st.Snapshots {
-		out = append(out, drbd.SnapshotStatus{Name: name, Seq: ss.Seq, Phase: ss.Phase, Error: ss.Error, SuspendedMs: ss.SuspendedMs})
+		out = append(out, drbd.SnapshotStatus{Name: name, Seq: ss.Seq, Phase: ss.Phase, Error: ss.Error, SuspendedMs: ss.SuspendedMs, Held: ss.held()})
 	}
 	slices.SortFunc(out, func(a, b drbd.SnapshotStatus) int {
 		if a.Name < b.Name {

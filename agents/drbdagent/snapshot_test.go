@@ -48,16 +48,15 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 		return filepath.Join(nodes[node].root, "var/lib/cairn/thin", "r1_00000."+snap+".snap")
 	}
 
-	// Data on n1's disk before the snapshot: the restored copy on n1 must hold it.
+	// Data on every disk before the snapshot (as DRBD replicates it): the restored
+	// copy on n1 must hold it.
 	disk1, _ := diskOf(t, nodes["n1"], "r1")
-	f, err := os.OpenFile(disk1, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		disk, _ := diskOf(t, nodes[n], "r1")
+		if err := writeData([]string{disk}, 0, []byte("before the snapshot")); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := f.WriteAt([]byte("before the snapshot"), 0); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 	submit(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
 	eventually(t, "s1 taken", 30*time.Second, func() (bool, string) {
 		snap, _ := snapshotOf(t, s, "r1", "s1")
@@ -143,7 +142,7 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 	// Roll r1 back to s1: refused while active; deactivated everywhere, every disk
 	// holds s1's data again with fresh metadata sharing one current UUID, and once
 	// activated they connect without a resync.
-	f, err = os.OpenFile(disk1, os.O_WRONLY, 0)
+	f, err := os.OpenFile(disk1, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +200,20 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 		})
 	}
 	submit(t, s, "rd.delete", `{"name":"r1"}`)
+	noDivergence(t, nodes["n1"].sim.Dir)
+}
+
+// noDivergence fails the test when the simulated kernel's data oracle saw two disks
+// declared in sync with different data.
+func noDivergence(t *testing.T, simDir string) {
+	t.Helper()
+	d, err := SimDivergences(simDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range d {
+		t.Errorf("data oracle: %s", line)
+	}
 }
 
 func refusedCmd(t *testing.T, s *server.Server, verb, body, msg string) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/agents/fsx"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/storage/backing"
 )
 
@@ -102,12 +103,22 @@ func SaveState(path string, s *State) error {
 }
 
 // SnapState is what the node did for one snapshot: Phase is a drbd.SnapshotStatus
-// phase (suspended, taken, aborted, failed). SuspendedAt is written BEFORE suspend-io
-// runs, so after a crash the agent knows I/O may be suspended and resumes it.
+// phase (suspended, taken, aborted, failed). Held is true from BEFORE suspend-io runs
+// until resume-io succeeded, so after a crash, or a resume that failed, the agent knows
+// I/O may still be suspended and resumes it; SuspendedAt is when it was set. Copies is
+// true once a take started (copies may exist: an abort removes them).
 type SnapState struct {
-	Seq         uint64    `json:"seq"`
-	Phase       string    `json:"phase"`
+	Seq    uint64 `json:"seq"`
+	Phase  string `json:"phase"`
+	Held   bool   `json:"held,omitempty"`
+	Copies bool   `json:"copies,omitempty"`
+	// Minors are the devices suspended (a diskless replica's state has no Minors).
+	Minors      []int     `json:"minors,omitempty"`
 	SuspendedAt time.Time `json:"suspended_at,omitzero"`
 	SuspendedMs float64   `json:"suspended_ms,omitempty"`
 	Error       string    `json:"error,omitempty"`
 }
+
+// held reports whether I/O may still be suspended for the snapshot (state files written
+// before Held existed say so with the phase alone).
+func (s *SnapState) held() bool { return s.Held || s.Phase == drbd.SnapSuspended }

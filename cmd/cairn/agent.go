@@ -64,6 +64,11 @@ func agentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Before any desired state: resume I/O a snapshot left suspended (its bound
+			// passed while the agent was away) or that no snapshot holds.
+			if err := rec.Recover(ctx); err != nil {
+				opts.Log.Error().Err(err).Msg("resuming suspended I/O at start")
+			}
 			opts.Reconciler = rec
 			// zpool reconciler (agents/zpoolagent): <prefix>.node.<node>.zpool.* go to it,
 			// everything else to the DRBD reconciler.

@@ -63,7 +63,7 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 		d.Revision = max(d.Revision, rb.Seq)
 	}
 	for _, s := range rd.Snapshots {
-		if slices.Contains(s.Nodes, node) {
+		if slices.Contains(s.Nodes, node) || slices.Contains(s.Diskless, node) {
 			d.Snapshots = append(d.Snapshots, drbd.SnapshotOrder{Name: s.Name, Seq: s.StartedSeq, Phase: snapshotOrders[s.Phase]})
 		}
 	}

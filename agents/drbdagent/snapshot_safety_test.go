@@ -1,0 +1,267 @@
+package drbdagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/drbd/drbdutils"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/test/testtools"
+)
+
+// A snapshot is one moment on every disk, while an application writes all along from
+// a diskless Primary (whose writes reach every disk, suspended or not, as DRBD's do) and
+// one disk's copy is slow. Every replica, the diskless one included, suspends; no disk
+// resumes before every copy is taken. Checked on the data: the three copies hold the
+// same bytes, and the disks restored from them, which DRBD connects without a resync,
+// hold the same data (the simulated kernel's oracle). On the old flow the diskless
+// writer was never suspended and each disk resumed right after its own copy: n3's copy
+// held writes n1's did not.
+func TestSnapshotIsOneMomentUnderWrites(t *testing.T) {
+	var slowed atomic.Int32
+	bound := func(c *Config) { c.SuspendBound = 5 * time.Second }
+	slow := func(c *Config) {
+		c.BeforeTake = func(ctx context.Context, rd string) {
+			slowed.Add(1)
+			select { // a copy that takes a while (a full copy without reflinks)
+			case <-time.After(400 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+	}
+	s, base, nodes := threeNodesWith(t, map[string][]func(*Config){"n1": {bound}, "n2": {bound}, "n3": {bound, slow}})
+	submit(t, s, "node.add", `{"name":"n4","host":"h4","address":"10.0.0.4"}`)
+	nodes["n4"] = startClusterNode(t, s, base, "n4", "h4", bound)
+	submit(t, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+	submit(t, s, "rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`)
+	submit(t, s, "replica.add", `{"resource":"r1","node":"n4","diskless":true}`)
+	waitApplied(t, s, "r1", map[string][]string{"n1": {"n2", "n3", "n4"}, "n2": {"n1", "n3", "n4"}, "n3": {"n1", "n2", "n4"}, "n4": {"n1", "n2", "n3"}})
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	var werr error
+	wg.Add(1)
+	go func() { // the application on the diskless Primary
+		defer wg.Done()
+		for ctx.Err() == nil {
+			_, err := SimWrite(ctx, nodes["n4"].exec, nodes["n4"].sim.Dir, nodes["n4"].root, "r1", 8)
+			if err != nil && ctx.Err() == nil {
+				werr = err
+				return
+			}
+			writes.Add(1)
+		}
+	}()
+	eventually(t, "the writer is writing", 30*time.Second, func() (bool, string) { return writes.Load() >= 3, "" })
+	submit(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
+	eventually(t, "s1 taken", 60*time.Second, func() (bool, string) {
+		snap, _ := snapshotOf(t, s, "r1", "s1")
+		return snap.Phase == projections.SnapshotTaken || snap.Phase == projections.SnapshotFailed, js(snap)
+	})
+	if snap, _ := snapshotOf(t, s, "r1", "s1"); snap.Phase != projections.SnapshotTaken {
+		t.Fatalf("s1: %s (%s)", snap.Phase, snap.Reason)
+	}
+	before := writes.Load()
+	eventually(t, "the writer writes again after the snapshot", 30*time.Second, func() (bool, string) { return writes.Load() >= before+3, "" })
+	stop()
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("writer: %v", werr)
+	}
+	if slowed.Load() != 1 {
+		t.Fatalf("n3's take ran %d times, want 1", slowed.Load())
+	}
+	snapFile := func(node string) string {
+		return filepath.Join(nodes[node].root, "var/lib/cairn/thin", "r1_00000.s1.snap")
+	}
+	for _, n := range []string{"n2", "n3"} {
+		at, err := compareData(snapFile("n1"), snapFile(n), 4096*1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at >= 0 {
+			t.Errorf("the copies of s1 on n1 and %s differ at byte %d: not one moment", n, at)
+		}
+	}
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		eventually(t, n+" suspended and resumed for s1", 10*time.Second, func() (bool, string) {
+			st, _ := lastStatus(t, s, n, "r1")
+			return len(st.Snapshots) == 1 && st.Snapshots[0].Phase == drbd.SnapTaken && st.Snapshots[0].SuspendedMs > 0 && !st.Snapshots[0].Held, js(st.Snapshots)
+		})
+	}
+	submit(t, s, "rd.restore", `{"resource":"r1","snapshot":"s1","target":"r2"}`)
+	waitApplied(t, s, "r2", map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
+	noDivergence(t, nodes["n1"].sim.Dir)
+}
+
+// flakyResume is the simulated kernel whose resume-io fails the first fails times.
+type flakyResume struct {
+	*Sim
+	fails atomic.Int32
+	calls atomic.Int32
+}
+
+func (k *flakyResume) ResumeIO(ctx context.Context, rd string, minors []int) error {
+	k.calls.Add(1)
+	if k.fails.Add(-1) >= 0 {
+		return errors.New("resume-io: simulated failure")
+	}
+	return k.Sim.ResumeIO(ctx, rd, minors)
+}
+
+// A resume-io that fails is retried until it succeeds, and until then the state file
+// and the status say the snapshot still holds I/O suspended (on the old code the phase
+// moved to aborted and the kernel stayed suspended for good).
+func TestFailedResumeIsRetried(t *testing.T) {
+	base := t.TempDir()
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
+	k := &flakyResume{}
+	k.fails.Store(2)
+	n1 := newSimNodePub(t, base, "n1", "h1", nil, nil, func(c *Config) {
+		k.Sim = c.Kernel.(*Sim)
+		c.Kernel, c.SuspendBound = k, 300*time.Millisecond
+	})
+	n1.pool(t, "var/lib/cairn/thin")
+	d := oneDisk("r1", 3711)
+	upAndSuspend(t, n1, d)
+	eventually(t, "the first resume at the bound failed", 5*time.Second, func() (bool, string) { return k.calls.Load() >= 1, "" })
+	st, _ := LoadState(NewPaths(n1.root).StateFile("r1"))
+	reg, _ := loadReg(n1.sim.regPath("r1", "n1"))
+	if ss := st.Snapshots["s1"]; reg == nil || !reg.Suspended || ss == nil || !ss.Held || ss.Phase != drbd.SnapSuspended {
+		t.Fatalf("after a failed resume: kernel suspended %v, state %s; want the snapshot still held", reg != nil && reg.Suspended, js(st.Snapshots))
+	}
+	eventually(t, "resumed by a retry", 10*time.Second, func() (bool, string) {
+		reg, _ := loadReg(n1.sim.regPath("r1", "n1"))
+		st, _ := LoadState(NewPaths(n1.root).StateFile("r1"))
+		ss := st.Snapshots["s1"]
+		return reg != nil && !reg.Suspended && ss != nil && !ss.Held && ss.Phase == drbd.SnapAborted, js(st.Snapshots)
+	})
+	if c := k.calls.Load(); c != 3 {
+		t.Errorf("resume-io ran %d times, want 3 (two failures, one success)", c)
+	}
+}
+
+// An agent that starts finds I/O suspended: by a snapshot whose bound passed while it was
+// away (its state file holds it) and by nobody (a suspend-io no snapshot explains).
+// Recover resumes both before any desired state is carried out; a snapshot still inside
+// its bound is resumed by a timer at the bound.
+func TestRecoverResumesSuspendedIOAtStart(t *testing.T) {
+	base := t.TempDir()
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
+	// The "crashed" agent's timer never fires.
+	n1 := newSimNodePub(t, base, "n1", "h1", nil, nil, func(c *Config) { c.SuspendBound = time.Hour })
+	n1.pool(t, "var/lib/cairn/thin")
+	for i, rd := range []string{"r1", "r2", "r3"} {
+		d := oneDisk(rd, 3714+i)
+		if rd == "r3" {
+			if err := n1.reconcile(t, d); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		upAndSuspend(t, n1, d)
+	}
+	if err := n1.sim.SuspendIO(context.Background(), "r3", nil); err != nil { // nobody's
+		t.Fatal(err)
+	}
+	n1.cancel()
+	// r1's snapshot was suspended long ago; r2's a moment ago.
+	path := NewPaths(n1.root).StateFile("r1")
+	st, _ := LoadState(path)
+	st.Snapshots["s1"].SuspendedAt = time.Now().Add(-time.Minute)
+	if err := SaveState(path, st); err != nil {
+		t.Fatal(err)
+	}
+
+	again := newSimNodePub(t, base, "n1", "h1", nil, nil, func(c *Config) { c.SuspendBound = 2 * time.Second })
+	if err := again.rec.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	suspended := func(rd string) bool {
+		reg, _ := loadReg(again.sim.regPath(rd, "n1"))
+		return reg != nil && reg.Suspended
+	}
+	if suspended("r1") || suspended("r3") {
+		t.Fatalf("after Recover: r1 suspended %v, r3 suspended %v; want both resumed", suspended("r1"), suspended("r3"))
+	}
+	if st, _ := LoadState(path); st.Snapshots["s1"].Held || st.Snapshots["s1"].Phase != drbd.SnapAborted {
+		t.Errorf("r1's snapshot after Recover: %s, want aborted and not held", js(st.Snapshots))
+	}
+	if !suspended("r2") {
+		t.Fatal("r2's snapshot is inside its bound: Recover must leave it to its timer")
+	}
+	eventually(t, "r2 resumed at its bound", 5*time.Second, func() (bool, string) { return !suspended("r2"), "" })
+}
+
+// The take has a deadline of the suspension bound: a copy that does not finish in time
+// is cut short, the snapshot fails and I/O is resumed at about the bound (on the old
+// code the take ran as long as the copy did, with I/O suspended).
+func TestTakeIsCutAtTheBound(t *testing.T) {
+	base := t.TempDir()
+	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
+	bound := 500 * time.Millisecond
+	var deadline atomic.Bool
+	n1 := newSimNodePub(t, base, "n1", "h1", nil, nil, func(c *Config) {
+		c.SuspendBound = bound
+		c.BeforeTake = func(ctx context.Context, rd string) {
+			select { // a copy of 5 s, as cp without reflinks of a large volume
+			case <-time.After(5 * time.Second):
+			case <-ctx.Done():
+				deadline.Store(errors.Is(ctx.Err(), context.DeadlineExceeded))
+			}
+		}
+	})
+	n1.pool(t, "var/lib/cairn/thin")
+	d := oneDisk("r1", 3717)
+	upAndSuspend(t, n1, d)
+	d.Revision++
+	d.Snapshots[0].Phase = drbd.SnapTake
+	start := time.Now()
+	_ = n1.reconcile(t, d)
+	took := time.Since(start)
+	st, _ := LoadState(NewPaths(n1.root).StateFile("r1"))
+	ss := st.Snapshots["s1"]
+	reg, _ := loadReg(n1.sim.regPath("r1", "n1"))
+	switch {
+	case !deadline.Load():
+		t.Errorf("the take's context had no deadline (took %s)", took)
+	case ss == nil || ss.Phase != drbd.SnapFailed || ss.Held || reg == nil || reg.Suspended:
+		t.Errorf("after a take past the bound: kernel suspended %v, state %s; want failed and resumed", reg != nil && reg.Suspended, js(st.Snapshots))
+	case ss.SuspendedMs > float64(bound/time.Millisecond)+300:
+		t.Errorf("I/O suspended %.0f ms, bound %s", ss.SuspendedMs, bound)
+	}
+	if _, err := os.Stat(filepath.Join(n1.root, "var/lib/cairn/thin", "r1_00000.s1.snap")); err == nil {
+		t.Errorf("a cut take left a copy")
+	}
+	fmt.Fprintln(os.Stderr, "take cut after", took)
+}
+
+// oneDisk is resource rd on n1 alone, up, on minor (oneReplica renamed).
+func oneDisk(rd string, minor int) *drbd.Desired {
+	d := oneReplica(minor)
+	d.Resource = rd
+	d.Port = 7000 + minor%1000
+	return d
+}
+
+// upAndSuspend brings d up on n and then gives it the order to suspend for snapshot s1.
+func upAndSuspend(t *testing.T, n *simNode, d *drbd.Desired) {
+	t.Helper()
+	if err := n.reconcile(t, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Revision++
+	d.Snapshots = []drbd.SnapshotOrder{{Name: "s1", Seq: 10, Phase: drbd.SnapSuspend}}
+	if err := n.reconcile(t, d); err != nil {
+		t.Fatal(err)
+	}
+}
