@@ -120,7 +120,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return cons.Consume(func(m jetstream.Msg) {
 			h := m.Headers()
-			a.receive(log, m.Subject(), h.Get(events.EpochHeader), h.Get(events.RevisionHeader), m.Data())
+			a.receive(log, m.Subject(), h.Get(events.EpochHeader), h.Get(events.LeaseHeader), h.Get(events.RevisionHeader), m.Data())
 		}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat) {
 				log.Warn().Err(err).Msg("desired-state consumer lost: attaching again")
@@ -222,19 +222,32 @@ func (a *Agent) attach(ctx context.Context, log zerolog.Logger) (jetstream.Consu
 // than one already seen for the subject (events.RevisionHeader): such a message (a
 // serve whose views lag published it after a newer one) is dropped and counted; when
 // the agent holds nothing for the subject yet (a restart, and the stream's latest
-// message is the older one) the body of the newest revision seen is used instead.
-func (a *Agent) receive(log zerolog.Logger, subject, epoch, header string, data []byte) {
+// message is the older one) the body of the newest revision seen is used instead. A
+// message whose lease token (events.LeaseHeader) is older than the newest one seen on
+// any of the node's subjects (a deposed leader's late publish) is dropped the same way
+// whatever its revision, and counted apart.
+func (a *Agent) receive(log zerolog.Logger, subject, epoch, leaseHeader, header string, data []byte) {
 	rev, err := parseRevision(header)
-	if err != nil {
-		metricStale.Inc()
-		log.Error().Err(err).Str("subject", subject).Msg("desired state with a malformed revision: dropped")
-		return
+	if err == nil {
+		var token uint64
+		if token, err = parseRevision(leaseHeader); err == nil {
+			a.receiveChecked(log, subject, epoch, token, rev, data)
+			return
+		}
 	}
-	v, m, err := a.revs.admit(subject, epoch, rev, data, a.work.holds(subject))
+	metricStale.Inc()
+	log.Error().Err(err).Str("subject", subject).Msg("desired state with a malformed revision or lease token: dropped")
+}
+
+func (a *Agent) receiveChecked(log zerolog.Logger, subject, epoch string, token, rev uint64, data []byte) {
+	v, m, err := a.revs.admit(subject, epoch, token, rev, data, a.work.holds(subject))
 	switch {
 	case err != nil:
 		// Not recorded, so not acted on: the next message (or a restart) tries again.
 		log.Error().Err(err).Str("subject", subject).Msg("desired state not recorded: not carried out")
+	case v == fenced:
+		metricFenced.Inc()
+		log.Warn().Str("subject", subject).Uint64("lease_token", token).Uint64("revision", rev).Msg("desired state from a deposed leader (an older lease token than one already seen): dropped")
 	case v == stale:
 		metricStale.Inc()
 		log.Warn().Str("subject", subject).Uint64("revision", rev).Uint64("seen", m.rev).Msg("desired state older than one already carried out: dropped")

@@ -13,8 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-var metricStale = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_agent_stale_desired_total",
-	Help: "Desired-state messages dropped because their revision was older than one already seen for the subject."})
+var (
+	metricStale = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_agent_stale_desired_total",
+		Help: "Desired-state messages dropped because their revision was older than one already seen for the subject."})
+	metricFenced = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_agent_fenced_desired_total",
+		Help: "Desired-state messages dropped because their lease token (Cairn-Lease) was older than the newest one seen on any of the node's subjects: sent by a deposed leader."})
+)
 
 // revisions keeps the highest revision seen per desired-state subject, and the body that
 // came with it, so that the agent never goes back to an older desired state: one that a
@@ -24,16 +28,27 @@ var metricStale = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_agent_
 // message is acted on; removals keep theirs (a tombstone), so the mark survives both a
 // restart and the removal of whatever the subject described. Marks of removed subjects
 // stay: one small file per subject the node ever held.
+//
+// The lease fence: the newest lease token (events.LeaseHeader) seen on any of the node's
+// subjects. A message with an older token comes from a serve that lost the side-effect
+// lease (a deposed leader whose publish landed late) and is dropped whatever its
+// revision; the first message of a newer token moves the fence. The fence is kept in
+// <dir>/lease, written durably before the message is acted on.
 type revisions struct {
 	dir string // "" = in memory only
 
 	mu    sync.Mutex
 	epoch string // the epoch the marks count in (events.EpochHeader); "" = none yet
+	lease uint64 // the newest lease token seen; 0 = none yet
 	marks map[string]mark
 }
 
-// epochFile holds the epoch of the marks in dir; it is not a subject (no dots).
-const epochFile = "epoch"
+// epochFile holds the epoch of the marks in dir, leaseFile the lease fence; neither is
+// a subject (no dots).
+const (
+	epochFile = "epoch"
+	leaseFile = "lease"
+)
 
 type mark struct {
 	rev  uint64
@@ -55,6 +70,16 @@ func openRevisions(dir string) (*revisions, error) {
 	}
 	for _, e := range ents {
 		if !e.Type().IsRegular() || filepath.Ext(e.Name()) == ".tmp" {
+			continue
+		}
+		if e.Name() == leaseFile {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("lease fence: %w", err)
+			}
+			if r.lease, err = strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64); err != nil {
+				return nil, fmt.Errorf("lease fence %s is damaged (%q): fix or remove it", filepath.Join(dir, e.Name()), b)
+			}
 			continue
 		}
 		if e.Name() == epochFile {
@@ -87,14 +112,18 @@ const (
 	accept  verdict = iota // newer or equal: act on it
 	stale                  // older than the mark: drop it
 	restore                // older, but the agent holds nothing for the subject: act on the mark's body
+	fenced                 // sent under an older lease token than one already seen: drop it
 )
 
-// admit decides on a message of subject with revision rev in epoch (0 and "": the
-// message carries none, from a serve older than revisions) and records a newer mark
-// durably before it returns accept. A message without a revision is accepted only while
-// the subject has no mark. A message of another epoch (the control plane was set up
-// anew, with a new event stream) clears every mark first.
-func (r *revisions) admit(subject, epoch string, rev uint64, body []byte, holding bool) (verdict, mark, error) {
+// admit decides on a message of subject with revision rev and lease token in epoch (0
+// and "": the message carries none, from a serve older than revisions or without a
+// lease) and records a newer mark, and a newer lease fence, durably before it returns
+// accept. A message with a token older than the fence is fenced (or restore, when the
+// agent holds nothing for a subject that has a mark). A message without a revision is
+// accepted only while the subject has no mark. A message of another epoch (the control
+// plane was set up anew, with a new event stream and lease) clears every mark and the
+// fence first.
+func (r *revisions) admit(subject, epoch string, token, rev uint64, body []byte, holding bool) (verdict, mark, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if epoch != "" && epoch != r.epoch {
@@ -103,6 +132,19 @@ func (r *revisions) admit(subject, epoch string, rev uint64, body []byte, holdin
 		}
 	}
 	m, ok := r.marks[subject]
+	switch {
+	case token != 0 && token < r.lease && ok && !holding:
+		return restore, m, nil
+	case token != 0 && token < r.lease:
+		return fenced, m, nil
+	case token > r.lease:
+		if r.dir != "" {
+			if err := fsx.WriteAtomic(filepath.Join(r.dir, leaseFile), []byte(strconv.FormatUint(token, 10)+"\n"), 0o640); err != nil {
+				return stale, m, fmt.Errorf("record lease fence %d: %w", token, err)
+			}
+		}
+		r.lease = token
+	}
 	switch {
 	case !ok && rev == 0:
 		return accept, mark{}, nil
@@ -132,12 +174,15 @@ func (r *revisions) reset(epoch string) error {
 				return fmt.Errorf("forget revision marks of epoch %s: %w", r.epoch, err)
 			}
 		}
+		if err := os.Remove(filepath.Join(r.dir, leaseFile)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("forget the lease fence of epoch %s: %w", r.epoch, err)
+		}
 		if err := fsx.WriteAtomic(filepath.Join(r.dir, epochFile), []byte(epoch+"\n"), 0o640); err != nil {
 			return fmt.Errorf("record revision epoch: %w", err)
 		}
 	}
 	clear(r.marks)
-	r.epoch = epoch
+	r.epoch, r.lease = epoch, 0
 	return nil
 }
 

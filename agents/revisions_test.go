@@ -16,7 +16,7 @@ func TestRevisionsAdmit(t *testing.T) {
 	const s = "cairn.node.n1.zpool.tank"
 	admit := func(epoch string, rev uint64, body string, holding bool) (verdict, string) {
 		t.Helper()
-		v, m, err := r.admit(s, epoch, rev, []byte(body), holding)
+		v, m, err := r.admit(s, epoch, 0, rev, []byte(body), holding)
 		require.NoError(t, err)
 		return v, string(m.body)
 	}
@@ -57,4 +57,32 @@ func TestRevisionsAdmit(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, s), []byte("x\n"), 0o640))
 	_, err = openRevisions(dir)
 	require.ErrorContains(t, err, "damaged")
+}
+
+// The lease fence: a message under an older lease token than one seen on any subject is
+// dropped whatever its revision (a deposed leader's late publish), a newer token moves
+// the fence, the fence survives a restart, and a new epoch forgets it.
+func TestRevisionsLeaseFence(t *testing.T) {
+	dir := t.TempDir()
+	r, err := openRevisions(dir)
+	require.NoError(t, err)
+	admit := func(subject string, token, rev uint64, holding bool) verdict {
+		t.Helper()
+		v, _, err := r.admit(subject, "e1", token, rev, []byte("body"), holding)
+		require.NoError(t, err)
+		return v
+	}
+	const a, b = "cairn.node.n1.drbd.r1", "cairn.node.n1.zpool.tank"
+	assert.Equal(t, accept, admit(a, 5, 100, false))
+	assert.Equal(t, accept, admit(b, 9, 101, false), "a newer token moves the fence")
+	assert.Equal(t, fenced, admit(a, 5, 200, true), "the older token on another subject: dropped, though its revision is newer")
+	assert.Equal(t, restore, admit(a, 5, 200, false), "holding nothing: the mark's body instead")
+	assert.Equal(t, accept, admit(a, 0, 300, true), "no token (a serve without a lease) is not fenced")
+	r, err = openRevisions(dir)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(9), r.lease, "the fence survives a restart")
+	assert.Equal(t, fenced, admit("cairn.node.n1.drbd.r2", 8, 400, false), "a new subject under an older token")
+	v, _, err := r.admit(a, "e2", 1, 1, []byte("x"), true)
+	require.NoError(t, err)
+	assert.Equal(t, accept, v, "a new epoch forgets the fence")
 }

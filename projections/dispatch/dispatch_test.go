@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,16 @@ func TestOutboxEmptiesOncePublished(t *testing.T) {
 // stored as several, and every message of it lands: 1,500 storage pools queued by one
 // fold, published by a single Round.
 func TestRoundLargerThanOneBatch(t *testing.T) {
+	testRoundLargerThanOneBatch(t, false)
+}
+
+// The fence is checked before every batch of a round, not once per round: a lease lost
+// after the round's first batch stops the rest (on the old code all 1,500 went out).
+func TestFenceIsCheckedPerBatch(t *testing.T) {
+	testRoundLargerThanOneBatch(t, true)
+}
+
+func testRoundLargerThanOneBatch(t *testing.T, loseAfterFirst bool) {
 	js := testtools.JetStream(t)
 	ctx := context.Background()
 	names := events.NewNames("")
@@ -189,6 +200,21 @@ func TestRoundLargerThanOneBatch(t *testing.T) {
 	require.NoError(t, db.Fold(names, evs))
 
 	d := &dispatch.Dispatcher{DB: db, JS: js, Names: names, BatchSize: 2 * pools}
+	if loseAfterFirst {
+		var checks atomic.Int32
+		d.Fence = func() (uint64, bool) { return 7, checks.Add(1) <= 2 } // the round's check and the first batch's
+		_, err := d.Round(ctx)
+		require.Error(t, err)
+		stream, err := js.Stream(ctx, names.NodesStream())
+		require.NoError(t, err)
+		info, err := stream.Info(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(events.MaxGroupMessages), info.State.Msgs, "only the batch sent under the lease landed")
+		m, err := stream.GetMsg(ctx, 1)
+		require.NoError(t, err)
+		assert.Equal(t, "7", m.Header.Get(events.LeaseHeader))
+		return
+	}
 	n, err := d.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, pools, n)

@@ -41,12 +41,20 @@ type Dispatcher struct {
 	BatchSize  int           // outbox entries per round (events.MaxGroupMessages)
 	Idle       time.Duration // poll interval when nothing moves (1 s)
 	// Fence returns the side-effect lease's fencing token and whether this serve may act
-	// now (cmd/cairn/server/lease); nil: always (a single serve, tests). A round publishes nothing
-	// without it, and every message carries the token (events.LeaseHeader).
+	// now (cmd/cairn/server/lease); nil: always (a single serve, tests). It is checked
+	// right before each atomic batch is sent: a round publishes nothing more once the
+	// lease is gone (or its token changed), and every message carries the token
+	// (events.LeaseHeader).
 	Fence func() (uint64, bool)
+	// PublishTimeout bounds each batch's publish (DefaultPublishTimeout): a side effect
+	// is never left pending on a stalled server for longer.
+	PublishTimeout time.Duration
 
 	epoch string // the events stream's creation time (events.EpochHeader), read by Round
 }
+
+// DefaultPublishTimeout is Dispatcher.PublishTimeout's default.
+const DefaultPublishTimeout = 2 * time.Second
 
 // errNotLeading stops a round when this serve no longer holds the side-effect lease.
 var errNotLeading = errors.New("dispatch: this serve does not hold the lease")
@@ -142,7 +150,7 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 		}
 		msgs = append(msgs, msg)
 	}
-	if err := d.publish(ctx, msgs); err != nil {
+	if err := d.publish(ctx, msgs, token); err != nil {
 		return 0, err
 	}
 	if err := d.DB.Ack(b); err != nil {
@@ -159,18 +167,30 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 // one fsynced write per message (a cold start of 300,000 replicas published about
 // 2,200 messages a second one by one). A batch is stored whole or not at all; a round
 // that fails is published again whole (the latest per subject wins, so that is
-// harmless).
-func (d *Dispatcher) publish(ctx context.Context, msgs []*nats.Msg) error {
+// harmless). The fence is checked again before each batch (token: the one the round's
+// messages carry), and each batch's publish is bounded by PublishTimeout.
+func (d *Dispatcher) publish(ctx context.Context, msgs []*nats.Msg, token uint64) error {
+	timeout := d.PublishTimeout
+	if timeout <= 0 {
+		timeout = DefaultPublishTimeout
+	}
 	for len(msgs) > 0 {
 		n := min(len(msgs), events.MaxGroupMessages)
 		batch := msgs[:n]
 		msgs = msgs[n:]
+		if d.Fence != nil {
+			if now, ok := d.Fence(); !ok || now != token {
+				return errNotLeading
+			}
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
 		var err error
 		if n == 1 {
-			_, err = d.JS.PublishMsg(ctx, batch[0])
+			_, err = d.JS.PublishMsg(pctx, batch[0])
 		} else {
-			_, err = jetstreamext.PublishMsgBatch(ctx, d.JS, batch)
+			_, err = jetstreamext.PublishMsgBatch(pctx, d.JS, batch)
 		}
+		cancel()
 		if err != nil {
 			return fmt.Errorf("publish %d desired-state messages (first %s): %w", n, batch[0].Subject, err)
 		}

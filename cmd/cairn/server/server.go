@@ -179,6 +179,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("connect %s: %w", cfg.NATSURL, err)
 		}
 		s.NATSAddr = cfg.NATSURL
+		if err := events.CheckServerVersion(s.NC); err != nil {
+			s.NC.Close()
+			return nil, err
+		}
 	}
 	if s.JS, err = jetstream.New(s.NC); err != nil {
 		return nil, err
@@ -273,6 +277,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.Lease = lease.New(s.JS, lease.Options{Bucket: names.LeaseBucket(), Holder: cfg.Name,
 		TTL: cfg.LeaseTTL, Replicas: replicas, TakeOverOwn: cfg.NATSURL == "",
 		Log: cfg.Log.With().Str("part", "lease").Logger()})
+	if err := s.Lease.Prepare(ctx); err != nil {
+		return nil, err
+	}
 	s.background(func() {
 		if err := s.Lease.Run(runCtx); err != nil && runCtx.Err() == nil {
 			cfg.Log.Error().Err(err).Msg("lease stopped")

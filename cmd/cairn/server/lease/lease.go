@@ -115,39 +115,60 @@ func parseValue(b []byte) (holder string, token uint64) {
 	return h, t
 }
 
+// ErrTTLMismatch is returned by Prepare (and Run) when the bucket's TTL is not this
+// serve's: every serve of a cluster must use the same TTL.
+var ErrTTLMismatch = errors.New("lease TTL mismatch")
+
+// Prepare opens the lease bucket, creating it with this serve's TTL when it is missing.
+// It refuses (ErrTTLMismatch, naming both values) a bucket whose TTL differs from
+// Options.TTL: a serve with a shorter TTL would act while another's lease is still
+// valid on the servers, and one that rewrote the bucket's TTL would shorten a running
+// holder's lease under it. The bucket is never changed here (SetTTL changes it).
+func (l *Lease) Prepare(ctx context.Context) error {
+	_, err := l.bucket(ctx)
+	return err
+}
+
 // Run campaigns for the lease and keeps it until ctx ends; then it releases it (deletes
-// the key with the last revision) so that another serve takes over at once.
+// the key with the last revision) so that another serve takes over at once. Renewals
+// (and campaigns) start every TTL/4, counted from the start of the previous one: a slow
+// one does not push the next one later.
 func (l *Lease) Run(ctx context.Context) error {
 	kv, err := l.bucket(ctx)
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	l.kv = kv
-	l.mu.Unlock()
 	period := l.opts.TTL / 4
 	for {
+		start := time.Now()
 		l.step(ctx, kv)
 		select {
 		case <-ctx.Done():
 			l.release(kv)
 			return nil
-		case <-time.After(period):
+		case <-time.After(time.Until(start.Add(period))):
 		}
 	}
 }
 
+// bucket returns the lease bucket (Prepare's contract), opening it once.
 func (l *Lease) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	l.mu.Lock()
+	kv := l.kv
+	l.mu.Unlock()
+	if kv != nil {
+		return kv, nil
+	}
 	for attempt := 1; ; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		kv, err := l.js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{Bucket: l.opts.Bucket, History: 1,
-			TTL: l.opts.TTL, Replicas: l.opts.Replicas, Description: "cairn side-effect lease"})
-		cancel()
+		kv, err := l.open(ctx)
 		if err == nil {
+			l.mu.Lock()
+			l.kv = kv
+			l.mu.Unlock()
 			return kv, nil
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if errors.Is(err, ErrTTLMismatch) || ctx.Err() != nil {
+			return nil, err
 		}
 		l.opts.Log.Warn().Err(err).Int("attempt", attempt).Msg("lease bucket not ready; retrying")
 		select {
@@ -156,6 +177,85 @@ func (l *Lease) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// open opens the bucket, or creates it with this serve's TTL, and checks its TTL.
+func (l *Lease) open(ctx context.Context) (jetstream.KeyValue, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	kv, err := l.js.KeyValue(cctx, l.opts.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = l.js.CreateKeyValue(cctx, jetstream.KeyValueConfig{Bucket: l.opts.Bucket, History: 1,
+			TTL: l.opts.TTL, Replicas: l.opts.Replicas, Description: "cairn side-effect lease"})
+		if errors.Is(err, jetstream.ErrBucketExists) { // another serve created it meanwhile
+			kv, err = l.js.KeyValue(cctx, l.opts.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := kv.Status(cctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.TTL() != l.opts.TTL && l.opts.TakeOverOwn {
+		// The embedded server: no other serve can use this bucket, so none holds a
+		// lease this change could shorten under it.
+		if err := setTTL(cctx, l.js, l.opts.Bucket, l.opts.TTL, l.opts.Replicas, l.opts.Holder); err != nil {
+			return nil, fmt.Errorf("lease bucket %s: TTL %s to %s: %w", l.opts.Bucket, st.TTL(), l.opts.TTL, err)
+		}
+		l.opts.Log.Info().Dur("from", st.TTL()).Dur("to", l.opts.TTL).Msg("lease TTL changed (embedded NATS: one serve)")
+		return kv, nil
+	}
+	if st.TTL() != l.opts.TTL {
+		return nil, fmt.Errorf("%w: the lease bucket %s has TTL %s, this serve's --lease-ttl is %s: every serve of a cluster must use the same lease TTL. "+
+			"Start this serve with --lease-ttl %s, or change it for all: stop every serve, run `cairn lease set-ttl %s`, start them with --lease-ttl %s",
+			ErrTTLMismatch, l.opts.Bucket, st.TTL(), l.opts.TTL, st.TTL(), l.opts.TTL, l.opts.TTL)
+	}
+	return kv, nil
+}
+
+// SetTTL changes the TTL of the lease bucket on js (created when missing). It refuses
+// while any serve holds the lease (the key exists): a holder's lease would change under
+// it. Stop every serve first.
+func SetTTL(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) error {
+	return setTTL(ctx, js, bucket, ttl, replicas, "")
+}
+
+// setTTL is SetTTL that also changes it while holder (a crashed earlier run of this
+// serve, on the embedded server) holds the lease.
+func setTTL(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, holder string) error {
+	if ttl <= 0 {
+		return fmt.Errorf("ttl: must be positive, got %s", ttl)
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, TTL: ttl, Replicas: max(replicas, 1),
+			Description: "cairn side-effect lease"})
+		return err
+	case err != nil:
+		return err
+	}
+	if e, err := kv.Get(ctx, Key); err == nil {
+		if h, _ := parseValue(e.Value()); h != holder || holder == "" {
+			return fmt.Errorf("serve %s holds the lease: stop every serve before changing the lease TTL", h)
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return fmt.Errorf("lease bucket %s: unexpected status %T", bucket, st)
+	}
+	cfg := bs.Config()
+	cfg.TTL = ttl
+	_, err = js.UpdateKeyValue(ctx, cfg)
+	return err
 }
 
 // step renews the lease when held, else tries to take it.
@@ -177,7 +277,12 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 		}
 		l.mu.Lock()
 		if l.token == token {
+			lapsed := !l.opts.Now().Before(l.validTo)
 			l.rev, l.validTo = nrev, start.Add(l.opts.TTL/2)
+			if lapsed && l.opts.Now().Before(l.validTo) { // acting again: parts start anew
+				close(l.gained)
+				l.gained = make(chan struct{})
+			}
 		}
 		l.mu.Unlock()
 		l.observe(Info{Holder: l.opts.Holder, Token: token, Revision: nrev})
@@ -284,16 +389,14 @@ func (l *Lease) release(kv jetstream.KeyValue) {
 
 // Leading returns this serve's fencing token and true while it holds the lease and its
 // last renewal is recent enough to act on (see Options.TTL). Every side effect checks it
-// right before acting.
+// right before acting. Past that, it answers false but keeps the lease: a renewal that
+// was slow but succeeded (compare-and-set on the revision it last wrote, so nobody took
+// the lease meanwhile) makes it valid again; a renewal that fails loses it.
 func (l *Lease) Leading() (uint64, bool) {
 	l.mu.Lock()
 	token, valid := l.token, l.validTo
 	l.mu.Unlock()
-	if token == 0 {
-		return 0, false
-	}
-	if !l.opts.Now().Before(valid) {
-		l.lose("the last renewal is too old to act on")
+	if token == 0 || !l.opts.Now().Before(valid) {
 		return 0, false
 	}
 	return token, true

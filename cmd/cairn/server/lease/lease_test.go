@@ -158,3 +158,90 @@ func TestWhileRunsAPartOnlyUnderTheLease(t *testing.T) {
 	m.nc.Close() // renewals fail: the lease is lost
 	require.Eventually(t, func() bool { return running.Load() == 0 }, 5*time.Second, 5*time.Millisecond)
 }
+
+// A serve started with another TTL than the running holder's refuses to run, naming
+// both values, and leaves the bucket's TTL alone (on the old code it rewrote the
+// bucket's MaxAge under the holder, and two serves acted at once).
+func TestMixedTTLsAreRefused(t *testing.T) {
+	url := startNATS(t)
+	a := join(t, url, "a", time.Second)
+	require.Eventually(t, func() bool { _, ok := a.l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	b := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "b", TTL: 400 * time.Millisecond, Log: zerolog.Nop()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = b.Run(ctx)
+	require.ErrorIs(t, err, lease.ErrTTLMismatch)
+	assert.Contains(t, err.Error(), "TTL 1s")
+	assert.Contains(t, err.Error(), "--lease-ttl is 400ms")
+	kv, err := js.KeyValue(ctx, "TEST_LEASE")
+	require.NoError(t, err)
+	st, err := kv.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, st.TTL(), "the bucket's TTL was changed")
+	_, ok := a.l.Leading()
+	assert.True(t, ok)
+
+	// SetTTL refuses while a serve holds the lease, and changes it once none does.
+	require.ErrorContains(t, lease.SetTTL(ctx, js, "TEST_LEASE", 400*time.Millisecond, 1), "serve a holds the lease")
+	a.cancel()
+	<-a.done
+	require.NoError(t, lease.SetTTL(ctx, js, "TEST_LEASE", 400*time.Millisecond, 1))
+	require.NoError(t, b.Prepare(ctx))
+}
+
+// The embedded server's serve (TakeOverOwn: no other serve can share its bucket) changes
+// the TTL itself, even over its own crashed run's lease.
+func TestOwnBucketTakesTheNewTTL(t *testing.T) {
+	url := startNATS(t)
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "TEST_LEASE", History: 1, TTL: time.Minute})
+	require.NoError(t, err)
+	_, err = kv.Create(ctx, lease.Key, []byte("me 1"))
+	require.NoError(t, err)
+	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "me", TTL: time.Second, TakeOverOwn: true, Log: zerolog.Nop()})
+	require.NoError(t, l.Prepare(ctx))
+	st, err := kv.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, st.TTL())
+}
+
+// A holder whose renewal comes late stops acting (Leading is false past TTL/2 after the
+// start of its last renewal) but keeps the lease: the next renewal, a compare-and-set on
+// its own last revision, makes it act again with the same fencing token. On the old
+// code one late renewal gave the lease up, and the serve waited out the TTL for a new
+// token.
+func TestALateRenewalDoesNotGiveTheLeaseUp(t *testing.T) {
+	url := startNATS(t)
+	var skew atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	const ttl = 2 * time.Second
+	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "a", TTL: ttl, Now: clock, Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool { _, ok := l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
+	token, _ := l.Leading()
+	skew.Store(int64(ttl)) // as if the renewals had stalled for a TTL
+	_, ok := l.Leading()
+	assert.False(t, ok, "a holder past its validity acts")
+	skew.Store(0)
+	require.Eventually(t, func() bool { tk, ok := l.Leading(); return ok && tk == token }, ttl/2, 5*time.Millisecond,
+		"the next renewal did not make the holder act again with its token")
+}

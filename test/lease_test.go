@@ -1,0 +1,77 @@
+package test
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/test/testtools"
+	"github.com/stretchr/testify/require"
+)
+
+// Two serves on one real nats-server with different --lease-ttl: the second refuses to
+// start with an error naming both TTLs (and the first keeps leading); `cairn lease
+// set-ttl` refuses while a serve holds the lease, changes it once every serve is
+// stopped, and then a serve with the new TTL starts.
+func TestServesRefuseMixedLeaseTTLs(t *testing.T) {
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	ns := &natsNode{t: t, name: "ns1", url: "nats://" + addr,
+		args: []string{"-n", "ns1", "-a", host, "-p", port, "-js", "-sd", filepath.Join(t.TempDir(), "ns1")}}
+	ns.start()
+	t.Cleanup(ns.kill9)
+	require.Eventually(t, func() bool { _, code := run(t, "lease", "--help"); return code == 0 }, 5*time.Second, 50*time.Millisecond)
+
+	serveWith := func(name, ttl string) *serve {
+		s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
+		s.args = []string{"serve", "--data", s.data, "--nats", ns.url, "--http", s.httpAddr, "--name", name, "--lease-ttl", ttl}
+		return s
+	}
+	a := serveWith("a", "2s").run("a")
+	require.Eventually(t, func() bool { l, ok := getLeader(a); return ok && l.This }, 20*time.Second, 50*time.Millisecond)
+
+	b := serveWith("b", "400ms")
+	cmd := exec.Command(cairnBin, b.args...)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "a serve with another lease TTL started:\n%s", out)
+	require.Contains(t, string(out), "has TTL 2s, this serve's --lease-ttl is 400ms")
+	l, ok := getLeader(a)
+	require.True(t, ok && l.This, "the first serve stopped leading")
+
+	_, stderr, code := runAll(t, "lease", "set-ttl", "1s", "--nats", ns.url)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "serve a holds the lease")
+	a.stop()
+	stdout, stderr, code := runAll(t, "lease", "set-ttl", "1s", "--nats", ns.url)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "TTL 1s")
+	c := serveWith("c", "1s").run("c")
+	require.Eventually(t, func() bool { l, ok := getLeader(c); return ok && l.This }, 20*time.Second, 50*time.Millisecond,
+		fmt.Sprintf("the serve with the new TTL does not lead:\n%s", c.log))
+}
+
+// OldNATSServer is the program name of an older nats-server (2.11.9, without atomic
+// batch publish) that .ci/run installs beside the current one.
+const oldNATSServer = "nats-server-2.11.9"
+
+// A serve refuses a nats-server older than the minimum (events.MinServerVersion), with
+// an error naming the server's version and the minimum (on the old code it ran on one,
+// where an acknowledged command could be stored several times).
+func TestServeRefusesAnOldNATSServer(t *testing.T) {
+	bin := testtools.Path(t, oldNATSServer)
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	log := &syncBuffer{}
+	ns := exec.Command(bin, "-a", host, "-p", port, "-js", "-sd", t.TempDir())
+	ns.Stdout, ns.Stderr = log, log
+	require.NoError(t, ns.Start())
+	t.Cleanup(func() { _ = ns.Process.Kill(); _ = ns.Wait() })
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "Server is ready") }, 20*time.Second, 20*time.Millisecond)
+	cmd := exec.Command(cairnBin, "serve", "--data", t.TempDir(), "--nats", "nats://"+addr, "--http", freeAddr(t))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "serve ran on nats-server 2.11.9:\n%s", out)
+	require.Contains(t, string(out), "is version 2.11.9; Cairn needs nats-server 2.12.0 or newer")
+}
