@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-io/cairn/commands/gateway/linstor"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 )
@@ -33,13 +34,22 @@ type Authenticator struct {
 	// to every request but the probes. nil: always.
 	Ready func() error
 	// FailureRate and FailureBurst bound failed sign-ins per client address (default 1
-	// per second, burst 10); beyond them the address gets 429 until the budget refills.
+	// per second, burst 10); beyond them the address's failed attempts get 429 until the
+	// budget refills. A valid token is admitted whatever its address's budget (one busy
+	// NAT address full of failing clients locks no valid client out).
 	FailureRate  rate.Limit
 	FailureBurst int
+	// FailureAddresses is how many client addresses the failure budgets are kept for
+	// (DefaultFailureAddresses); beyond that the least recently failing one is forgotten,
+	// never all at once.
+	FailureAddresses int
 
-	mu       sync.Mutex
-	failures map[string]*rate.Limiter
+	once     sync.Once
+	failures *lru.Cache[string, *rate.Limiter]
 }
+
+// DefaultFailureAddresses is Authenticator.FailureAddresses' default.
+const DefaultFailureAddresses = 100_000
 
 type principalKey struct{}
 
@@ -93,25 +103,29 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 			}
 		}
 		addr := clientAddr(r)
-		if a.limiter(addr).Tokens() < 1 {
-			a.Log.Warn().Str("remote", addr).Str("path", r.URL.Path).Msg("http sign-in refused: too many failed attempts")
-			refuse(w, r, http.StatusTooManyRequests, cairn.Errorf(cairn.CodeRateLimited, "too many failed sign-ins from %s; wait and retry with a valid token", addr))
-			return
-		}
 		secret, user, ok := credentials(r)
+		var tok projections.Token
+		var err error
 		if !ok {
-			a.failed(addr, r, "no credentials")
-			w.Header().Set("WWW-Authenticate", `Bearer realm="cairn"`)
-			refuse(w, r, http.StatusUnauthorized, cairn.Errorf(cairn.CodeUnauthenticated, "this API needs a token: send Authorization: Bearer <token> (cairn auth token create)"))
-			return
-		}
-		tok, err := a.lookup(secret)
-		if err == nil && (user != "" && user != tok.Name) {
+			err = cairn.Errorf(cairn.CodeUnauthenticated, "this API needs a token: send Authorization: Bearer <token> (cairn auth token create)")
+		} else if tok, err = a.lookup(secret); err == nil && (user != "" && user != tok.Name) {
 			err = cairn.Errorf(cairn.CodeUnauthenticated, "the token is not %s's", user)
 		}
 		if err != nil {
-			a.failed(addr, r, err.Error())
-			w.Header().Set("WWW-Authenticate", `Bearer realm="cairn", error="invalid_token"`)
+			if cairn.AsError(err).Code == cairn.CodeUnavailable {
+				refuse(w, r, http.StatusServiceUnavailable, err)
+				return
+			}
+			if !a.failed(addr, r, err.Error()) {
+				a.Log.Warn().Str("remote", addr).Str("path", r.URL.Path).Msg("http sign-in refused: too many failed attempts")
+				refuse(w, r, http.StatusTooManyRequests, cairn.Errorf(cairn.CodeRateLimited, "too many failed sign-ins from %s; wait and retry with a valid token", addr))
+				return
+			}
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="cairn"`)
+			} else {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="cairn", error="invalid_token"`)
+			}
 			refuse(w, r, http.StatusUnauthorized, err)
 			return
 		}
@@ -164,31 +178,41 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
+// limiter returns addr's failure budget (a new full one for an address not seen, or
+// forgotten as the least recently failing of more than FailureAddresses).
 func (a *Authenticator) limiter(addr string) *rate.Limiter {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.failures == nil || len(a.failures) > 10000 { // bounded: forget everyone at worst
-		a.failures = map[string]*rate.Limiter{}
+	a.once.Do(func() {
+		n := a.FailureAddresses
+		if n <= 0 {
+			n = DefaultFailureAddresses
+		}
+		a.failures, _ = lru.New[string, *rate.Limiter](n)
+	})
+	if l, ok := a.failures.Get(addr); ok {
+		return l
 	}
-	l := a.failures[addr]
-	if l == nil {
-		r, b := a.FailureRate, a.FailureBurst
-		if r == 0 {
-			r = 1
-		}
-		if b == 0 {
-			b = 10
-		}
-		l = rate.NewLimiter(r, b)
-		a.failures[addr] = l
+	r, b := a.FailureRate, a.FailureBurst
+	if r == 0 {
+		r = 1
+	}
+	if b == 0 {
+		b = 10
+	}
+	l := rate.NewLimiter(r, b)
+	if prev, ok, _ := a.failures.PeekOrAdd(addr, l); ok {
+		return prev
 	}
 	return l
 }
 
-// failed counts and logs a failed sign-in.
-func (a *Authenticator) failed(addr string, r *http.Request, why string) {
-	a.limiter(addr).Allow()
+// failed counts and logs a failed sign-in; false when addr's budget of failures is
+// spent (the caller answers 429).
+func (a *Authenticator) failed(addr string, r *http.Request, why string) bool {
+	if !a.limiter(addr).Allow() {
+		return false
+	}
 	a.Log.Warn().Str("remote", addr).Str("method", r.Method).Str("path", r.URL.Path).Str("reason", why).Msg("http sign-in failed")
+	return true
 }
 
 // refuse answers an authentication refusal in the shape of the API the path belongs to:

@@ -302,7 +302,7 @@ func (a *API) definitionNow(name string) (rd projections.ResourceDefinition, err
 func (a *API) withView(w http.ResponseWriter, obj uint64, fn func(v *projections.View) (any, error)) {
 	v, err := a.DB.Read()
 	if err != nil {
-		writeRCs(w, http.StatusInternalServerError, []ApiCallRc{fromError(0, obj, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))})
+		writeFailure(w, 0, obj, cairn.Errorf(cairn.CodeUnavailable, "views unreadable: %v", err))
 		return
 	}
 	defer v.Close()
@@ -321,7 +321,12 @@ func writeFailure(w http.ResponseWriter, op, obj uint64, err error) {
 }
 
 // writeRCs answers a list of entries.
-func writeRCs(w http.ResponseWriter, status int, rcs []ApiCallRc) { writeJSON(w, status, rcs) }
+func writeRCs(w http.ResponseWriter, status int, rcs []ApiCallRc) {
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, rcs)
+}
 
 // writeResults answers entries with the status they imply.
 func writeResults(w http.ResponseWriter, rcs []ApiCallRc) { writeRCs(w, statusOf(rcs), rcs) }

@@ -20,6 +20,10 @@ type ApiCallRc struct {
 	ErrorReportIDs []string          `json:"error_report_ids,omitempty"`
 	ObjRefs        map[string]string `json:"obj_refs,omitempty"`
 	CreatedAt      string            `json:"created_at,omitempty"`
+
+	// retry marks a failure that is worth sending again as it is (Cairn's unavailable
+	// and conflict): statusOf answers 503, and writeRCs adds Retry-After.
+	retry bool
 }
 
 // Type bits, operation masks and object masks of a ret_code.
@@ -113,7 +117,7 @@ func isError(retCode int64) bool { return uint64(retCode)&maskTypes == maskError
 
 // statusOf is the HTTP status LINSTOR answers for a list of entries: the first error
 // decides (404 not found, 403 access denied, 401 missing credentials, 501 what Cairn
-// does not serve, 500 any other), otherwise 201 when something was created, 200. An
+// does not serve, 503 a failure to retry as it is, 500 any other), otherwise 201 when something was created, 200. An
 // unparseable body (400) is answered before any entry exists.
 func statusOf(rcs []ApiCallRc) int {
 	created := false
@@ -134,6 +138,8 @@ func statusOf(rcs []ApiCallRc) int {
 			return http.StatusForbidden
 		case code == codeImplError:
 			return http.StatusNotImplemented
+		case r.retry:
+			return http.StatusServiceUnavailable
 		}
 		return http.StatusInternalServerError
 	}
@@ -208,8 +214,11 @@ func invalidCode(field string, obj uint64) uint64 {
 // fromError translates a Cairn error into LINSTOR's entry for a call doing op on obj:
 // not_found and already_exists by the object the error names, invalid_argument by its
 // field, precondition_failed by what its details carry (an autoplace short of nodes,
-// a pool without room, an object still in use), the rest FAIL_UNKNOWN_ERROR. The
-// message keeps Cairn's explanation; Details carries Cairn's code.
+// a pool without room, an object still in use), the rest FAIL_UNKNOWN_ERROR; unavailable
+// and conflict (nothing was done: the same request may succeed when sent again) are
+// marked to retry (HTTP 503 with Retry-After, which generic HTTP clients and Kubernetes'
+// retries honour; LINSTOR has no ret_code for it). The message keeps Cairn's
+// explanation; Details carries Cairn's code.
 func fromError(op, obj uint64, err error) ApiCallRc {
 	e := cairn.AsError(err)
 	code := codeUnknownError
@@ -242,6 +251,10 @@ func fromError(op, obj uint64, err error) ApiCallRc {
 		}
 	}
 	r := rc(maskError, op, o, code, e.Message)
+	r.retry = e.Code == cairn.CodeUnavailable || e.Code == cairn.CodeConflict
+	if r.retry {
+		r.Correction = "nothing was changed: send the same request again"
+	}
 	r.Details = "cairn error code: " + e.Code
 	if e.Field != "" {
 		r.Details += "; field: " + e.Field

@@ -52,7 +52,8 @@ func TestFromErrorMapsEveryCairnCode(t *testing.T) {
 		{"in use", cairn.Errorf(cairn.CodePreconditionFailed, "x").WithDetails(map[string]any{"nodes": []string{"n1"}}), objRscDfn, codeInUse, 500},
 		{"other precondition", cairn.Errorf(cairn.CodePreconditionFailed, "x"), objRscDfn, codeUnknownError, 500},
 		{"denied", cairn.Errorf(cairn.CodeUnauthorized, "x"), objNode, codeAccDenied, 403},
-		{"unavailable", cairn.Errorf(cairn.CodeUnavailable, "x"), objNode, codeUnknownError, 500},
+		{"unavailable: retry", cairn.Errorf(cairn.CodeUnavailable, "x"), objNode, codeUnknownError, 503},
+		{"conflict: retry", cairn.Errorf(cairn.CodeConflict, "x"), objRscDfn, codeUnknownError, 503},
 		{"a bug", assert.AnError, objNode, codeUnknownError, 500},
 	}
 	for _, c := range cases {
