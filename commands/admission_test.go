@@ -516,3 +516,31 @@ func TestDuplicateNodeAddressWarns(t *testing.T) {
 	require.Len(t, r.Warnings, 1)
 	assert.Contains(t, r.Warnings[0], "nodes n2, n3, n4 and others have the same address 10.0.0.1")
 }
+
+// A refusal is confirmed with reads the events stream's leader answers (its message get
+// API), never with a direct get, which any replica may answer: a follower that has not
+// stored the latest event yet would confirm a refusal decided on stale views (seen on
+// a cluster: pool.import refused 325 ms after the export it depended on was
+// acknowledged). Observed on the wire: the confirmation of a refused node.add reads
+// cairn.ev.node.n1 through $JS.API.STREAM.MSG.GET, not $JS.API.DIRECT.GET.
+func TestRefusalsAreConfirmedByTheStreamLeader(t *testing.T) {
+	s := servertest.Start(t)
+	nc := servertest.Client(t, s)
+	require.True(t, servertest.Send(t, nc, "cluster.create", cluster).OK)
+	require.True(t, servertest.Send(t, nc, "node.add", nodeBody("n1")).OK)
+	direct, err := nc.SubscribeSync("$JS.API.DIRECT.GET.CAIRN_EVENTS.>")
+	require.NoError(t, err)
+	leader, err := nc.SubscribeSync("$JS.API.STREAM.MSG.GET.CAIRN_EVENTS")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	r := servertest.Send(t, nc, "node.add", nodeBody("n1"))
+	require.False(t, r.OK)
+	require.Equal(t, cairn.CodeAlreadyExists, r.Error.Code)
+	require.NoError(t, nc.Flush())
+	m, err := leader.NextMsg(2 * time.Second)
+	require.NoError(t, err, "the refusal was not confirmed through the stream leader's message get")
+	assert.Contains(t, string(m.Data), `"last_by_subj":"cairn.ev.node.n1"`)
+	if m, err := direct.NextMsg(200 * time.Millisecond); err == nil {
+		t.Errorf("a direct get during the refusal: %s %s", m.Subject, m.Data)
+	}
+}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -371,23 +372,76 @@ func lastSeqOf(ctx context.Context, st jetstream.Stream, subject string) (uint64
 }
 
 // Stale reports whether the boundary moved: whether any of its subjects got an event
-// after the sequence the decision saw. Admission confirms refusals with it.
+// after the sequence the decision saw. Admission confirms refusals with it, so every
+// read goes to the stream's leader (leaderLastSeqOf): a direct get, which any replica
+// may answer, could come from a follower that has not stored the latest event yet and
+// confirm a refusal decided on stale views.
 func (s *Store) Stale(ctx context.Context, exp Expect) (bool, error) {
-	if exp.Kind != ExpectChecks {
-		cur, err := s.BoundarySeq(ctx, exp)
+	stream := s.names.EventsStream()
+	switch exp.Kind {
+	case ExpectChecks:
+		for _, c := range exp.Checks {
+			cur, err := leaderLastSeqOf(ctx, s.js, stream, c.Subject)
+			if err != nil || cur != c.Seq {
+				return err == nil, err
+			}
+		}
+		return false, nil
+	case ExpectSubject, ExpectFilter:
+		subject := exp.Subject
+		if exp.Kind == ExpectFilter {
+			subject = exp.Filter
+		}
+		cur, err := leaderLastSeqOf(ctx, s.js, stream, subject)
 		return err == nil && cur != exp.Seq, err
 	}
-	st, err := s.js.Stream(ctx, s.names.EventsStream())
+	cur, err := s.BoundarySeq(ctx, exp) // the stream's info: answered by its leader
+	return err == nil && cur != exp.Seq, err
+}
+
+// leaderLastSeqOf is the sequence of the last message on subject (a filter too) in
+// stream, 0 for none, read through the stream's message get API
+// ($JS.API.STREAM.MSG.GET.<stream>), which only the stream's leader answers.
+func leaderLastSeqOf(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	for _, c := range exp.Checks {
-		cur, err := lastSeqOf(ctx, st, c.Subject)
-		if err != nil || cur != c.Seq {
-			return err == nil, err
-		}
+	prefix := js.Options().APIPrefix
+	if prefix == "" {
+		prefix = jetstream.DefaultAPIPrefix
 	}
-	return false, nil
+	if !strings.HasSuffix(prefix, ".") {
+		prefix += "."
+	}
+	msg, err := js.Conn().RequestWithContext(ctx, prefix+"STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return 0, err
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("message get on %s: %w", stream, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+		return 0, nil
+	case resp.Error != nil:
+		return 0, fmt.Errorf("message get on %s: %s (%d)", stream, resp.Error.Description, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return 0, fmt.Errorf("message get on %s: an answer without a message", stream)
+	}
+	return resp.Message.Seq, nil
 }
 
 // LastSeq returns the last sequence stored in the events stream.
