@@ -47,6 +47,11 @@ type Request struct {
 	Actor         string
 	CorrelationID string
 	CausationID   string
+	// ForgetRefusals: a refusal of this request is not remembered under its command id,
+	// so the same request sent again is decided anew. For the control plane's own
+	// commands (policies), whose deterministic ids would otherwise get back a transient
+	// refusal (a node offline a moment) for as long as refusals are remembered.
+	ForgetRefusals bool
 
 	// generated is true when admission made the command id up (nobody can retry it).
 	generated bool
@@ -366,7 +371,7 @@ func (a *Admission) attempt(ctx context.Context, h Handler, req Request, view *p
 		if err != nil {
 			r = refused(req.CommandID, err)
 		}
-		if r.OK || r.Error.Code != cairn.CodeInternal {
+		if r.OK || r.Error.Code != cairn.CodeInternal && !req.ForgetRefusals {
 			a.remember(ctx, req, r)
 		}
 		return r, seen, boundary, retryNone

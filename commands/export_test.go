@@ -12,3 +12,8 @@ func (a *Admission) ReplaceDecideForTest(verb string, decide func(v *projections
 	h.Decide = decide
 	a.handlers[verb] = h
 }
+
+// DecideForTest decides verb on v as admission would, without appending.
+func (a *Admission) DecideForTest(verb string, v *projections.View, names events.Names, body []byte) (Decision, error) {
+	return a.handlers[verb].Decide(v, names, body)
+}

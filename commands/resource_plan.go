@@ -40,6 +40,9 @@ type resourcePlan struct {
 	// restore, during rd.restore, gives the disks added restore seeds and the snapshot
 	// to start from.
 	restore *restorePlan
+	// restoring, during rd.restore, is the snapshot restored from: a clone's own restore
+	// may create the target the clone claimed.
+	restoring *drbd.SnapshotRef
 }
 
 // restorePlan is what the disks of a definition restored from a snapshot share.

@@ -29,6 +29,9 @@ func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options, p
 	} else if exists {
 		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already exists", name).About(cairn.ObjResourceDefinition)
 	}
+	if err := p.unclaimed(name); err != nil {
+		return err
+	}
 	if group != "" {
 		// rg.delete must not miss a definition joining the group, nor this command
 		// a group deleted meanwhile.

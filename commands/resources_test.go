@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-io/cairn"
@@ -1001,4 +1002,94 @@ func TestSnapshotFollowsDisksAndVolumes(t *testing.T) {
 	refused(t, s, "rd.rollback", `{"resource":"r1","snapshot":"s1"}`, cairn.CodePreconditionFailed, "volume(s) 2 of r1 were added after snapshot s1")
 	must(t, s, "vd.delete", `{"resource":"r1","volume":2}`)
 	must(t, s, "rd.rollback", `{"resource":"r1","snapshot":"s1"}`)
+}
+
+// rd.clone claims its target: an rd.create of the name is refused until the clone's
+// restore creates it (on the old code the create won and the clone's restore never
+// happened), the clone's own restore creates it, and once done the clone is recorded so
+// that nothing restores it again after the target is deleted. A clone whose snapshot
+// fails releases the name.
+func TestCloneClaimsItsTarget(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n1","storage_pool":"thin"}`)
+	r := must(t, s, "rd.clone", `{"resource":"r1","target":"t1"}`)
+	assert.Contains(t, eventTypes(r), "rd.target-claimed")
+	refused(t, s, "rd.create", `{"name":"t1"}`, cairn.CodeAlreadyExists, "is the target of a clone of r1 under way")
+	refused(t, s, "rd.clone", `{"resource":"r1","target":"t1"}`, cairn.CodeAlreadyExists, "")
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"clone-t1","phase":"take"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"clone-t1","phase":"taken"}`)
+	r1 := definition(t, s, "r1")
+	require.Len(t, commands.ClonesDue(r1, func(string) bool { return false }), 1, "a taken clone not yet restored is due")
+	must(t, s, "rd.restore", `{"resource":"r1","snapshot":"clone-t1","target":"t1"}`)
+	must(t, s, "rd.delete", `{"name":"t1"}`)
+	r1 = definition(t, s, "r1")
+	assert.Empty(t, commands.ClonesDue(r1, func(string) bool { return false }), "a clone restored once is due again after its target was deleted")
+	must(t, s, "rd.create", `{"name":"t1"}`)
+
+	must(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"clone-t1"}`)
+	must(t, s, "rd.clone", `{"resource":"r1","target":"t2"}`)
+	refused(t, s, "rd.create", `{"name":"t2"}`, cairn.CodeAlreadyExists, "target of a clone")
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"clone-t2","phase":"failed","reason":"test"}`)
+	must(t, s, "rd.create", `{"name":"t2"}`)
+}
+
+// A refusal because a node is offline is confirmed on that node's subject too (the read
+// set of the refusal names it), not only on the definition's: decided on views where the
+// node's return has not arrived yet, the confirmation sees the node moved and decides
+// again instead of refusing on stale state.
+func TestOfflineRefusalsReadTheNode(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n1","storage_pool":"thin"}`)
+	must(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"take"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
+	must(t, s, "node.set-state", `{"name":"n1","state":"offline"}`)
+	names := events.NewNames("")
+	for _, c := range []struct{ verb, body string }{
+		{"rd.snapshot", `{"resource":"r1","name":"s2"}`},
+		{"rd.clone", `{"resource":"r1","target":"t1"}`},
+		{"rd.restore", `{"resource":"r1","snapshot":"s1","target":"t2"}`},
+	} {
+		v, err := s.DB.Read()
+		require.NoError(t, err)
+		d, err := s.Admission.DecideForTest(c.verb, v, names, []byte(c.body))
+		v.Close()
+		require.ErrorContains(t, err, "offline", c.verb)
+		var read []string
+		for _, ch := range d.Expect.Checks {
+			read = append(read, ch.Subject)
+		}
+		assert.Contains(t, read, names.Event("node", "n1"), "%s refused for an offline node without reading it", c.verb)
+	}
+}
+
+// A policy's command (ForgetRefusals) refused for a transient reason is decided anew
+// when sent again with the same deterministic id: the clone sweep's rd.restore refused
+// while a node was offline restores once it is back (on the old code the cached refusal
+// came back for the reply TTL, 15 minutes). A client's refusal is still remembered.
+func TestPolicyRefusalsAreNotRemembered(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n1","storage_pool":"thin"}`)
+	must(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"take"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
+	must(t, s, "node.set-state", `{"name":"n1","state":"offline"}`)
+	send := func(forget bool, id string) commands.Reply {
+		return s.Admission.Submit(context.Background(), commands.Request{Verb: "rd.restore", Actor: "serve:snapshots", CommandID: id,
+			Body: []byte(`{"resource":"r1","snapshot":"s1","target":"t1"}`), ForgetRefusals: forget})
+	}
+	require.False(t, send(true, "policy-1").OK)
+	require.False(t, send(false, "client-1").OK)
+	must(t, s, "node.set-state", `{"name":"n1","state":"online"}`)
+	assert.True(t, send(true, "policy-1").OK, "the policy's transient refusal came back from the cache")
+	assert.False(t, send(false, "client-1").OK, "a client's refusal is remembered under its id")
 }

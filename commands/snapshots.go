@@ -61,6 +61,11 @@ func (p *resourcePlan) snapshot(name string) error {
 	case len(inactive) > 0:
 		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is deactivated on %s; a snapshot suspends I/O of a resource that is up", p.rd.Name, strings.Join(inactive, ", "))
 	case len(offline) > 0:
+		for _, n := range offline { // the refusal is confirmed on what it read
+			if err := p.read(p.names.Event("node", n)); err != nil {
+				return err
+			}
+		}
 		return cairn.Errorf(cairn.CodePreconditionFailed, "node(s) %s holding replicas of %s are offline; every replica takes part in a snapshot (the disks take copies, every replica suspends I/O)", strings.Join(offline, ", "), p.rd.Name).
 			WithDetails(map[string]any{"nodes": offline})
 	}
@@ -141,10 +146,11 @@ func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
 	if len(snap.Nodes) == 0 {
 		return cairn.Errorf(cairn.CodePreconditionFailed, "no node holds snapshot %s of %s any more", c.Snapshot, c.Resource)
 	}
+	from := drbd.SnapshotRef{Resource: c.Resource, Snapshot: c.Snapshot}
+	p.restoring = &from
 	if err := p.createDefinition(c.Target, src.ResourceGroup, src.DRBDOptions, nil); err != nil {
 		return err
 	}
-	from := drbd.SnapshotRef{Resource: c.Resource, Snapshot: c.Snapshot}
 	p.rd.RestoredFrom = &from
 	for i := range p.d.Events {
 		if ev, ok := p.d.Events[i].Payload.(*events.ResourceDefinitionCreated); ok && ev.Name == c.Target {
@@ -174,6 +180,9 @@ func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
 			return cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode)
 		}
 		if !cand.Online {
+			if err := p.read(p.names.Event("node", node)); err != nil { // confirmed on what it read
+				return err
+			}
 			return cairn.Errorf(cairn.CodePreconditionFailed, "node %s holding a copy of snapshot %s is offline", node, c.Snapshot)
 		}
 		pool, err := p.pickPool(node, r.StoragePool)
@@ -261,10 +270,19 @@ func CloneSnapshot(target string) string { return "clone-" + target }
 // already_exists (target), invalid_argument naming target when its snapshot name would
 // not be valid, and what rd.snapshot refuses.
 func (p *resourcePlan) clone(target string) error {
+	// The target's subject is read and claimed (events.TargetClaimed): a concurrent
+	// rd.create of target conflicts with this append, and one decided later is refused
+	// until the clone's restore creates it (or its snapshot fails or is deleted).
+	if err := p.read(p.names.Event("rd", target)); err != nil {
+		return err
+	}
 	if _, exists, err := p.v.ResourceDefinition(target); err != nil || exists {
 		if err == nil {
 			err = cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already exists", target).About(cairn.ObjResourceDefinition)
 		}
+		return err
+	}
+	if err := p.unclaimed(target); err != nil {
 		return err
 	}
 	name := CloneSnapshot(target)
@@ -279,15 +297,33 @@ func (p *resourcePlan) clone(target string) error {
 			ev.CloneTo = target
 		}
 	}
+	p.d = p.d.with(p.names.Event("rd", target), &events.TargetClaimed{Name: target, Resource: p.rd.Name, Snapshot: name}, nil)
 	return nil
 }
 
+// unclaimed refuses (already_exists) a definition name a clone under way holds, unless
+// this command is that clone's own restore (p.restoring).
+func (p *resourcePlan) unclaimed(name string) error {
+	c, claimed, err := p.v.TargetClaim(name)
+	switch {
+	case err != nil:
+		return err
+	case !claimed:
+		return nil
+	case p.restoring != nil && p.restoring.Resource == c.Resource && p.restoring.Snapshot == c.Snapshot:
+		return nil
+	}
+	return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s is the target of a clone of %s under way (snapshot %s): it is created when that snapshot is taken",
+		name, c.Resource, c.Snapshot).About(cairn.ObjResourceDefinition)
+}
+
 // ClonesDue returns the rd.restore commands of the clones whose snapshot is taken and
-// whose target does not exist yet (exists reports whether a definition exists).
+// whose target was never created (exists reports whether a definition exists; a clone
+// restored once is never restored again, even after its target was deleted).
 func ClonesDue(rd projections.ResourceDefinition, exists func(string) bool) []SnapshotRestore {
 	var out []SnapshotRestore
 	for _, s := range rd.Snapshots {
-		if s.CloneTo != "" && s.Phase == projections.SnapshotTaken && !exists(s.CloneTo) {
+		if s.CloneTo != "" && s.Phase == projections.SnapshotTaken && !s.Cloned && !exists(s.CloneTo) {
 			out = append(out, SnapshotRestore{Resource: rd.Name, Snapshot: s.Name, Target: s.CloneTo})
 		}
 	}

@@ -43,11 +43,25 @@ type HostChanged struct {
 
 func (*HostChanged) EventType() string { return "host.changed" }
 
+// TargetClaimed: rd.clone took the name of its target definition (on
+// cairn.ev.rd.<name>) for the restore of its snapshot. A concurrent rd.create of that
+// name conflicts with the clone on the subject, and one decided later is refused while
+// the claim holds: until the clone's restore creates the definition, or its snapshot
+// fails or is deleted.
+type TargetClaimed struct {
+	Name     string `json:"name"`
+	Resource string `json:"resource"`
+	Snapshot string `json:"snapshot"`
+}
+
+func (*TargetClaimed) EventType() string { return "rd.target-claimed" }
+
 func init() {
 	for _, t := range []Type{
 		{Name: "port.claimed", Version: 1, New: func() Payload { return new(PortClaimed) }},
 		{Name: "node.claimed", Version: 1, New: func() Payload { return new(NodeClaimed) }},
 		{Name: "host.changed", Version: 1, New: func() Payload { return new(HostChanged) }},
+		{Name: "rd.target-claimed", Version: 1, New: func() Payload { return new(TargetClaimed) }},
 	} {
 		Register(t)
 	}

@@ -186,8 +186,11 @@ type RDSnapshot struct {
 	// Phase: SnapshotSuspending, SnapshotTaking, SnapshotTaken or SnapshotFailed.
 	Phase  string `json:"phase"`
 	Reason string `json:"reason,omitempty"`
-	// CloneTo is the definition rd.clone restores from this snapshot once taken.
+	// CloneTo is the definition rd.clone restores from this snapshot once taken;
+	// Cloned is set once the restore created it (nothing restores it again, even after
+	// the target is deleted).
 	CloneTo string `json:"clone_to,omitempty"`
+	Cloned  bool   `json:"cloned,omitempty"`
 	// Volumes are the definition's volumes (number and size) when it was started.
 	Volumes    []VolumeDefinition `json:"volumes"`
 	StartedSeq uint64             `json:"started_seq"`
@@ -397,6 +400,12 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			if err := delIfPresent(t, snapshotUnderWayKey(d.RestoredFrom.Resource, d.RestoredFrom.Snapshot)); err != nil {
 				return true, err
 			}
+			if err := markCloned(t, d.RestoredFrom.Resource, d.RestoredFrom.Snapshot, d.Name); err != nil {
+				return true, err
+			}
+		}
+		if err := delIfPresent(t, targetClaimKey(d.Name)); err != nil {
+			return true, err
 		}
 		return true, t.put(rdKey(d.Name), ResourceDefinition{Name: d.Name, ResourceGroup: d.ResourceGroup,
 			Port: d.Port, DRBDOptions: d.DRBDOptions, Volumes: []VolumeDefinition{}, Replicas: []Replica{},
@@ -572,9 +581,16 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			return true, err
 		}
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			if s, ok := rd.Snapshot(d.Name); ok && s.CloneTo != "" {
+				if err := releaseTargetClaim(t, s.CloneTo, rd.Name, s.Name); err != nil {
+					return err
+				}
+			}
 			rd.Snapshots = slices.DeleteFunc(rd.Snapshots, func(s RDSnapshot) bool { return s.Name == d.Name })
 			return nil
 		})
+	case *events.TargetClaimed:
+		return true, t.put(targetClaimKey(d.Name), d)
 	case *events.PortClaimed, *events.NodeClaimed, *events.HostChanged, *events.CommandChecked:
 		// Claims carry no state of their own: the allocation is in the definition's
 		// events; the claim only moves its subject's boundary (recorded in apply).
@@ -691,6 +707,44 @@ func setInactive(rd *ResourceDefinition, node string, inactive bool) {
 	}
 }
 
+// targetClaimKey holds the claim of rd.clone on the name of its target
+// (events.TargetClaimed) while it holds.
+func targetClaimKey(name string) string { return "v/rd-claim/" + name }
+
+// releaseTargetClaim ends the claim on name if it is the clone's of snapshot snap of rd.
+func releaseTargetClaim(t *tx, name, rd, snap string) error {
+	var c events.TargetClaimed
+	if ok, err := getJSON(t, targetClaimKey(name), &c); err != nil || !ok {
+		return err
+	}
+	if c.Resource == rd && c.Snapshot == snap {
+		t.del(targetClaimKey(name))
+	}
+	return nil
+}
+
+// markCloned records that the clone snapshot snap of rd was restored into target (on
+// the source as it is: no desired state of the source changes).
+func markCloned(t *tx, rd, snap, target string) error {
+	var src ResourceDefinition
+	if ok, err := getJSON(t, rdKey(rd), &src); err != nil || !ok {
+		return err
+	}
+	s, ok := src.Snapshot(snap)
+	if !ok || s.CloneTo != target {
+		return nil
+	}
+	s.Cloned = true
+	return t.put(rdKey(rd), src)
+}
+
+// TargetClaim returns the claim of a clone on definition name, if one holds.
+func (v *View) TargetClaim(name string) (events.TargetClaimed, bool, error) {
+	var c events.TargetClaimed
+	ok, err := getJSON(v.r, targetClaimKey(name), &c)
+	return c, ok, err
+}
+
 // snapshotUnderWayKey indexes the snapshots under way (started, not yet taken or
 // failed), so the serve holding the lease finds them without reading every definition.
 func snapshotUnderWayKey(rd, name string) string { return "v/snap-busy/" + rd + "/" + name }
@@ -722,6 +776,9 @@ func snapshotPhase(t *tx, rdName, name string, ev events.Event, phase, reason st
 			// the target is restored (rd.created with restored_from).
 			if phase == SnapshotFailed || s.CloneTo == "" {
 				t.del(snapshotUnderWayKey(rdName, name))
+			}
+			if phase == SnapshotFailed && s.CloneTo != "" {
+				return releaseTargetClaim(t, s.CloneTo, rdName, name)
 			}
 		}
 		return nil

@@ -82,7 +82,7 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request,
 	exists := func(name string) bool { _, ok, _ := v.ResourceDefinition(name); return ok }
 	for _, c := range commands.ClonesDue(rd, exists) {
 		body, _ := json.Marshal(c)
-		out = append(out, commands.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots",
+		out = append(out, commands.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
 			CommandID: fmt.Sprintf("clone-%s-%s-%s", c.Resource, c.Snapshot, c.Target)})
 	}
 	for _, s := range rd.Snapshots {
@@ -91,7 +91,7 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request,
 			continue
 		}
 		body, _ := json.Marshal(commands.SnapshotProgress{Resource: rd.Name, Name: s.Name, Phase: phase, Reason: reason})
-		out = append(out, commands.Request{Verb: "rd.snapshot-progress", Body: body, Actor: "serve:snapshots",
+		out = append(out, commands.Request{Verb: "rd.snapshot-progress", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
 			CommandID: fmt.Sprintf("snapshot-%s-%s-%d-%s", rd.Name, s.Name, s.StartedSeq, phase)})
 	}
 	return out, nil
