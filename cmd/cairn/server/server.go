@@ -179,10 +179,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("connect %s: %w", cfg.NATSURL, err)
 		}
 		s.NATSAddr = cfg.NATSURL
-		if err := events.CheckServerVersion(s.NC); err != nil {
-			s.NC.Close()
-			return nil, err
-		}
+		log := cfg.Log
+		s.NC.SetReconnectHandler(func(nc *nats.Conn) {
+			if err := events.CheckServerVersion(nc); err != nil {
+				log.Error().Err(err).Msg("reconnected to a nats-server that is too old")
+			}
+		})
 	}
 	if s.JS, err = jetstream.New(s.NC); err != nil {
 		return nil, err
@@ -208,6 +210,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		case <-ctx.Done():
 			return nil, err
 		case <-time.After(time.Second):
+		}
+	}
+	if cfg.NATSURL != "" { // connected now (the streams answered): refuse a server too old
+		if err := events.CheckServerVersion(s.NC); err != nil {
+			s.NC.Close()
+			return nil, err
 		}
 	}
 	s.Store = events.NewStore(s.JS, names)
