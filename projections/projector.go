@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-io/cairn/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
@@ -204,8 +205,12 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 			return fmt.Errorf("projector: read %s: %w", p.names.EventsStream(), err)
 		case <-unended:
 			unended = nil
-			if err := p.commitUnended(t); err != nil {
+			rearm, err := p.commitUnended(ctx, t)
+			if err != nil {
 				return err
+			}
+			if rearm {
+				unended = time.After(unendedBatchWait)
 			}
 			continue
 		}
@@ -250,17 +255,59 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 }
 
 // commitUnended commits t although the events it holds end in the middle of an atomic
-// batch, when the batch's end has not followed within unendedBatchWait.
-func (p *Projector) commitUnended(t *tx) error {
+// batch, when the batch's end has not followed within unendedBatchWait and a read of
+// the stream proves it is gone (batchTailStored: its last message deleted, which only
+// a stream that allows deletes permits). A tail that is stored but late (the ordered
+// consumer was reset in the middle of the batch) is waited for: rearm is true.
+func (p *Projector) commitUnended(ctx context.Context, t *tx) (rearm bool, err error) {
 	p.txMu.Lock()
 	defer p.txMu.Unlock()
 	if !t.midBatch || t.pending == 0 {
-		return nil // the batch ended meanwhile (an offer) and was committed
+		return false, nil // the batch ended meanwhile (an offer) and was committed
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	stored, err := batchTailStored(rctx, p.js, p.names.EventsStream(), t.seq)
+	cancel()
+	if err != nil || stored {
+		if err != nil {
+			p.log.Warn().Err(err).Uint64("seq", t.seq).Msg("projector: could not read whether the atomic batch's end is stored; waiting for it")
+		}
+		return true, nil
 	}
 	metricUnendedBatches.Inc()
 	p.log.Warn().Uint64("seq", t.seq).Dur("waited", unendedBatchWait).
-		Msg("projector: the atomic batch of this event did not end in the stream (its last message deleted?); views committed without it")
-	return p.commit(t)
+		Msg("projector: the atomic batch of this event has no end in the stream (its last message deleted); views committed without it")
+	return false, p.commit(t)
+}
+
+// batchTailStored reports whether the message after seq in stream belongs to the same
+// atomic batch as seq (the Nats-Batch-Id header): then the batch's end is stored and
+// only late. A batch is stored whole, so its next message is missing only when it was
+// deleted.
+func batchTailStored(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) (bool, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return false, err
+	}
+	cur, err := st.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	id := cur.Header.Get(jetstreamext.BatchIDHeader)
+	if id == "" {
+		return false, nil
+	}
+	next, err := st.GetMsg(ctx, seq+1)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return next.Header.Get(jetstreamext.BatchIDHeader) == id, nil
 }
 
 // commitAtBatchEnd commits t unless the events it holds end in the middle of an atomic
