@@ -12,10 +12,10 @@ import (
 	"github.com/cairn-io/cairn/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 var (
