@@ -16,6 +16,8 @@ import (
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/projections/dispatch"
 	"github.com/cairn-io/cairn/test/testtools"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -227,4 +229,57 @@ func testRoundLargerThanOneBatch(t *testing.T, loseAfterFirst bool) {
 	require.NoError(t, err)
 	defer b.View.Close()
 	assert.Empty(t, b.Entries, "the outbox is empty once every batch was acknowledged")
+}
+
+// A new lease holder publishes every pool's grant before the backlog: with 1,500
+// storage pools queued ahead of a pool grant, Run's first message is the grant (on the
+// old code it went out after the whole backlog, seconds later at scale), and the
+// pool's other node gets an empty message (nothing to import).
+func TestPoolGrantsGoFirst(t *testing.T) {
+	js := testtools.JetStream(t)
+	ctx := context.Background()
+	names := events.NewNames("")
+	require.NoError(t, events.EnsureStreams(ctx, js, names, events.StreamOptions{}))
+	db, err := projections.Open(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	const pools = 1500
+	var evs []events.Event
+	add := func(subject string, p events.Payload) {
+		env := events.Envelope{ID: fmt.Sprint(len(evs)), Type: p.EventType(), SchemaVersion: 1, Subject: subject,
+			OccurredAt: time.Now(), CommandID: fmt.Sprint("c", len(evs)), Actor: "test"}
+		evs = append(evs, events.Event{Seq: uint64(len(evs) + 1), Envelope: env, Data: p})
+	}
+	for _, n := range []string{"n1", "n2"} {
+		add(names.Event("node", n), &events.NodeAdded{Name: n, Host: "h" + n, Address: "10.0.0.1", Role: events.RoleStorage})
+	}
+	for i := range pools {
+		add(names.Event("node", "n1"), &events.StoragePoolCreated{Node: "n1", Name: fmt.Sprintf("p%04d", i), Provider: "file_thin", Pool: "/var/lib/cairn"})
+	}
+	add(names.Event("pool", "tank"), &events.PoolCreated{Name: "tank", Devices: []string{"/dev/disk/by-id/d1"}, Nodes: []string{"n1", "n2"}})
+	add(names.Event("pool", "tank"), &events.PoolImportGranted{Pool: "tank", Node: "n2", Reason: "test"})
+	require.NoError(t, db.Fold(names, evs))
+	proj, err := projections.NewProjector(db, js, names, zerolog.Nop())
+	require.NoError(t, err)
+	d := &dispatch.Dispatcher{DB: db, JS: js, Names: names, Projector: proj, Fence: func() (uint64, bool) { return 3, true }}
+	sub, err := js.Conn().SubscribeSync("cairn.node.>") // the order in which they are published
+	require.NoError(t, err)
+	require.NoError(t, js.Conn().Flush())
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	first := map[string]*nats.Msg{}
+	for range 2 {
+		m, err := sub.NextMsg(10 * time.Second)
+		require.NoError(t, err)
+		first[m.Subject] = m
+	}
+	grant, ok := first[names.Node("n2", "zpool", "tank")]
+	require.True(t, ok, "the first messages are not the pool's: %v", first)
+	assert.Contains(t, string(grant.Data), `"node":"n2"`)
+	assert.Equal(t, "3", grant.Header.Get(events.LeaseHeader))
+	other, ok := first[names.Node("n1", "zpool", "tank")]
+	require.True(t, ok)
+	assert.Empty(t, other.Data, "n1 holds no grant")
 }

@@ -68,6 +68,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		d.Idle = time.Second
 	}
 	backoff := 100 * time.Millisecond
+	// Safety-relevant orders first: a new lease holder publishes every pool's grant
+	// before the backlog (which may be 300,000 desired states long).
+	for ctx.Err() == nil {
+		_, err := d.PublishPools(ctx)
+		if err == nil || errors.Is(err, errNotLeading) {
+			break
+		}
+		d.Log.Warn().Err(err).Msg("publishing the pools' grants first failed; retrying")
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
 	for ctx.Err() == nil {
 		seen := d.Projector.Queued()
 		n, err := d.Round(ctx)
@@ -105,12 +118,8 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	if len(b.Entries) == 0 {
 		return 0, nil
 	}
-	if d.epoch == "" {
-		st, err := d.JS.Stream(ctx, d.Names.EventsStream())
-		if err != nil {
-			return 0, fmt.Errorf("read %s: %w", d.Names.EventsStream(), err)
-		}
-		d.epoch = strconv.FormatInt(st.CachedInfo().Created.UnixNano(), 10)
+	if err := d.readEpoch(ctx); err != nil {
+		return 0, err
 	}
 	nodes := map[string]projections.NodeSpec{}
 	all, err := b.View.Nodes()
@@ -120,21 +129,43 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	for _, n := range all {
 		nodes[n.Spec.Name] = n.Spec
 	}
-	token := uint64(0)
-	if d.Fence != nil {
-		var ok bool
-		if token, ok = d.Fence(); !ok {
-			return 0, errNotLeading
-		}
+	token, ok := d.fence()
+	if !ok {
+		return 0, errNotLeading
 	}
-	r := round{view: b.View, nodes: nodes}
-	msgs := make([]*nats.Msg, 0, len(b.Entries))
-	removals := 0
-	revision := strconv.FormatUint(b.View.Seq(), 10)
-	for _, e := range b.Entries {
-		body, err := d.body(&r, e)
+	msgs, removals, err := d.messages(&round{view: b.View, nodes: nodes}, b.Entries, token)
+	if err != nil {
+		return 0, err
+	}
+	if err := d.publish(ctx, msgs, token); err != nil {
+		return 0, err
+	}
+	if err := d.DB.Ack(b); err != nil {
+		return 0, err
+	}
+	published.WithLabelValues("desired").Add(float64(len(msgs) - removals))
+	published.WithLabelValues("removal").Add(float64(removals))
+	d.Log.Debug().Int("messages", len(msgs)).Int("removals", removals).Uint64("seq", b.View.Seq()).Msg("dispatched")
+	return len(msgs), nil
+}
+
+// fence is Fence's answer (token 0 and true without a Fence).
+func (d *Dispatcher) fence() (uint64, bool) {
+	if d.Fence == nil {
+		return 0, true
+	}
+	return d.Fence()
+}
+
+// messages renders entries on r's view: each node's desired state (nil body: a
+// removal), with the view's sequence, the epoch and the lease token as headers.
+func (d *Dispatcher) messages(r *round, entries []projections.OutboxEntry, token uint64) (msgs []*nats.Msg, removals int, err error) {
+	msgs = make([]*nats.Msg, 0, len(entries))
+	revision := strconv.FormatUint(r.view.Seq(), 10)
+	for _, e := range entries {
+		body, err := d.body(r, e)
 		if err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 		if body == nil {
 			removals++
@@ -150,16 +181,59 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 		}
 		msgs = append(msgs, msg)
 	}
+	return msgs, removals, nil
+}
+
+// PublishPools publishes the desired pool state of every pool's nodes (the grant to its
+// owner, nothing to the others) from the current views, ahead of the outbox: Run does
+// it first whenever it starts (a new lease holder), so a pool's grant never waits
+// behind a long backlog. The outbox still publishes the same later (the latest per
+// subject wins). Returns how many messages it sent.
+func (d *Dispatcher) PublishPools(ctx context.Context) (int, error) {
+	v, err := d.DB.Read()
+	if err != nil {
+		return 0, err
+	}
+	defer v.Close()
+	if err := d.readEpoch(ctx); err != nil {
+		return 0, err
+	}
+	pools, err := v.Pools()
+	if err != nil || len(pools) == 0 {
+		return 0, err
+	}
+	var entries []projections.OutboxEntry
+	for _, p := range pools {
+		for _, n := range p.Nodes {
+			entries = append(entries, projections.OutboxEntry{Node: n, Kind: projections.KindZpool, ID: p.Name})
+		}
+	}
+	token, ok := d.fence()
+	if !ok {
+		return 0, errNotLeading
+	}
+	msgs, _, err := d.messages(&round{view: v}, entries, token)
+	if err != nil {
+		return 0, err
+	}
 	if err := d.publish(ctx, msgs, token); err != nil {
 		return 0, err
 	}
-	if err := d.DB.Ack(b); err != nil {
-		return 0, err
-	}
-	published.WithLabelValues("desired").Add(float64(len(msgs) - removals))
-	published.WithLabelValues("removal").Add(float64(removals))
-	d.Log.Debug().Int("messages", len(msgs)).Int("removals", removals).Uint64("seq", b.View.Seq()).Msg("dispatched")
+	published.WithLabelValues("desired").Add(float64(len(msgs)))
 	return len(msgs), nil
+}
+
+// readEpoch reads the events stream's creation time once (events.EpochHeader).
+func (d *Dispatcher) readEpoch(ctx context.Context) error {
+	if d.epoch != "" {
+		return nil
+	}
+	st, err := d.JS.Stream(ctx, d.Names.EventsStream())
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.Names.EventsStream(), err)
+	}
+	d.epoch = strconv.FormatInt(st.CachedInfo().Created.UnixNano(), 10)
+	return nil
 }
 
 // publish stores a round's messages as atomic batches of at most
