@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +52,20 @@ func TestCLIFrontDoor(t *testing.T) {
 	// A mistyped verb gets a suggestion.
 	out, _ = run(t, "cmd", "node.ad", `{}`, "--nats", s.natsURL())
 	assert.Contains(t, out, "did you mean node.add?")
+}
+
+// `cairn sim check` prints the data oracle's findings and exits 1 when there is one, 0
+// when every pair of disks declared in sync held the same data.
+func TestSimCheck(t *testing.T) {
+	dir := t.TempDir()
+	out, code := run(t, "sim", "check", "--sim-dir", dir)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "held the same data")
+	line := "r1 volume 0: n1 and n2: declared in sync (no resync) but the data differ at byte 4096"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".divergences"), []byte(line+"\n"), 0o644))
+	out, code = run(t, "sim", "check", "--sim-dir", dir)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, line)
+	_, _, code = runAll(t, "sim", "check")
+	require.Equal(t, 2, code)
 }

@@ -5,10 +5,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cairn-io/cairn/test/testtools"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -74,4 +77,63 @@ func TestServeRefusesAnOldNATSServer(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err, "serve ran on nats-server 2.11.9:\n%s", out)
 	require.Contains(t, string(out), "is version 2.11.9; Cairn needs nats-server 2.12.0 or newer")
+}
+
+// SIGSTOP of the serve holding the lease, past the TTL (issue 29): the other serve takes
+// over within the TTL and a campaign; at no sampled moment do both say they act; the
+// frozen serve, thawed, does not act again (its validity ran out on its monotonic clock
+// while it was stopped, and its next renewal finds the lease taken) and says so.
+func TestLeaseHolderPausedPastTheTTL(t *testing.T) {
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	ns := &natsNode{t: t, name: "ns1", url: "nats://" + addr,
+		args: []string{"-n", "ns1", "-a", host, "-p", port, "-js", "-sd", filepath.Join(t.TempDir(), "ns1")}}
+	ns.start()
+	t.Cleanup(ns.kill9)
+	serveWith := func(name string) *serve {
+		s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
+		s.args = []string{"serve", "--data", s.data, "--nats", ns.url, "--http", s.httpAddr, "--name", name, "--lease-ttl", "2s"}
+		return s.run(name)
+	}
+	a := serveWith("a")
+	require.Eventually(t, func() bool { l, ok := getLeader(a); return ok && l.This }, 20*time.Second, 20*time.Millisecond)
+	b := serveWith("b")
+	first, _ := getLeader(a)
+
+	var both, samples atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // both answer within 100 ms unless stopped; a stopped process acts on nothing
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			la, oka := getLeader(a)
+			lb, okb := getLeader(b)
+			samples.Add(1)
+			if oka && okb && la.This && lb.This {
+				both.Add(1)
+			}
+		}
+	}()
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
+	require.Eventually(t, func() bool { l, ok := getLeader(b); return ok && l.This }, 10*time.Second, 20*time.Millisecond)
+	took := time.Since(stopped)
+	time.Sleep(3 * time.Second) // well past the TTL
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { l, ok := getLeader(a); return ok && !l.This && l.Holder == "b" }, 10*time.Second, 20*time.Millisecond,
+		"the thawed serve does not see b holding the lease")
+	time.Sleep(2 * time.Second)
+	close(stop)
+	<-done
+	lb, _ := getLeader(b)
+	assert.True(t, lb.This, "b stopped leading")
+	assert.Greater(t, lb.Token, first.Token, "b's token is not newer")
+	assert.Zero(t, both.Load(), "both serves acted at once in %d of %d samples", both.Load(), samples.Load())
+	assert.Contains(t, a.log.String(), "lease lost")
+	t.Logf("takeover %s after SIGSTOP of the holder (TTL 2s); %d samples", took.Round(time.Millisecond), samples.Load())
 }

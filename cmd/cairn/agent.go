@@ -184,6 +184,35 @@ func simCmd() *cobra.Command {
 	w.Flags().StringVar(&root, "root", "", "root of the node to write on (as given to cairn agent --root)")
 	w.Flags().StringVar(&simDir, "sim-dir", "", "shared simulation directory (default: a \"sim\" directory beside --root)")
 	_ = w.MarkFlagRequired("root")
-	c.AddCommand(w)
+	var checkRoot, checkDir string
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Print every time the data oracle saw two disks declared in sync with different data; exit 1 if it did",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := checkDir
+			switch {
+			case dir == "" && checkRoot == "":
+				return exitWith(2, "sim check: give --sim-dir or --root")
+			case dir == "":
+				dir = drbdagent.DefaultSimDir(drbdagent.NewPaths(checkRoot).Root)
+			}
+			found, err := drbdagent.SimDivergences(dir)
+			if err != nil {
+				return err
+			}
+			for _, line := range found {
+				fmt.Fprintln(cmd.OutOrStdout(), line)
+			}
+			if len(found) > 0 {
+				return exitError{1}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: every pair of disks declared in sync held the same data\n", dir)
+			return nil
+		},
+	}
+	check.Flags().StringVar(&checkDir, "sim-dir", "", "shared simulation directory")
+	check.Flags().StringVar(&checkRoot, "root", "", "root of any node of the simulation (its sim directory is beside it)")
+	c.AddCommand(w, check)
 	return c
 }
