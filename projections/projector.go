@@ -42,10 +42,13 @@ const unendedBatchWait = time.Second
 
 // Projector applies the events stream, in stream order, to the views.
 type Projector struct {
-	db    *DB
-	js    jetstream.JetStream
-	names events.Names
-	log   zerolog.Logger
+	db *DB
+	js jetstream.JetStream
+	// events is the events stream's handle for batchTailStored (read once, by Run's
+	// goroutine only).
+	events jetstream.Stream
+	names  events.Names
+	log    zerolog.Logger
 
 	applied atomic.Uint64
 	mu      sync.Mutex
@@ -261,34 +264,49 @@ func (p *Projector) Run(ctx context.Context, stopAt uint64) error {
 // consumer was reset in the middle of the batch) is waited for: rearm is true.
 func (p *Projector) commitUnended(ctx context.Context, t *tx) (rearm bool, err error) {
 	p.txMu.Lock()
-	defer p.txMu.Unlock()
-	if !t.midBatch || t.pending == 0 {
+	waiting, seq := t.midBatch && t.pending > 0, t.seq
+	p.txMu.Unlock()
+	if !waiting {
 		return false, nil // the batch ended meanwhile (an offer) and was committed
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	stored, err := batchTailStored(rctx, p.js, p.names.EventsStream(), t.seq)
+	// The read runs without the transaction's lock: offers and applies go on meanwhile.
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	stored, err := p.batchTailStored(rctx, seq)
 	cancel()
 	if err != nil || stored {
 		if err != nil {
-			p.log.Warn().Err(err).Uint64("seq", t.seq).Msg("projector: could not read whether the atomic batch's end is stored; waiting for it")
+			p.log.Warn().Err(err).Uint64("seq", seq).Msg("projector: could not read whether the atomic batch's end is stored; waiting for it")
 		}
 		return true, nil
 	}
+	p.txMu.Lock()
+	defer p.txMu.Unlock()
+	if !t.midBatch || t.pending == 0 || t.seq != seq {
+		return t.midBatch && t.pending > 0, nil // moved on meanwhile: look again later
+	}
 	metricUnendedBatches.Inc()
-	p.log.Warn().Uint64("seq", t.seq).Dur("waited", unendedBatchWait).
+	p.log.Warn().Uint64("seq", seq).Dur("waited", unendedBatchWait).
 		Msg("projector: the atomic batch of this event has no end in the stream (its last message deleted); views committed without it")
 	return false, p.commit(t)
+}
+
+// batchTailStored is batchTailStored on the events stream, whose handle is read once.
+func (p *Projector) batchTailStored(ctx context.Context, seq uint64) (bool, error) {
+	if p.events == nil {
+		st, err := p.js.Stream(ctx, p.names.EventsStream())
+		if err != nil {
+			return false, err
+		}
+		p.events = st
+	}
+	return batchTailStored(ctx, p.events, seq)
 }
 
 // batchTailStored reports whether the message after seq in stream belongs to the same
 // atomic batch as seq (the Nats-Batch-Id header): then the batch's end is stored and
 // only late. A batch is stored whole, so its next message is missing only when it was
 // deleted.
-func batchTailStored(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) (bool, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return false, err
-	}
+func batchTailStored(ctx context.Context, st jetstream.Stream, seq uint64) (bool, error) {
 	cur, err := st.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
@@ -355,6 +373,14 @@ func (p *Projector) applyChunk(t *tx, chunk *decodedChunk, stopAt uint64) (done 
 		if stopAt > 0 && item.Raw.Seq == stopAt {
 			done = true
 			break
+		}
+		// A commit that came due while the open batch was in the middle of an atomic
+		// batch happens where that batch ends, inside the chunk: a delivery that keeps
+		// ending in the middle of one batch or another never holds the views back.
+		if !t.midBatch && (t.pending >= maxBatch || time.Since(t.batchStart) > maxBatchAge(stopAt)) {
+			if err := p.commit(t); err != nil {
+				return false, err
+			}
 		}
 	}
 	if err := p.applyOffered(t); err != nil {

@@ -35,12 +35,12 @@ func TestBatchTailStored(t *testing.T) {
 		seq    uint64
 		stored bool
 	}{{1, true}, {2, true}, {3, false}, {4, false}, {9, false}} {
-		got, err := batchTailStored(ctx, js, "T", c.seq)
+		got, err := batchTailStored(ctx, st, c.seq)
 		require.NoError(t, err)
 		assert.Equal(t, c.stored, got, "after %d", c.seq)
 	}
 	require.NoError(t, st.DeleteMsg(ctx, 3))
-	got, err := batchTailStored(ctx, js, "T", 2)
+	got, err := batchTailStored(ctx, st, 2)
 	require.NoError(t, err)
 	assert.False(t, got, "the batch's deleted end counts as gone")
 }
