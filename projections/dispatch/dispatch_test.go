@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-io/cairn/projections/dispatch"
 	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -282,4 +283,67 @@ func TestPoolGrantsGoFirst(t *testing.T) {
 	other, ok := first[names.Node("n1", "zpool", "tank")]
 	require.True(t, ok)
 	assert.Empty(t, other.Data, "n1 holds no grant")
+}
+
+// A deposed leader's desired state that lands after the handover (its nats-server was
+// frozen mid-publish) is not left as the stream's latest: the new holder publishes the
+// subject again from its views, with its own token (on the old code the stream's latest
+// went back until the subject changed again).
+func TestDeposedLeadersLateDesiredStateIsOverwritten(t *testing.T) {
+	js := testtools.JetStream(t)
+	ctx := context.Background()
+	names := events.NewNames("")
+	require.NoError(t, events.EnsureStreams(ctx, js, names, events.StreamOptions{}))
+	db, err := projections.Open(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	env := func(seq uint64, subject string, p events.Payload) events.Event {
+		e := events.Envelope{ID: fmt.Sprint(seq), Type: p.EventType(), SchemaVersion: 1, Subject: subject,
+			OccurredAt: time.Now(), CommandID: fmt.Sprint("c", seq), Actor: "test"}
+		return events.Event{Seq: seq, Envelope: e, Data: p}
+	}
+	require.NoError(t, db.Fold(names, []events.Event{
+		env(1, names.Event("node", "n1"), &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: events.RoleStorage}),
+		env(2, names.Event("node", "n1"), &events.StoragePoolCreated{Node: "n1", Name: "thin", Provider: "file_thin", Pool: "/var/lib/cairn"}),
+	}))
+	proj, err := projections.NewProjector(db, js, names, zerolog.Nop())
+	require.NoError(t, err)
+	d := &dispatch.Dispatcher{DB: db, JS: js, Names: names, Projector: proj, Fence: func() (uint64, bool) { return 9, true }}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	subject := names.Node("n1", "sp", "thin")
+	stream, err := js.Stream(ctx, names.NodesStream())
+	require.NoError(t, err)
+	latest := func() *jetstream.RawStreamMsg {
+		m, err := stream.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return nil
+		}
+		return m
+	}
+	require.Eventually(t, func() bool { m := latest(); return m != nil && m.Header.Get(events.LeaseHeader) == "9" }, 10*time.Second, 10*time.Millisecond)
+	want := string(latest().Data)
+	late := &nats.Msg{Subject: subject, Data: []byte(`{"deposed":true}`), Header: nats.Header{}}
+	late.Header.Set(events.LeaseHeader, "5")
+	late.Header.Set(events.RevisionHeader, "1")
+	_, err = js.PublishMsg(ctx, late)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		m := latest()
+		return m != nil && m.Header.Get(events.LeaseHeader) == "9" && string(m.Data) == want
+	}, 5*time.Second, 10*time.Millisecond, "the deposed leader's message stayed the stream's latest")
+
+	// A late message newer than these views (the deposed leader's views were ahead) is
+	// not replaced by an older rendering: it waits for the views to catch up.
+	ahead := &nats.Msg{Subject: subject, Data: []byte(`{"deposed":"ahead"}`), Header: nats.Header{}}
+	ahead.Header.Set(events.LeaseHeader, "5")
+	ahead.Header.Set(events.RevisionHeader, "100")
+	_, err = js.PublishMsg(ctx, ahead)
+	require.NoError(t, err)
+	time.Sleep(500 * time.Millisecond)
+	m := latest()
+	require.NotNil(t, m)
+	assert.Equal(t, `{"deposed":"ahead"}`, string(m.Data), "replaced by a rendering older than what it replaced")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
@@ -24,6 +25,8 @@ var (
 		Help: "Desired-state messages published to nodes, by kind (desired, removal)."}, []string{"kind"})
 	dispatchErrors = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_dispatch_errors_total",
 		Help: "Dispatch rounds that failed and will be retried."})
+	metricRepublished = promauto.NewCounter(prometheus.CounterOpts{Name: "cairn_dispatch_deposed_republished_total",
+		Help: "Desired-state subjects published again because a deposed leader's message (an older lease token) landed on them after this serve took the lease."})
 )
 
 // Dispatcher publishes queued desired state. It is crash-safe: outbox entries are
@@ -81,6 +84,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 	}
+	if token, ok := d.fence(); ok && token != 0 {
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go d.watchDeposed(wctx, token)
+	}
 	for ctx.Err() == nil {
 		seen := d.Projector.Queued()
 		n, err := d.Round(ctx)
@@ -121,19 +129,15 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	if err := d.readEpoch(ctx); err != nil {
 		return 0, err
 	}
-	nodes := map[string]projections.NodeSpec{}
-	all, err := b.View.Nodes()
+	r, err := newRound(b.View)
 	if err != nil {
 		return 0, err
-	}
-	for _, n := range all {
-		nodes[n.Spec.Name] = n.Spec
 	}
 	token, ok := d.fence()
 	if !ok {
 		return 0, errNotLeading
 	}
-	msgs, removals, err := d.messages(&round{view: b.View, nodes: nodes}, b.Entries, token)
+	msgs, removals, err := d.messages(r, b.Entries, token)
 	if err != nil {
 		return 0, err
 	}
@@ -147,6 +151,121 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	published.WithLabelValues("removal").Add(float64(removals))
 	d.Log.Debug().Int("messages", len(msgs)).Int("removals", removals).Uint64("seq", b.View.Seq()).Msg("dispatched")
 	return len(msgs), nil
+}
+
+// newRound reads what a round renders from on v.
+func newRound(v *projections.View) (*round, error) {
+	all, err := v.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	nodes := make(map[string]projections.NodeSpec, len(all))
+	for _, n := range all {
+		nodes[n.Spec.Name] = n.Spec
+	}
+	return &round{view: v, nodes: nodes}, nil
+}
+
+// watchDeposed keeps the stream's latest desired state from going back while this serve
+// leads with token: every desired-state message stored with an older lease token (a
+// deposed leader's publish that landed late, after this serve took over) gets its
+// subject published again from the current views, with token, once the views are at
+// least at the message's revision (Cairn-Revision: never older than what it replaces).
+// It reads the headers of the nodes stream from when Run started (right after the lease
+// was taken) until ctx ends (the lease is lost). Agents drop such a message anyway (they
+// fence by token); this makes the stream agree, so an agent that starts without its
+// revision marks takes the right one.
+func (d *Dispatcher) watchDeposed(ctx context.Context, token uint64) {
+	st, err := d.JS.Stream(ctx, d.Names.NodesStream())
+	if err != nil {
+		d.Log.Warn().Err(err).Msg("watching for a deposed leader's desired state: stream unreadable")
+		return
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		d.Log.Warn().Err(err).Msg("watching for a deposed leader's desired state: no consumer")
+		return
+	}
+	var mu sync.Mutex
+	stale := map[projections.OutboxEntry]uint64{} // the late message's revision
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		t, err := strconv.ParseUint(m.Headers().Get(events.LeaseHeader), 10, 64)
+		if err != nil || t == 0 || t >= token {
+			return
+		}
+		node, kind, id, ok := d.Names.ParseNode(m.Subject())
+		if !ok {
+			return
+		}
+		rev, _ := strconv.ParseUint(m.Headers().Get(events.RevisionHeader), 10, 64)
+		e := projections.OutboxEntry{Node: node, Kind: kind, ID: id}
+		mu.Lock()
+		stale[e] = max(stale[e], rev)
+		mu.Unlock()
+	})
+	if err != nil {
+		d.Log.Warn().Err(err).Msg("watching for a deposed leader's desired state: consume")
+		return
+	}
+	defer cc.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		seq := d.Projector.Applied() // the views' sequence, at least (republish reads them after)
+		mu.Lock()
+		var entries []projections.OutboxEntry
+		for e, rev := range stale {
+			if rev <= seq { // the views are at least as new as the late message
+				entries = append(entries, e)
+				delete(stale, e)
+			}
+		}
+		mu.Unlock()
+		if len(entries) == 0 {
+			continue
+		}
+		if err := d.republish(ctx, entries); err != nil {
+			d.Log.Warn().Err(err).Int("subjects", len(entries)).Msg("republishing what a deposed leader overwrote failed")
+			mu.Lock()
+			for _, e := range entries {
+				stale[e] = max(stale[e], 0)
+			}
+			mu.Unlock()
+			continue
+		}
+		metricRepublished.Add(float64(len(entries)))
+		d.Log.Warn().Int("subjects", len(entries)).Msg("a deposed leader's desired state landed after the handover: published again from the views")
+	}
+}
+
+// republish publishes entries from the current views (under the fence).
+func (d *Dispatcher) republish(ctx context.Context, entries []projections.OutboxEntry) error {
+	v, err := d.DB.Read()
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	if err := d.readEpoch(ctx); err != nil {
+		return err
+	}
+	r, err := newRound(v)
+	if err != nil {
+		return err
+	}
+	token, ok := d.fence()
+	if !ok {
+		return errNotLeading
+	}
+	msgs, _, err := d.messages(r, entries, token)
+	if err != nil {
+		return err
+	}
+	return d.publish(ctx, msgs, token)
 }
 
 // fence is Fence's answer (token 0 and true without a Fence).
