@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server/lease"
 	"github.com/cairn-io/cairn/test/testtools"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -136,4 +141,45 @@ func TestLeaseHolderPausedPastTheTTL(t *testing.T) {
 	assert.Zero(t, both.Load(), "both serves acted at once in %d of %d samples", both.Load(), samples.Load())
 	assert.Contains(t, a.log.String(), "lease lost")
 	t.Logf("takeover %s after SIGSTOP of the holder (TTL 2s); %d samples", took.Round(time.Millisecond), samples.Load())
+}
+
+// SIGSTOP of the nats-server holding the lease bucket (issue 29): the holder's renewals go
+// unanswered, so it stops acting, but it keeps its lease: when the server thaws, the
+// renewals it held are stored late and the holder recognises its own entry, and it acts
+// again with the same token within a renewal or two (on the old code the first
+// unanswered renewal gave the lease up, and the entry it had written kept everyone out
+// for a whole TTL before a new token).
+func TestLeaseSurvivesAPausedNATSServer(t *testing.T) {
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	ns := &natsNode{t: t, name: "ns1", url: "nats://" + addr,
+		args: []string{"-n", "ns1", "-a", host, "-p", port, "-js", "-sd", filepath.Join(t.TempDir(), "ns1")}}
+	ns.start()
+	t.Cleanup(ns.kill9)
+	var nc *nats.Conn
+	require.Eventually(t, func() bool {
+		var err error
+		nc, err = nats.Connect(ns.url, nats.MaxReconnects(-1))
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	const ttl = 2 * time.Second
+	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "a", TTL: ttl, Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool { _, ok := l.Leading(); return ok }, 10*time.Second, 10*time.Millisecond)
+	token, _ := l.Leading()
+
+	require.NoError(t, ns.cmd.Process.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool { _, ok := l.Leading(); return !ok }, 5*time.Second, 10*time.Millisecond, "acting while its renewals go unanswered")
+	time.Sleep(ttl / 2)
+	require.NoError(t, ns.cmd.Process.Signal(syscall.SIGCONT))
+	thawed := time.Now()
+	require.Eventually(t, func() bool { tk, ok := l.Leading(); return ok && tk == token }, ttl, 10*time.Millisecond,
+		"not acting again with its token after the server thawed")
+	t.Logf("acting again %s after the server thawed (TTL %s)", time.Since(thawed).Round(time.Millisecond), ttl)
 }

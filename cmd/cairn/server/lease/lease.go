@@ -30,7 +30,7 @@ var (
 	metricLeader = promauto.NewGauge(prometheus.GaugeOpts{Name: "cairn_leader",
 		Help: "1 while this serve holds the side-effect lease (dispatcher, watchdog, policies)."})
 	metricChanges = promauto.NewCounterVec(prometheus.CounterOpts{Name: "cairn_lease_changes_total",
-		Help: "Lease transitions of this serve: acquired, lost (a renewal failed or came too late), released."}, []string{"change"})
+		Help: "Lease transitions of this serve: acquired, lost (a renewal refused: the entry moved), released; renewal_unanswered counts renewals that got no answer (kept and tried again)."}, []string{"change"})
 )
 
 // Key is the lease's key in its bucket.
@@ -272,7 +272,7 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 			if ctx.Err() != nil {
 				return // stopping: Run releases the lease (deletes it) right after
 			}
-			l.lose(fmt.Sprintf("renewal failed: %v", err))
+			l.renewalFailed(cctx, kv, token, err)
 			return
 		}
 		l.mu.Lock()
@@ -328,6 +328,34 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 	metricChanges.WithLabelValues("acquired").Inc()
 	l.observe(Info{Holder: l.opts.Holder, Token: nrev, Revision: urev})
 	l.opts.Log.Info().Str("holder", l.opts.Holder).Uint64("token", nrev).Dur("ttl_ms", l.opts.TTL).Msg("lease acquired: this serve runs the side effects")
+}
+
+// renewalFailed decides what a failed renewal means. A compare-and-set refused because
+// the entry moved loses the lease, unless the entry is this serve's own (name and token):
+// a renewal that timed out here but was stored after all (a nats-server paused while it
+// held the request), whose revision is adopted. Any other failure (a timeout, no
+// responders: the bucket's stream leader paused or being elected) keeps the token and
+// is tried again at the next renewal; meanwhile Leading is false once the last
+// successful renewal is too old, and nobody else can have taken the lease while the
+// entry still holds this serve's revision.
+func (l *Lease) renewalFailed(ctx context.Context, kv jetstream.KeyValue, token uint64, err error) {
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		metricChanges.WithLabelValues("renewal_unanswered").Inc()
+		l.opts.Log.Warn().Err(err).Uint64("token", token).Msg("lease renewal unanswered: trying again (not acting until one succeeds)")
+		return
+	}
+	if e, gerr := kv.Get(ctx, Key); gerr == nil {
+		if h, t := parseValue(e.Value()); h == l.opts.Holder && t == token {
+			l.mu.Lock()
+			if l.token == token {
+				l.rev = e.Revision()
+			}
+			l.mu.Unlock()
+			l.opts.Log.Info().Uint64("token", token).Uint64("revision", e.Revision()).Msg("lease: a renewal stored late was this serve's own; renewing from it")
+			return
+		}
+	}
+	l.lose(fmt.Sprintf("renewal failed: %v", err))
 }
 
 func (l *Lease) observe(i Info) {
