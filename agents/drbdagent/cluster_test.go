@@ -350,6 +350,9 @@ func threeNodesWith(t *testing.T, tune map[string][]func(*Config)) (s *server.Se
 	testtools.Need(t, drbdutils.Drbdadm, drbdutils.Drbdmeta)
 	s = servertest.Start(t, func(c *server.Config) { c.Auth = true })
 	base = t.TempDir()
+	// Every cluster test ends with the data oracle: no two disks declared in sync held
+	// different data, whatever the test did.
+	t.Cleanup(func() { noDivergence(t, DefaultSimDir(filepath.Join(base, "n1"))) })
 	submit(t, s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
 	nodes = map[string]*clusterNode{}
 	for i := 1; i <= 3; i++ {
