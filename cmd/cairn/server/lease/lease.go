@@ -29,6 +29,8 @@ import (
 var (
 	metricLeader = promauto.NewGauge(prometheus.GaugeOpts{Name: "cairn_leader",
 		Help: "1 while this serve holds the side-effect lease (dispatcher, watchdog, policies)."})
+	metricClockStep = promauto.NewGauge(prometheus.GaugeOpts{Name: "cairn_lease_clock_step_seconds",
+		Help: "The largest forward step of the lease bucket's stream leader's wall clock against this serve's clock seen between two renewals (over TTL/8; the lease assumes under TTL/2)."})
 	metricChanges = promauto.NewCounterVec(prometheus.CounterOpts{Name: "cairn_lease_changes_total",
 		Help: "Lease transitions of this serve: acquired, lost (a renewal refused: the entry moved), released; renewal_unanswered counts renewals that got no answer (kept and tried again)."}, []string{"change"})
 )
@@ -75,6 +77,11 @@ type Lease struct {
 	lost     chan struct{}
 	gained   chan struct{}
 	observed Info // the last lease entry read (any holder)
+	// lastMono and lastStored are the start (this serve's clock) and the stored time (the
+	// bucket's stream leader's wall clock) of the last successful renewal; drift is the
+	// largest forward step seen between the two clocks (see checkClock).
+	lastMono, lastStored time.Time
+	drift                time.Duration
 }
 
 // Info is what GET /cairn/v1/leader shows.
@@ -86,6 +93,10 @@ type Info struct {
 	// Revision is the lease entry's latest revision.
 	Revision uint64 `json:"revision,omitempty"`
 	TTLMS    int64  `json:"ttl_ms"`
+	// ClockStepMS is the largest forward step this serve has seen the bucket's stream
+	// leader's wall clock take against its own clock between two renewals (0: none over
+	// TTL/8). The lease assumes steps under TTL/2 (docs/adr/0001-leader-lease.md).
+	ClockStepMS int64 `json:"clock_step_ms,omitempty"`
 }
 
 // New returns a lease on js. It does not campaign until Run.
@@ -286,6 +297,9 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 		}
 		l.mu.Unlock()
 		l.observe(Info{Holder: l.opts.Holder, Token: token, Revision: nrev})
+		if e, err := kv.Get(cctx, Key); err == nil && e.Revision() == nrev {
+			l.checkClock(start, e.Created())
+		}
 		return
 	}
 	nrev, err := kv.Create(cctx, Key, value(l.opts.Holder, 0))
@@ -356,6 +370,39 @@ func (l *Lease) renewalFailed(ctx context.Context, kv jetstream.KeyValue, token 
 		}
 	}
 	l.lose(fmt.Sprintf("renewal failed: %v", err))
+}
+
+// checkClock compares how far the bucket's stream leader's wall clock moved between two
+// renewals (the stored times of their writes) with how far this serve's clock moved
+// between their starts. A forward step of the server's clock makes the entry written
+// before it expire that much early, which the lease's margin (TTL/2) covers only for
+// steps under TTL/2: a difference of more than TTL/8 is reported (a warning, the metric
+// cairn_lease_clock_step_seconds, GET /cairn/v1/leader's clock_step_ms), and one of
+// TTL/2 or more at error, as the assumption broken.
+func (l *Lease) checkClock(mono, stored time.Time) {
+	l.mu.Lock()
+	prevMono, prevStored := l.lastMono, l.lastStored
+	l.lastMono, l.lastStored = mono, stored
+	l.mu.Unlock()
+	if prevMono.IsZero() || prevStored.IsZero() {
+		return
+	}
+	step := stored.Sub(prevStored) - mono.Sub(prevMono)
+	if step <= l.opts.TTL/8 {
+		return
+	}
+	l.mu.Lock()
+	if step > l.drift {
+		l.drift = step
+		metricClockStep.Set(step.Seconds())
+	}
+	l.mu.Unlock()
+	ev := l.opts.Log.Warn()
+	if step >= l.opts.TTL/2 {
+		ev = l.opts.Log.Error()
+	}
+	ev.Dur("step_ms", step).Dur("ttl_ms", l.opts.TTL).
+		Msg("the lease bucket's stream leader's clock stepped forward against this serve's: an entry written before the step expires that much early (the lease assumes steps under TTL/2)")
 }
 
 func (l *Lease) observe(i Info) {
@@ -473,6 +520,7 @@ func (l *Lease) Info() Info {
 	defer l.mu.Unlock()
 	i := l.observed
 	i.TTLMS = l.opts.TTL.Milliseconds()
+	i.ClockStepMS = l.drift.Milliseconds()
 	if leading {
 		i.Holder, i.Token, i.This = l.opts.Holder, token, true
 	}

@@ -245,3 +245,30 @@ func TestALateRenewalDoesNotGiveTheLeaseUp(t *testing.T) {
 	require.Eventually(t, func() bool { tk, ok := l.Leading(); return ok && tk == token }, ttl/2, 5*time.Millisecond,
 		"the next renewal did not make the holder act again with its token")
 }
+
+// The holder checks the clock assumption it rests on: when the bucket's stream leader's
+// wall clock moves further between two renewals than the holder's own clock (here the
+// holder's clock is set back 1.5 s, which looks the same from the holder: the server's
+// clock stepped forward against it), the step is reported in Info (GET
+// /cairn/v1/leader's clock_step_ms) and the metric.
+func TestLeaseReportsAClockStep(t *testing.T) {
+	url := startNATS(t)
+	var skew atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "a", TTL: 2 * time.Second, Now: clock, Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool { _, ok := l.Leading(); return ok }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(time.Second) // a few renewals without a step
+	assert.Zero(t, l.Info().ClockStepMS, "a step reported while the clocks agree")
+	skew.Store(int64(-1500 * time.Millisecond))
+	require.Eventually(t, func() bool { return l.Info().ClockStepMS >= 1400 }, 3*time.Second, 10*time.Millisecond)
+	assert.Less(t, l.Info().ClockStepMS, int64(1700))
+}
