@@ -119,6 +119,8 @@ func TestHTTPAuthAndTLS(t *testing.T) {
 	assert.Equal(t, retCode(lsError, 10001), rc[0].RetCode, "FAIL_SIGN_IN_MISSING_CREDENTIALS")
 	status, _, _ = do("GET", "/healthz", "", "")
 	assert.Equal(t, 200, status, "probes stay open")
+	status, _, _ = do("GET", "/health", "", "")
+	assert.Equal(t, 200, status, "LINSTOR's health check stays open")
 
 	admin := mint("root", "admin")
 	viewer := mint("watcher", "viewer")

@@ -106,6 +106,9 @@ func TestLinstorAPIContract(t *testing.T) {
 	var version map[string]string
 	l.get("/v1/controller/version", &version)
 	assert.Equal(t, "1.28.0", version["rest_api_version"])
+	// LINSTOR's health check (linstor-proxmox looks for a controller with it): 200.
+	status, body := httpJSON(t, "GET", s.url("/health"), "")
+	assert.Equal(t, 200, status, body)
 
 	// Before cluster.create a node cannot join: the message says what to do.
 	rc := l.rcs(500, "POST", "/v1/nodes", `{"name":"n1","type":"satellite","net_interfaces":[{"name":"default","address":"10.0.0.1"}]}`)
@@ -457,7 +460,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(500, "DELETE", "/v1/nodes/"+rs[0].Node+"/storage-pools/thin", "")
 	assert.Equal(t, retCode(lsError, lsDelete, lsStorPl, 997), rc[0].RetCode, "FAIL_IN_USE: %s", rc[0].Message)
 	rc = l.rcs(500, "DELETE", "/v1/resource-groups/rg2", "")
-	assert.Equal(t, retCode(lsError, lsDelete, lsRscGrp, 997), rc[0].RetCode, "FAIL_IN_USE: %s", rc[0].Message)
+	assert.Equal(t, retCode(lsError, lsDelete, lsRscGrp, 501), rc[0].RetCode, "FAIL_EXISTS_RSC_DFN, as LINSTOR answers a group with definitions: %s", rc[0].Message)
 	rc = l.rcs(200, "DELETE", "/v1/resource-groups/rg3", "")
 	assert.Equal(t, retCode(lsDelete, lsRscGrp, lsDeleted), rc[0].RetCode)
 	l.rcs(404, "DELETE", "/v1/resource-groups/rg3", "")
@@ -585,8 +588,11 @@ func TestLinstorAPIContract(t *testing.T) {
 	l.rcs(200, "DELETE", "/v1/key-value-store/csi", "")
 	rc = l.rcs(200, "DELETE", "/v1/key-value-store/csi", "")
 	assert.Equal(t, retCode(lsWarn, lsDelete, 0x400000, 3000), rc[0].RetCode)
-	l.get("/v1/key-value-store/csi", &stores)
-	assert.Empty(t, stores)
+	// An instance that does not exist is 404 FAIL_NOT_FOUND_KVS, as LINSTOR answers
+	// (golinstor's KeyValueStore.Get then returns NotFoundError, which linstor-csi handles;
+	// on 200 [] it failed "expected exactly one KV, got 0" and every CreateSnapshot with it).
+	rc = l.rcs(404, "GET", "/v1/key-value-store/csi", "")
+	assert.Equal(t, retCode(lsError, 0x400000, 316), rc[0].RetCode, "FAIL_NOT_FOUND_KVS: %s", rc[0].Message)
 }
 
 func contains(list []string, s string) bool {

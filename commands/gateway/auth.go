@@ -23,7 +23,7 @@ import (
 // the views at every request (so a revocation holds on a serve as soon as its views
 // have the event), its role must cover the route (viewer reads, operator also writes,
 // admin also manages tokens), and its name becomes the actor of every command the
-// request sends. /healthz and /readyz stay open for probes. LINSTOR's CLI may also send
+// request sends. /healthz, /readyz and LINSTOR's /health stay open for probes. LINSTOR's CLI may also send
 // the token as a Basic password with the token's name as user. Failed sign-ins are
 // logged and limited per client address.
 type Authenticator struct {
@@ -76,7 +76,7 @@ var roleRank = map[string]int{events.RoleViewer: 1, events.RoleOperator: 2, even
 // requiredRole is the role a request needs ("" for none).
 func requiredRole(r *http.Request) string {
 	switch {
-	case r.URL.Path == "/healthz" || r.URL.Path == "/readyz":
+	case r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/health":
 		return ""
 	case strings.HasPrefix(r.URL.Path, "/cairn/v1/commands/token.") || strings.HasPrefix(r.URL.Path, "/cairn/v1/tokens") ||
 		strings.HasPrefix(r.URL.Path, "/v1/controller/auth"):

@@ -54,6 +54,15 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	})
+	// LINSTOR's controller health check (linstor-proxmox probes it to find a controller):
+	// 200 with an empty body when this serve is ready, else 503 saying why.
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		if err := g.Ready(); err != nil {
+			writeError(w, cairn.Errorf(cairn.CodeUnavailable, "%v", err))
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 	mux.Handle("GET /metrics", metricsHandler)
 	mux.HandleFunc("GET /cairn/v1/cluster", g.getCluster)
 	if g.Leader != nil {

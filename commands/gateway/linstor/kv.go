@@ -29,8 +29,11 @@ func (a *API) getKV(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("instance")
 	a.withView(w, objKVS, func(v *projections.View) (any, error) {
 		kv, ok, err := v.KV(name)
-		if err != nil || !ok {
-			return []KeyValueStore{}, err
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok: // as LINSTOR: golinstor's Get then returns NotFoundError, which clients handle
+			return nil, cairn.Errorf(cairn.CodeNotFound, "key-value store %s does not exist", name)
 		}
 		return []KeyValueStore{{Name: name, Props: kv}}, nil
 	})

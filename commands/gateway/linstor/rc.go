@@ -74,6 +74,7 @@ const (
 	codeNotFoundVlmDfn   uint64 = 303
 	codeNotFoundStorPool uint64 = 310
 	codeNotFoundRscGrp   uint64 = 317
+	codeNotFoundKVS      uint64 = 316
 	codeAccDenied        uint64 = 412 // FAIL_ACC_DENIED_COMMAND
 	codeExistsNode       uint64 = 500
 	codeExistsRscDfn     uint64 = 501
@@ -170,7 +171,7 @@ func objectMask(object string, fallback uint64) uint64 {
 }
 
 var notFoundCodes = map[uint64]uint64{objNode: codeNotFoundNode, objRscDfn: codeNotFoundRscDfn, objRsc: codeNotFoundRsc,
-	objVlmDfn: codeNotFoundVlmDfn, objStorPool: codeNotFoundStorPool, objRscGrp: codeNotFoundRscGrp}
+	objVlmDfn: codeNotFoundVlmDfn, objStorPool: codeNotFoundStorPool, objRscGrp: codeNotFoundRscGrp, objKVS: codeNotFoundKVS}
 
 var existsCodes = map[uint64]uint64{objNode: codeExistsNode, objRscDfn: codeExistsRscDfn, objRsc: codeExistsRsc,
 	objVlmDfn: codeExistsVlmDfn, objStorPool: codeExistsStorPool, objRscGrp: codeExistsRscGrp}
@@ -246,6 +247,10 @@ func fromError(op, obj uint64, err error) ApiCallRc {
 			code = codeNotEnoughNodes
 		case e.Details["free_kib"] != nil:
 			code = codeNotEnoughSpace
+		case obj == objRscGrp && e.Details["resources"] != nil:
+			// A group that still has definitions: LINSTOR answers FAIL_EXISTS_RSC_DFN,
+			// which linstor-csi's DeleteVolume takes for "still in use by another volume".
+			code = codeExistsRscDfn
 		case e.Details["nodes"] != nil || e.Details["in_use"] != nil:
 			code = codeInUse
 		}

@@ -50,6 +50,7 @@ func TestFromErrorMapsEveryCairnCode(t *testing.T) {
 		{"autoplace short", cairn.Errorf(cairn.CodePreconditionFailed, "x").WithDetails(map[string]any{"short": 1}), objRsc, codeNotEnoughNodes, 500},
 		{"no room", cairn.Errorf(cairn.CodePreconditionFailed, "x").WithDetails(map[string]any{"free_kib": 1}), objRsc, codeNotEnoughSpace, 500},
 		{"in use", cairn.Errorf(cairn.CodePreconditionFailed, "x").WithDetails(map[string]any{"nodes": []string{"n1"}}), objRscDfn, codeInUse, 500},
+		{"a group with definitions", cairn.Errorf(cairn.CodePreconditionFailed, "x").WithDetails(map[string]any{"resources": []string{"r1"}, "in_use": true}), objRscGrp, codeExistsRscDfn, 500},
 		{"other precondition", cairn.Errorf(cairn.CodePreconditionFailed, "x"), objRscDfn, codeUnknownError, 500},
 		{"denied", cairn.Errorf(cairn.CodeUnauthorized, "x"), objNode, codeAccDenied, 403},
 		{"unavailable: retry", cairn.Errorf(cairn.CodeUnavailable, "x"), objNode, codeUnknownError, 503},
