@@ -219,6 +219,9 @@ func TestLinstorCLISession(t *testing.T) {
 	machine(&rcs, "resource-definition", "delete", "ghost")
 	assert.Equal(t, retCode(lsError, lsDelete, lsRscDfn, 301), rcs[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
 	assert.Contains(t, failed("backup", "list", "remote1"), "Cairn does not serve")
+	remotes := ok("remote", "list") // no remotes: an empty table, no error
+	assert.Contains(t, remotes, "Name")
+	assert.NotContains(t, remotes, "Error")
 
 	// Snapshots: every disk of r1 suspends, snapshots its file and resumes; the CLI's
 	// create answers once it is taken.
