@@ -19,11 +19,15 @@ type Status struct {
 	Phase string `json:"phase"`
 	Error string `json:"error,omitempty"`
 	// From drbdsetup events2 (role, quorum, per volume and per peer).
-	Role    string         `json:"role,omitempty"` // Primary | Secondary | Unknown
-	Quorum  *bool          `json:"quorum,omitempty"`
-	Open    *bool          `json:"open,omitempty"`
-	Volumes []VolumeStatus `json:"volumes,omitempty"`
-	Peers   []PeerStatus   `json:"peers,omitempty"`
+	Role string `json:"role,omitempty"` // Primary | Secondary | Unknown
+	// MayPromote and PromotionScore are DRBD's (events2 may_promote, promotion_score): the
+	// replica could become Primary now, and how good a Primary it would be (0: none).
+	MayPromote     *bool          `json:"may_promote,omitempty"`
+	PromotionScore int            `json:"promotion_score,omitempty"`
+	Quorum         *bool          `json:"quorum,omitempty"`
+	Open           *bool          `json:"open,omitempty"`
+	Volumes        []VolumeStatus `json:"volumes,omitempty"`
+	Peers          []PeerStatus   `json:"peers,omitempty"`
 	// Snapshots are where this node is with each snapshot of its Desired.
 	Snapshots []SnapshotStatus `json:"snapshots,omitempty"`
 }

@@ -139,10 +139,16 @@ func TestLinstorCLISession(t *testing.T) {
 		} `json:"state"`
 	}
 	type resource struct {
-		Name    string   `json:"name"`
-		Node    string   `json:"node_name"`
-		Flags   []string `json:"flags"`
-		Volumes []volume `json:"volumes"`
+		Name        string   `json:"name"`
+		Node        string   `json:"node_name"`
+		Flags       []string `json:"flags"`
+		Volumes     []volume `json:"volumes"`
+		LayerObject struct {
+			Drbd struct {
+				PromotionScore int  `json:"promotion_score"`
+				MayPromote     bool `json:"may_promote"`
+			} `json:"drbd"`
+		} `json:"layer_object"`
 	}
 	// upToDate waits until the definition has disks UpToDate replicas with a disk, and
 	// returns them all.
@@ -176,6 +182,20 @@ func TestLinstorCLISession(t *testing.T) {
 	for _, r := range rs {
 		assert.NotContains(t, r.Flags, "TIE_BREAKER")
 	}
+	// DRBD's promotion score and may_promote, as the agents report them: every healthy
+	// replica may promote (linstor-csi reports a replica with score 0 as one with issues;
+	// golinstor reads layer_object.drbd.promotion_score).
+	require.Eventually(t, func() bool {
+		var out [][]resource
+		machine(&out, "resource", "list", "-r", "r1")
+		healthy := 0
+		for _, r := range out[0] {
+			if r.LayerObject.Drbd.MayPromote && r.LayerObject.Drbd.PromotionScore > 10000 {
+				healthy++
+			}
+		}
+		return healthy == 3
+	}, 30*time.Second, 250*time.Millisecond, "not every UpToDate replica reports a promotion score")
 
 	// A group's DRBD option reaches every node's resource file (rg.modify, dispatched
 	// again, adjusted by each agent with the real drbdadm).

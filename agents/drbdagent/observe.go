@@ -31,9 +31,12 @@ type Fold struct {
 }
 
 type resObs struct {
-	role    string
-	devices map[int]*devObs
-	conns   map[int]*connObs
+	role string
+	// mayPromote and score: events2 may_promote and promotion_score (nil: not reported).
+	mayPromote *bool
+	score      int
+	devices    map[int]*devObs
+	conns      map[int]*connObs
 }
 
 type devObs struct {
@@ -120,6 +123,12 @@ func (f *Fold) Apply(ev drbdutils.Event, sizeKiB func(rd string, vol int) uint64
 	case drbdutils.ObjectResource:
 		if v := ev.Role(); v != "" {
 			r.role = v
+		}
+		if v, ok := ev.MayPromote(); ok {
+			r.mayPromote = &v
+		}
+		if v, ok := ev.PromotionScore(); ok {
+			r.score = v
 		}
 	case drbdutils.ObjectDevice:
 		vol, ok := ev.Volume()
@@ -255,6 +264,10 @@ func (f *Fold) Fill(rd string, st *drbd.Status, names map[int]string) {
 		return
 	}
 	st.Role = r.role
+	if r.mayPromote != nil {
+		m := *r.mayPromote
+		st.MayPromote, st.PromotionScore = &m, r.score
+	}
 	vols := slices.Sorted(maps.Keys(r.devices))
 	for _, v := range vols {
 		d := r.devices[v]

@@ -42,7 +42,12 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 	if reg.Suspended {
 		suspended = "user"
 	}
-	objs := []simObj{{key: "resource", object: drbdutils.ObjectResource, ident: name, fields: "role:Secondary suspended:" + suspended}}
+	objs := []simObj{{key: "resource", object: drbdutils.ObjectResource, ident: name}}
+	localUpToDate := !reg.Diskless && len(reg.Volumes) > 0
+	for _, sv := range reg.Volumes {
+		localUpToDate = localUpToDate && sv.DiskState == "UpToDate"
+	}
+	connected, peerUpToDate := 0, false
 	vols := slices.Sorted(maps.Keys(reg.Volumes))
 	client := "no"
 	if reg.Diskless {
@@ -68,6 +73,14 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 			if c.State == "Connected" {
 				role = "Secondary"
 				peer, _ = loadReg(s.regPath(rd, reg.Peers[p]))
+				connected++
+				if peer != nil && !peer.Diskless && len(peer.Volumes) > 0 {
+					up := true
+					for _, pv := range peer.Volumes {
+						up = up && pv.DiskState == "UpToDate"
+					}
+					peerUpToDate = peerUpToDate || up
+				}
 			}
 		}
 		ident := fmt.Sprintf("%s peer-node-id:%d conn-name:%s", name, p, host)
@@ -88,6 +101,18 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 				fields: fmt.Sprintf("replication:%s peer-disk:%s peer-client:%s resync-suspended:no out-of-sync:0", rep, pdisk, pclient)})
 		}
 	}
+	// The sim's model of DRBD's promotion: it may promote with up-to-date data (its own
+	// disk or a connected peer's; the sim has no quorum), scoring 10000 for its own
+	// up-to-date disk, plus 101, plus one per connected peer (the kernel's 10101 alone,
+	// 10102 with one peer: testdata/events2_drbd_utils_v9.22.0.txt); 0 when it may not.
+	may, score := "no", 0
+	if localUpToDate || peerUpToDate {
+		may, score = "yes", 101+connected
+		if localUpToDate {
+			score += 10000
+		}
+	}
+	objs[0].fields = fmt.Sprintf("role:Secondary suspended:%s may_promote:%s promotion_score:%d", suspended, may, score)
 	return objs, reg
 }
 

@@ -277,6 +277,10 @@ func (e Event) Open() (bool, bool) { return e.getBool("open") }
 // may_promote:yes|no).
 func (e Event) MayPromote() (bool, bool) { return e.getBool("may_promote") }
 
+// PromotionScore is DRBD's promotion score of the resource (0 when it may not promote;
+// higher is a better Primary: its own up-to-date disk, its peers).
+func (e Event) PromotionScore() (int, bool) { return e.getInt("promotion_score") }
+
 // PeerClient reports whether the peer is a diskless client (peer-device:
 // peer-client:yes|no).
 func (e Event) PeerClient() (bool, bool) { return e.getBool("peer-client") }

@@ -305,3 +305,21 @@ func FuzzParseEvents2Line(f *testing.F) {
 		}
 	})
 }
+
+// may_promote and promotion_score of a resource line, as drbd-utils 9.22 prints them
+// (testdata/events2_drbd_utils_v9.22.0.txt).
+func TestPromotionFields(t *testing.T) {
+	ev, err := ParseEvents2Line("change resource name:some-resource may_promote:yes promotion_score:10102")
+	if err != nil {
+		t.Fatal(err)
+	}
+	may, ok := ev.MayPromote()
+	score, ok2 := ev.PromotionScore()
+	if !ok || !may || !ok2 || score != 10102 {
+		t.Errorf("may_promote %v %v, promotion_score %d %v", may, ok, score, ok2)
+	}
+	ev, _ = ParseEvents2Line("change resource name:r role:Primary")
+	if _, ok := ev.PromotionScore(); ok {
+		t.Error("a line without promotion_score reports one")
+	}
+}

@@ -49,6 +49,10 @@ type DrbdResource struct {
 	PeerSlots   int                       `json:"peer_slots,omitempty"`
 	Flags       []string                  `json:"flags,omitempty"`
 	Connections map[string]DrbdConnection `json:"connections,omitempty"`
+	// PromotionScore and MayPromote are DRBD's, as the agent last reported them
+	// (linstor-csi takes a replica with promotion_score 0 for one with issues).
+	PromotionScore int  `json:"promotion_score"`
+	MayPromote     bool `json:"may_promote"`
 }
 
 // DrbdConnection is the connection to one peer.
@@ -106,6 +110,9 @@ func resourceOf(rd projections.ResourceDefinition, rep projections.Replica, st *
 	if st != nil {
 		inUse := st.Role == "Primary"
 		out.State = &ResourceState{InUse: &inUse}
+		if st.MayPromote != nil {
+			drbdLayer.MayPromote, drbdLayer.PromotionScore = *st.MayPromote, st.PromotionScore
+		}
 	}
 	for _, vd := range rd.Volumes {
 		vol := Volume{VolumeNumber: vd.Volume, StoragePoolName: rep.StoragePool, ProviderKind: providerKinds[rep.Provider],
