@@ -208,7 +208,14 @@ func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
 	if !ok {
 		return cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node).About(cairn.ObjNode)
 	}
-	if r, exists := p.rd.Replica(c.Node); exists {
+	if r, exists := p.rd.Replica(c.Node); exists && r.Tiebreaker && c.Diskless {
+		// The tiebreaker becomes a diskless replica the operator wants (LINSTOR's
+		// make-available on a tiebreaker's node): it stays when the tie is gone.
+		p.emit(&events.ReplicaTiebreakerChanged{Resource: p.rd.Name, Node: c.Node, Tiebreaker: false,
+			Reason: "wanted as a diskless replica by the operator"})
+		p.warn("the tiebreaker of %s on %s is now a diskless replica of its own", p.rd.Name, c.Node)
+		return nil
+	} else if exists {
 		kind := "diskful"
 		if r.Diskless {
 			kind = "diskless"
@@ -249,7 +256,7 @@ func (p *resourcePlan) replicaRemove(c ReplicaRef) error {
 		return cairn.Errorf(cairn.CodePreconditionFailed,
 			"replica on %s is the last one of %s with a disk and %d diskless replica(s) depend on it; remove them first", c.Node, p.rd.Name, diskless)
 	}
-	if r.Diskless {
+	if r.Diskless && (c.KeepTiebreaker == nil || *c.KeepTiebreaker) {
 		// Would the definition need a tiebreaker without it? Then it stays, as one.
 		rest := make([]replicas.Member, 0, len(p.rd.Replicas))
 		for _, m := range p.members() {
@@ -270,6 +277,14 @@ func (p *resourcePlan) replicaRemove(c ReplicaRef) error {
 	}
 	if err := p.removeReplica(c.Node, "removed by the operator"); err != nil {
 		return err
+	}
+	if r.Diskless && c.KeepTiebreaker != nil && !*c.KeepTiebreaker {
+		// Asked not to keep one: no tiebreaker comes back in its place now (the next
+		// change of the definition's replicas applies the rule again).
+		if replicas.NeedsTiebreaker(p.members()) {
+			p.warn("%s has two diskful replicas and no tiebreaker now (keep_tiebreaker false)", p.rd.Name)
+		}
+		return nil
 	}
 	return p.tiebreaker()
 }

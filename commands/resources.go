@@ -122,10 +122,13 @@ type (
 		Properties      map[string]string `json:"properties"`
 		UnsetProperties []string          `json:"unset_properties"`
 	}
-	// ReplicaRef is the body of replica.remove.
+	// ReplicaRef is the body of replica.remove. KeepTiebreaker (default true): a
+	// diskless replica the definition needs as its tiebreaker stays, as one; false
+	// removes it all the same (LINSTOR's keep_tiebreaker=false).
 	ReplicaRef struct {
-		Resource string `json:"resource"`
-		Node     string `json:"node"`
+		Resource       string `json:"resource"`
+		Node           string `json:"node"`
+		KeepTiebreaker *bool  `json:"keep_tiebreaker"`
 	}
 	// ReplicaToggleDisk is the body of replica.toggle-disk.
 	ReplicaToggleDisk struct {

@@ -1093,3 +1093,30 @@ func TestPolicyRefusalsAreNotRemembered(t *testing.T) {
 	assert.True(t, send(true, "policy-1").OK, "the policy's transient refusal came back from the cache")
 	assert.False(t, send(false, "client-1").OK, "a client's refusal is remembered under its id")
 }
+
+// A tiebreaker asked for as a diskless replica (LINSTOR's make-available on its node)
+// becomes one the operator wants, and stays when the tie is gone; replica.remove of a
+// needed tiebreaker keeps it unless keep_tiebreaker is false (LINSTOR's
+// keep_tiebreaker=false). On the old code the first was refused already_exists and the
+// second always kept it.
+func TestTiebreakerMadeAvailableAndRemoved(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n1","storage_pool":"thin"}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n3","storage_pool":"thin"}`)
+	require.Equal(t, "n1:disk n2:tb n3:disk", layout(definition(t, s, "r1")))
+	r := must(t, s, "replica.add", `{"resource":"r1","node":"n2","diskless":true}`)
+	assert.Contains(t, eventTypes(r), "replica.tiebreaker-changed")
+	assert.Equal(t, "n1:disk n2:diskless n3:disk", layout(definition(t, s, "r1")))
+
+	must(t, s, "rd.create", `{"name":"r2"}`)
+	must(t, s, "vd.create", `{"resource":"r2","volume":0,"size_kib":8192}`)
+	must(t, s, "replica.add", `{"resource":"r2","node":"n1","storage_pool":"thin"}`)
+	must(t, s, "replica.add", `{"resource":"r2","node":"n3","storage_pool":"thin"}`)
+	must(t, s, "replica.remove", `{"resource":"r2","node":"n2"}`)
+	assert.Equal(t, "n1:disk n2:tb n3:disk", layout(definition(t, s, "r2")), "a needed tiebreaker is kept by default")
+	must(t, s, "replica.remove", `{"resource":"r2","node":"n2","keep_tiebreaker":false}`)
+	assert.Equal(t, "n1:disk n3:disk", layout(definition(t, s, "r2")))
+}

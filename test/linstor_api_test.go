@@ -378,6 +378,26 @@ func TestLinstorAPIContract(t *testing.T) {
 	l.get("/v1/resource-definitions/r1", &rd)
 	assert.Equal(t, map[string]string{"DrbdOptions/Resource/quorum": "majority"}, rd.Props)
 
+	// make-available on the tiebreaker's node makes it a diskless resource of its own,
+	// as LINSTOR does; DELETE with keep_tiebreaker=false removes it, and no tiebreaker
+	// comes back in its place.
+	var tb string
+	for _, r := range rs {
+		if contains(r.Flags, "TIE_BREAKER") {
+			tb = r.Node
+		}
+	}
+	require.NotEmpty(t, tb)
+	status, body = l.call("POST", "/v1/resource-definitions/r1/resources/"+tb+"/make-available", `{"diskful":false}`)
+	require.Contains(t, []int{200, 201}, status, body)
+	var one0 resource
+	l.get("/v1/resource-definitions/r1/resources/"+tb, &one0)
+	assert.NotContains(t, one0.Flags, "TIE_BREAKER")
+	assert.Contains(t, one0.Flags, "DRBD_DISKLESS")
+	l.rcs(200, "DELETE", "/v1/resource-definitions/r1/resources/"+tb+"?keep_tiebreaker=false", "")
+	l.get("/v1/resource-definitions/r1/resources", &rs)
+	require.Len(t, rs, 2, "the diskless resource stayed or a tiebreaker came back: %+v", rs)
+
 	// Autoplace one more: three disks, the tiebreaker goes; then more than the nodes.
 	rc = l.rcs(201, "POST", "/v1/resource-definitions/r1/autoplace", `{"select_filter":{"additional_place_count":1}}`)
 	assert.Equal(t, retCode(lsCreate, lsRsc, lsCreated), rc[0].RetCode)

@@ -413,7 +413,11 @@ func (a *API) createResources(w http.ResponseWriter, r *http.Request) {
 // with a warning, as LINSTOR does (linstor-csi relies on it).
 func (a *API) deleteResource(w http.ResponseWriter, r *http.Request) {
 	name, node := r.PathValue("rd"), r.PathValue("node")
-	reply, err := a.command(r, "replica.remove", map[string]any{"resource": name, "node": node})
+	cmd := map[string]any{"resource": name, "node": node}
+	if k := r.URL.Query().Get("keep_tiebreaker"); k != "" { // LINSTOR's query parameter
+		cmd["keep_tiebreaker"] = strings.EqualFold(k, "true")
+	}
+	reply, err := a.command(r, "replica.remove", cmd)
 	if cairn.ErrorCode(err) == cairn.CodeNotFound {
 		e := rc(maskWarn, opDelete, objRsc, codeWarnNotFound, "Resource '"+name+"' on node '"+node+"' not found.")
 		e.Details = cairn.AsError(err).Message
@@ -522,6 +526,11 @@ func (a *API) makeAvailable(w http.ResponseWriter, r *http.Request) {
 	}
 	refs := map[string]string{"RscDfn": name, "Node": node}
 	if rep, ok := rd.Replica(node); ok {
+		if rep.Tiebreaker && !in.Diskful { // LINSTOR turns a tiebreaker into a wanted diskless replica
+			a.commit(w, r, "replica.add", map[string]any{"resource": name, "node": node, "diskless": true}, opModify, objRsc,
+				fmt.Sprintf("Tiebreaker of resource '%s' on node %s is now a diskless resource.", name, node), refs)
+			return
+		}
 		if !in.Diskful || !rep.Diskless {
 			e := rc(maskInfo, opCreate, objRsc, codeInfoNoop, "Resource '"+name+"' is already available on node "+node+".")
 			e.ObjRefs = refs
