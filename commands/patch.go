@@ -34,12 +34,32 @@ func patchMap(current, set map[string]string, unset []string, unsetField string)
 	return changed, removed, nil
 }
 
+// LINSTORLevelOptions are LINSTOR's own settings under DrbdOptions/ (no DRBD section:
+// they steer the controller, not drbd.conf). Cairn keeps them as free-form properties
+// at every level, shown as given, so the clients that set them (piraeus-operator,
+// linstor-proxmox) are not refused; other DrbdOptions/ keys are DRBD options.
+var LINSTORLevelOptions = map[string]bool{
+	"DrbdOptions/ExactSize":                     true,
+	"DrbdOptions/auto-quorum":                   true,
+	"DrbdOptions/auto-add-quorum-tiebreaker":    true,
+	"DrbdOptions/auto-diskful":                  true,
+	"DrbdOptions/auto-diskful-allow-cleanup":    true,
+	"DrbdOptions/auto-verify-algo":              true,
+	"DrbdOptions/auto-verify-algo-allowed-list": true,
+	"DrbdOptions/auto-verify-algo-disable":      true,
+	"DrbdOptions/AutoEvictAfterTime":            true,
+	"DrbdOptions/AutoEvictMaxDisconnectedNodes": true,
+	"DrbdOptions/AutoEvictMinReplicaCount":      true,
+	"DrbdOptions/AutoEvictAllowEviction":        true,
+}
+
 // freeProperties checks the free-form properties of a definition or group: DRBD options
-// go in drbd_options, never among them (invalid_argument naming field), and an object
-// has at most 128.
+// go in drbd_options, never among them (invalid_argument naming field; LINSTOR's own
+// DrbdOptions/ settings, LINSTORLevelOptions, are free-form), and an object has at most
+// 128.
 func freeProperties(current, set map[string]string, removed []string, field string) error {
 	for k := range set {
-		if strings.HasPrefix(k, "DrbdOptions/") {
+		if strings.HasPrefix(k, "DrbdOptions/") && !LINSTORLevelOptions[k] {
 			return cairn.InvalidField(field, "%s is a DRBD option: set it in drbd_options", k)
 		}
 	}

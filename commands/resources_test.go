@@ -1120,3 +1120,13 @@ func TestTiebreakerMadeAvailableAndRemoved(t *testing.T) {
 	must(t, s, "replica.remove", `{"resource":"r2","node":"n2","keep_tiebreaker":false}`)
 	assert.Equal(t, "n1:disk n3:disk", layout(definition(t, s, "r2")))
 }
+
+// LINSTOR's own DrbdOptions/ settings (ExactSize from linstor-proxmox's spawn) are kept as
+// free-form properties; a DRBD option among the free-form properties is still refused.
+func TestLINSTORLevelOptionsAreProperties(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1","properties":{"DrbdOptions/ExactSize":"yes","Aux/x":"1"}}`)
+	assert.Equal(t, map[string]string{"DrbdOptions/ExactSize": "yes", "Aux/x": "1"}, definition(t, s, "r1").Properties)
+	refused(t, s, "rd.create", `{"name":"r2","properties":{"DrbdOptions/Net/protocol":"C"}}`, cairn.CodeInvalidArgument, "is a DRBD option")
+}

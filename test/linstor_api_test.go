@@ -595,6 +595,17 @@ func TestLinstorAPIContract(t *testing.T) {
 	l.rcs(201, "POST", "/v1/controller/properties", `{"delete_props":["Aux/cluster","DrbdOptions/Net/protocol"]}`)
 	l.get("/v1/controller/properties", &ctrl)
 	assert.Equal(t, map[string]string{"Autoplacer/Weights/MaxFreeSpace": "1"}, ctrl)
+	// LINSTOR's own DrbdOptions/ settings, as piraeus-operator sets them, are kept as
+	// given (they are no DRBD options); an unknown DrbdOptions/ key is still refused.
+	l.rcs(201, "POST", "/v1/controller/properties", `{"override_props":{"DrbdOptions/auto-quorum":"suspend-io","DrbdOptions/AutoEvictAllowEviction":"False"}}`)
+	l.get("/v1/controller/properties", &ctrl)
+	assert.Equal(t, "suspend-io", ctrl["DrbdOptions/auto-quorum"])
+	assert.Equal(t, "False", ctrl["DrbdOptions/AutoEvictAllowEviction"])
+	rc = l.rcs(500, "POST", "/v1/controller/properties", `{"override_props":{"DrbdOptions/Bogus":"1"}}`)
+	assert.Contains(t, rc[0].Message, "DrbdOptions/Bogus")
+	l.rcs(201, "POST", "/v1/controller/properties", `{"delete_props":["DrbdOptions/auto-quorum","DrbdOptions/AutoEvictAllowEviction"]}`)
+	l.get("/v1/controller/properties", &ctrl)
+	assert.Equal(t, map[string]string{"Autoplacer/Weights/MaxFreeSpace": "1"}, ctrl)
 
 	// The key-value store: kv.modify and kv.delete, namespaces removed key by key.
 	rc = l.rcs(200, "PUT", "/v1/key-value-store/csi", `{"override_props":{"a/b":"1","a/c":"2","x":"3"}}`)

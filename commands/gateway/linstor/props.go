@@ -2,11 +2,14 @@ package linstor
 
 import (
 	"maps"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/drbd"
 )
 
@@ -23,6 +26,9 @@ var typedOptions = map[string]string{
 	"DrbdOptions/Disk/on-io-error":        "on_io_error",
 	"DrbdOptions/Disk/al-extents":         "al_extents",
 }
+
+// drbdOptionKey is the shape of a DRBD option's LINSTOR property (schemas/defs.json).
+var drbdOptionKey = regexp.MustCompile(`^DrbdOptions/(Net|Disk|Options|Resource|PeerDevice)/[a-z][a-z0-9-]*$`)
 
 // optionsOf splits LINSTOR properties into Cairn's drbd_options (DrbdOptions/*, a JSON
 // object for the command; admission validates the values) and the free-form properties
@@ -49,6 +55,11 @@ func optionsOf(props map[string]string) (opts map[string]any, free map[string]st
 			opts[name] = n
 		case typed:
 			opts[name] = v
+		case commands.LINSTORLevelOptions[k]:
+			free[k] = v
+		case strings.HasPrefix(k, "DrbdOptions/") && !drbdOptionKey.MatchString(k):
+			return nil, nil, cairn.InvalidField("drbd_options.extra", "%s is neither a DRBD option (DrbdOptions/<Net|Disk|Options|Resource|PeerDevice>/<name>) nor one of LINSTOR's own settings Cairn keeps (%s)",
+				k, strings.Join(slices.Sorted(maps.Keys(commands.LINSTORLevelOptions)), ", "))
 		case strings.HasPrefix(k, "DrbdOptions/"):
 			extra[k] = v
 		default:
@@ -68,6 +79,8 @@ func unsetOf(keys []string) (options, free []string) {
 		switch name, typed := typedOptions[k]; {
 		case typed:
 			options = append(options, name)
+		case commands.LINSTORLevelOptions[k]:
+			free = append(free, k)
 		case strings.HasPrefix(k, "DrbdOptions/"):
 			options = append(options, k)
 		default:
