@@ -179,7 +179,7 @@ func TestLeaseSurvivesAPausedNATSServer(t *testing.T) {
 	time.Sleep(ttl / 2)
 	require.NoError(t, ns.cmd.Process.Signal(syscall.SIGCONT))
 	thawed := time.Now()
-	require.Eventually(t, func() bool { tk, ok := l.Leading(); return ok && tk == token }, ttl, 10*time.Millisecond,
+	require.Eventually(t, func() bool { tk, ok := l.Leading(); return ok && tk == token }, 2*ttl, 10*time.Millisecond,
 		"not acting again with its token after the server thawed")
 	t.Logf("acting again %s after the server thawed (TTL %s)", time.Since(thawed).Round(time.Millisecond), ttl)
 }

@@ -131,9 +131,31 @@ func newSimNodePub(t testing.TB, base, name, host string, hook func(rd, step str
 	}
 	n.rec = rec
 	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	n.cancel = cancel
-	t.Cleanup(cancel)
-	go rec.Run(ctx)
+	// At the end the node stops for good before its directories go: Run has returned
+	// and no snapshot timer fires any more (one would write its state file meanwhile).
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		rec.timersMu.Lock()
+		for k, tm := range rec.timers {
+			tm.Stop()
+			delete(rec.timers, k)
+		}
+		rec.timersMu.Unlock()
+		rec.locksMu.Lock() // a timer that already fired holds its resource's lock while it writes
+		var held []*sync.Mutex
+		for _, m := range rec.locks {
+			held = append(held, m)
+		}
+		rec.locksMu.Unlock()
+		for _, m := range held {
+			m.Lock()
+			m.Unlock() //nolint:staticcheck // waiting for the holder only
+		}
+	})
+	go func() { defer close(done); rec.Run(ctx) }()
 	return n
 }
 

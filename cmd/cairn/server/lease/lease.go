@@ -283,8 +283,15 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 			if ctx.Err() != nil {
 				return // stopping: Run releases the lease (deletes it) right after
 			}
-			l.renewalFailed(cctx, kv, token, err)
-			return
+			adopted, ok := l.renewalFailed(cctx, kv, token, err)
+			if !ok {
+				return
+			}
+			// Our own renewal, stored late: renew from it at once (the validity still
+			// counts from this step's start).
+			if nrev, err = kv.Update(cctx, Key, value(l.opts.Holder, token), adopted); err != nil {
+				return // the next step decides again
+			}
 		}
 		l.mu.Lock()
 		if l.token == token {
@@ -352,11 +359,12 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 // is tried again at the next renewal; meanwhile Leading is false once the last
 // successful renewal is too old, and nobody else can have taken the lease while the
 // entry still holds this serve's revision.
-func (l *Lease) renewalFailed(ctx context.Context, kv jetstream.KeyValue, token uint64, err error) {
+// It returns the adopted revision and true when the entry was this serve's own.
+func (l *Lease) renewalFailed(ctx context.Context, kv jetstream.KeyValue, token uint64, err error) (uint64, bool) {
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		metricChanges.WithLabelValues("renewal_unanswered").Inc()
 		l.opts.Log.Warn().Err(err).Uint64("token", token).Msg("lease renewal unanswered: trying again (not acting until one succeeds)")
-		return
+		return 0, false
 	}
 	if e, gerr := kv.Get(ctx, Key); gerr == nil {
 		if h, t := parseValue(e.Value()); h == l.opts.Holder && t == token {
@@ -366,10 +374,11 @@ func (l *Lease) renewalFailed(ctx context.Context, kv jetstream.KeyValue, token 
 			}
 			l.mu.Unlock()
 			l.opts.Log.Info().Uint64("token", token).Uint64("revision", e.Revision()).Msg("lease: a renewal stored late was this serve's own; renewing from it")
-			return
+			return e.Revision(), true
 		}
 	}
 	l.lose(fmt.Sprintf("renewal failed: %v", err))
+	return 0, false
 }
 
 // checkClock compares how far the bucket's stream leader's wall clock moved between two
