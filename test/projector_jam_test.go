@@ -49,7 +49,9 @@ func TestJunkAndNewerEventsInTheStream(t *testing.T) {
 	// An event a newer cairn wrote: a well-formed envelope, node.added v99.
 	pub("cairn.ev.node.n6", `{"id":"0194f0c2-1111-7000-8000-000000000001","type":"node.added","schema_version":99,"subject":"cairn.ev.node.n6",`+
 		`"occurred_at":"2026-12-02T00:00:00Z","command_id":"future-1","actor":"cairn-v9","payload":{"name":"n6"}}`)
-	notReady := func() string {
+	// notReady waits for /readyz to answer 503 with want in its reason (a serve that is
+	// starting says first that it catches up, then why it stopped).
+	notReady := func(want string) string {
 		var body string
 		require.Eventually(t, func() bool {
 			resp, err := http.Get(s.url("/readyz")) // refused while the serve starts
@@ -59,11 +61,11 @@ func TestJunkAndNewerEventsInTheStream(t *testing.T) {
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
 			body = string(b)
-			return resp.StatusCode == http.StatusServiceUnavailable
-		}, 20*time.Second, 50*time.Millisecond)
+			return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, want)
+		}, 20*time.Second, 50*time.Millisecond, "last: %s", body)
 		return body
 	}
-	body := notReady()
+	body := notReady("node.added v99")
 	require.Contains(t, body, "node.added v99 is newer than this binary knows (v2)")
 	require.Contains(t, body, "seq 4")
 	r, code = cmd("node.add", `{"name":"n7","host":"h7","address":"10.0.0.7"}`)
@@ -79,8 +81,8 @@ func TestJunkAndNewerEventsInTheStream(t *testing.T) {
 	s.cmd = exec.Command(cairnBin, s.args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	require.NoError(t, s.cmd.Start())
-	body = notReady()
-	require.Contains(t, body, "node.added v99")
+	body = notReady("node.added v99")
+	require.Contains(t, body, "newer than this binary knows")
 	// /readyz can answer before the projector's error is logged: wait for the line.
 	require.Eventually(t, func() bool { return strings.Contains(s.log.String(), "serving, not ready") }, 10*time.Second, 20*time.Millisecond, "%s", s.log)
 }
