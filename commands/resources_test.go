@@ -1034,6 +1034,13 @@ func TestCloneClaimsItsTarget(t *testing.T) {
 	refused(t, s, "rd.create", `{"name":"t2"}`, cairn.CodeAlreadyExists, "target of a clone")
 	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"clone-t2","phase":"failed","reason":"test"}`)
 	must(t, s, "rd.create", `{"name":"t2"}`)
+
+	// A target of LINSTOR's 48 characters (a CSI volume name) is taken.
+	long := "pvc-0123456789abcdef0123456789abcdef-0000000001"
+	must(t, s, "rd.clone", `{"resource":"r1","target":"`+long+`"}`)
+	r1 = definition(t, s, "r1")
+	_, ok := r1.Snapshot(commands.CloneSnapshot(long))
+	assert.True(t, ok, "no snapshot %s", commands.CloneSnapshot(long))
 }
 
 // A refusal because a node is offline is confirmed on that node's subject too (the read

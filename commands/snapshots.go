@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
@@ -263,7 +265,17 @@ func (p *resourcePlan) rollback(name string) error {
 var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
 
 // CloneSnapshot is the name of the snapshot rd.clone takes for target.
-func CloneSnapshot(target string) string { return "clone-" + target }
+// It is "clone-<target>", or, where that would pass the 48 characters a snapshot name
+// may have (a target may have LINSTOR's 48 too), "clone-", the first 33 characters of
+// target, "-" and 8 hex digits of target's SHA-256: still one name per target.
+func CloneSnapshot(target string) string {
+	name := "clone-" + target
+	if len(name) <= 48 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(target))
+	return "clone-" + strings.TrimRight(target[:33], "-_") + "-" + hex.EncodeToString(sum[:4])
+}
 
 // clone starts a snapshot of the definition (CloneSnapshot(target)) that the serve
 // holding the lease restores into target once it is taken (rd.restore). Refuses

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/cairn-io/cairn/drbd"
@@ -55,4 +56,18 @@ func TestSnapshotNext(t *testing.T) {
 func withDiskless(s projections.RDSnapshot) projections.RDSnapshot {
 	s.Diskless = []string{"n3"}
 	return s
+}
+
+// A clone's snapshot name stays a valid snapshot name (at most 48 characters) for any
+// target LINSTOR allows (48 characters), and two long targets with one prefix get two
+// names (on the old code a target over 42 characters was refused).
+func TestCloneSnapshotNames(t *testing.T) {
+	assert.Equal(t, "clone-r1c", CloneSnapshot("r1c"))
+	a := CloneSnapshot("pvc-0123456789abcdef0123456789abcdef-0000000001")
+	b := CloneSnapshot("pvc-0123456789abcdef0123456789abcdef-0000000002")
+	assert.NotEqual(t, a, b)
+	for _, n := range []string{a, b, CloneSnapshot(strings.Repeat("x", 42)), CloneSnapshot(strings.Repeat("y", 63))} {
+		assert.LessOrEqual(t, len(n), 48, n)
+		assert.Regexp(t, snapshotName, n)
+	}
 }

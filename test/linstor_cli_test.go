@@ -271,6 +271,16 @@ func TestLinstorCLISession(t *testing.T) {
 	}
 	code, _ = httpJSON(t, "GET", s.url("/cairn/v1/resources/r1/snapshots/nope"), "")
 	assert.Equal(t, 404, code)
+	// linstor-csi's only way to take a snapshot, replayed as golinstor sends it
+	// (client/resource.go ResourceService.CreateSnapshots): one definition is taken as
+	// the CLI's create is; several at one moment are not served yet (501).
+	code, body = httpJSON(t, "POST", s.url("/v1/actions/snapshot/multi"), `{"snapshots":[{"name":"m1","resource_name":"r1"}]}`)
+	require.Equal(t, 201, code, body)
+	assert.Contains(t, body, "successfully created")
+	assert.Contains(t, ok("snapshot", "list"), "m1")
+	ok("snapshot", "delete", "r1", "m1")
+	code, body = httpJSON(t, "POST", s.url("/v1/actions/snapshot/multi"), `{"snapshots":[{"name":"m2","resource_name":"r1"},{"name":"m2","resource_name":"r9"}]}`)
+	assert.Equal(t, 501, code, body)
 	assert.Contains(t, failed("snapshot", "create", "r1", "s1"), "already has a snapshot s1")
 	assert.Contains(t, failed("resource-definition", "delete", "r1"), "has snapshots (s1)")
 

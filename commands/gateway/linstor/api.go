@@ -110,6 +110,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/view/snapshots", a.viewSnapshots)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/snapshots", a.listSnapshots)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshots", a.createSnapshot)
+	mux.HandleFunc("POST /v1/actions/snapshot/multi", a.snapshotMulti)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/snapshots/{snap}", a.getSnapshot)
 	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/snapshots/{snap}", a.deleteSnapshot)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshot-rollback/{snap}", a.rollbackSnapshot)

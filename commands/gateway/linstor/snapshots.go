@@ -139,11 +139,38 @@ var SnapshotWait = 30 * time.Second
 // snapshot is taken (success), failed (an error with the reason) or SnapshotWait passed
 // (a warning: still under way).
 func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("rd")
 	var in Snapshot
 	if !readBody(w, r, &in) {
 		return
 	}
+	a.takeSnapshot(w, r, r.PathValue("rd"), in)
+}
+
+// snapshotMulti maps POST /v1/actions/snapshot/multi, linstor-csi's only way to take a
+// snapshot (golinstor client/resource.go ResourceService.CreateSnapshots: {"snapshots":
+// [{"name", "resource_name"}]}): one definition is taken as POST …/snapshots takes it;
+// several definitions at one moment (a group snapshot) are not served yet (501).
+func (a *API) snapshotMulti(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Snapshots []Snapshot `json:"snapshots"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	switch len(in.Snapshots) {
+	case 0:
+		writeFailure(w, opCreate, objSnapshot, cairn.InvalidField("snapshots", "snapshots must name one snapshot"))
+	case 1:
+		a.takeSnapshot(w, r, in.Snapshots[0].ResourceName, in.Snapshots[0])
+	default:
+		e := rc(maskError, opCreate, objSnapshot, codeImplError, fmt.Sprintf("Cairn does not take snapshots of %d resource definitions at one moment yet; take them one at a time", len(in.Snapshots)))
+		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
+	}
+}
+
+// takeSnapshot starts rd.snapshot of definition name and answers once it is taken,
+// failed, or still under way after SnapshotWait (a warning).
+func (a *API) takeSnapshot(w http.ResponseWriter, r *http.Request, name string, in Snapshot) {
 	if len(in.Nodes) > 0 {
 		writeFailure(w, opCreate, objSnapshot, cairn.InvalidField("nodes", "Cairn snapshots every disk of %s; a subset of nodes is not chosen", name))
 		return
