@@ -342,6 +342,39 @@ func ClonesDue(rd projections.ResourceDefinition, exists func(string) bool) []Sn
 	return out
 }
 
+// CloneCleanupDue returns the clone snapshots of src to delete now: restored once into
+// their target (Cloned), and either the target is gone, or every disk of it that starts
+// from the snapshot reports its desired state carried out at its incarnation (its
+// backing volume was made from the snapshot). A source with a disk on ZFS keeps them
+// (a ZFS clone depends on its snapshot). target returns a definition and its replicas'
+// latest reports.
+func CloneCleanupDue(src projections.ResourceDefinition, target func(name string) (projections.ResourceDefinition, bool, map[string]drbd.Status)) []string {
+	if src.OnZFS() {
+		return nil
+	}
+	var out []string
+	for _, s := range src.Snapshots {
+		if s.CloneTo == "" || !s.Cloned {
+			continue
+		}
+		rd, exists, statuses := target(s.CloneTo)
+		done := true
+		for _, r := range rd.Replicas {
+			if !exists || r.RestoreFrom == nil || r.RestoreFrom.Resource != src.Name || r.RestoreFrom.Snapshot != s.Name {
+				continue
+			}
+			st, ok := statuses[r.Node]
+			if !ok || st.Phase != drbd.PhaseApplied || st.Incarnation != r.Incarnation {
+				done = false
+			}
+		}
+		if done {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
 // SnapshotNext decides, from the latest report of every node of a snapshot under way
 // (its disks' nodes and its diskless ones), what comes next: "take" once all report I/O
 // suspended, "taken" once all report it taken (each still holding I/O suspended: none

@@ -71,3 +71,44 @@ func TestCloneSnapshotNames(t *testing.T) {
 		assert.Regexp(t, snapshotName, n)
 	}
 }
+
+// A clone's snapshot is due for deletion once every disk restored from it reports its
+// desired state carried out at its incarnation, or its target is gone; never before,
+// never a snapshot not yet restored, never on ZFS.
+func TestCloneCleanupDue(t *testing.T) {
+	ref := &drbd.SnapshotRef{Resource: "r1", Snapshot: "clone-t1"}
+	src := projections.ResourceDefinition{Name: "r1",
+		Replicas:  []projections.Replica{{Node: "n1", Provider: "file_thin"}, {Node: "n2", Provider: "file_thin"}},
+		Snapshots: []projections.RDSnapshot{{Name: "clone-t1", CloneTo: "t1", Cloned: true}, {Name: "clone-t2", CloneTo: "t2"}, {Name: "s1"}}}
+	target := projections.ResourceDefinition{Name: "t1", Replicas: []projections.Replica{
+		{Node: "n1", RestoreFrom: ref, Incarnation: 7}, {Node: "n2", RestoreFrom: ref, Incarnation: 8}, {Node: "n3", Diskless: true, Incarnation: 9}}}
+	applied := func(inc uint64) drbd.Status { return drbd.Status{Phase: drbd.PhaseApplied, Incarnation: inc} }
+	for _, c := range []struct {
+		name     string
+		exists   bool
+		statuses map[string]drbd.Status
+		want     []string
+	}{
+		{"one disk not yet restored", true, map[string]drbd.Status{"n1": applied(7)}, nil},
+		{"one disk at an older incarnation", true, map[string]drbd.Status{"n1": applied(7), "n2": applied(3)}, nil},
+		{"one disk failed", true, map[string]drbd.Status{"n1": applied(7), "n2": {Phase: drbd.PhaseFailed, Incarnation: 8}}, nil},
+		{"every restored disk carried out", true, map[string]drbd.Status{"n1": applied(7), "n2": applied(8)}, []string{"clone-t1"}},
+		{"the target is gone", false, nil, []string{"clone-t1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := CloneCleanupDue(src, func(name string) (projections.ResourceDefinition, bool, map[string]drbd.Status) {
+				assert.Equal(t, "t1", name)
+				if !c.exists {
+					return projections.ResourceDefinition{}, false, nil
+				}
+				return target, true, c.statuses
+			})
+			assert.Equal(t, c.want, got)
+		})
+	}
+	zfs := src
+	zfs.Replicas = []projections.Replica{{Node: "n1", Provider: "zfs"}}
+	assert.Empty(t, CloneCleanupDue(zfs, func(string) (projections.ResourceDefinition, bool, map[string]drbd.Status) {
+		return projections.ResourceDefinition{}, false, nil
+	}), "a ZFS clone depends on its snapshot")
+}

@@ -724,7 +724,10 @@ func releaseTargetClaim(t *tx, name, rd, snap string) error {
 }
 
 // markCloned records that the clone snapshot snap of rd was restored into target (on
-// the source as it is: no desired state of the source changes).
+// the source as it is: no desired state of the source changes). The snapshot stays in
+// the under-way index until it is deleted, so that the lease holder's sweep deletes it
+// once every restored disk was made from it (commands.CloneCleanupDue), unless the
+// source has a disk on ZFS, where the clone depends on the snapshot for good.
 func markCloned(t *tx, rd, snap, target string) error {
 	var src ResourceDefinition
 	if ok, err := getJSON(t, rdKey(rd), &src); err != nil || !ok {
@@ -735,7 +738,20 @@ func markCloned(t *tx, rd, snap, target string) error {
 		return nil
 	}
 	s.Cloned = true
+	if !src.OnZFS() {
+		t.mark(snapshotUnderWayKey(rd, snap))
+	}
 	return t.put(rdKey(rd), src)
+}
+
+// OnZFS reports whether a disk of the definition is on a ZFS provider (zfs, zfs_thin).
+func (rd *ResourceDefinition) OnZFS() bool {
+	for _, r := range rd.Replicas {
+		if !r.Diskless && (r.Provider == backing.ProviderZFS || r.Provider == backing.ProviderZFSThin) {
+			return true
+		}
+	}
+	return false
 }
 
 // TargetClaim returns the claim of a clone on definition name, if one holds.

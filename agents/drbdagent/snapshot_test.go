@@ -180,15 +180,25 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 		})
 	}
 
-	// Clone: a snapshot the serve restores into r3 once it is taken.
+	// Clone: a snapshot the serve restores into r3 once it is taken, and deletes once
+	// every disk of r3 was made from it (no snapshot left behind, as LINSTOR's clone).
 	submit(t, s, "rd.clone", `{"resource":"r1","target":"r3"}`)
 	waitApplied(t, s, "r3", map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
-	if clone, ok := snapshotOf(t, s, "r1", "clone-r3"); !ok || clone.Phase != projections.SnapshotTaken || clone.CloneTo != "r3" {
-		t.Errorf("the clone's snapshot: %+v", clone)
+	eventually(t, "the clone's snapshot deleted once r3 is restored", 30*time.Second, func() (bool, string) {
+		clone, ok := snapshotOf(t, s, "r1", "clone-r3")
+		return !ok, js(clone)
+	})
+	for _, n := range []string{"n1", "n2", "n3"} {
+		eventually(t, n+" removed the clone's snapshot file", 30*time.Second, func() (bool, string) {
+			_, err := os.Stat(snapFile(n, "clone-r3"))
+			return os.IsNotExist(err), fmt.Sprint(err)
+		})
+		if b, err := os.ReadFile(filepath.Join(nodes[n].root, "var/lib/cairn/thin", "r3_00000.img")); err != nil || !strings.HasPrefix(string(b), "before the snapshot") {
+			t.Errorf("%s's r3 does not hold r1's data after the clone's snapshot went: %v", n, err)
+		}
 	}
 	refusedCmd(t, s, "rd.clone", `{"resource":"r1","target":"r3"}`, "already exists")
 	submit(t, s, "rd.delete", `{"name":"r3"}`)
-	submit(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"clone-r3"}`)
 
 	submit(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)
 	submit(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"s2"}`)

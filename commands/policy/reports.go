@@ -85,6 +85,22 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request,
 		out = append(out, commands.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
 			CommandID: fmt.Sprintf("clone-%s-%s-%s", c.Resource, c.Snapshot, c.Target)})
 	}
+	// A clone's snapshot goes once its target's disks were made from it (LINSTOR's clone
+	// leaves none behind; every CSI clone would otherwise leak one).
+	target := func(name string) (projections.ResourceDefinition, bool, map[string]drbd.Status) {
+		t, ok, err := v.ResourceDefinition(name)
+		if err != nil || !ok {
+			return t, false, nil
+		}
+		st, _ := v.ResourceStatus(name)
+		return t, true, st
+	}
+	for _, snap := range commands.CloneCleanupDue(rd, target) {
+		s, _ := rd.Snapshot(snap)
+		body, _ := json.Marshal(map[string]string{"resource": rd.Name, "name": snap})
+		out = append(out, commands.Request{Verb: "rd.snapshot-delete", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
+			CommandID: fmt.Sprintf("clone-done-%s-%s-%d", rd.Name, snap, s.StartedSeq)})
+	}
 	for _, s := range rd.Snapshots {
 		phase, reason, ok := commands.SnapshotNext(s, statuses)
 		if !ok {

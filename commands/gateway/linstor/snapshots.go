@@ -208,11 +208,24 @@ func (a *API) takeSnapshot(w http.ResponseWriter, r *http.Request, name string, 
 	}
 }
 
-// deleteSnapshot maps to rd.snapshot-delete.
+// deleteSnapshot maps to rd.snapshot-delete; a snapshot that is not there answers 200
+// with WARN_NOT_FOUND, as a missing resource's delete does (a clone's snapshot, for one,
+// goes by itself once the clone is restored).
 func (a *API) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	name, snap := r.PathValue("rd"), r.PathValue("snap")
-	a.commit(w, r, "rd.snapshot-delete", map[string]any{"resource": name, "name": snap}, opDelete, objSnapshot,
-		fmt.Sprintf("Snapshot '%s' of resource '%s' deleted.", snap, name), map[string]string{"RscDfn": name, "SnapshotName": snap})
+	refs := map[string]string{"RscDfn": name, "SnapshotName": snap}
+	reply, err := a.command(r, "rd.snapshot-delete", map[string]any{"resource": name, "name": snap})
+	if cairn.ErrorCode(err) == cairn.CodeNotFound {
+		e := rc(maskWarn, opDelete, objSnapshot, codeWarnNotFound, "Snapshot '"+snap+"' of resource '"+name+"' not found.")
+		e.Details, e.ObjRefs = cairn.AsError(err).Message, refs
+		writeResults(w, []ApiCallRc{e})
+		return
+	}
+	if err != nil {
+		writeFailure(w, opDelete, objSnapshot, err)
+		return
+	}
+	writeResults(w, results(success(opDelete, objSnapshot, fmt.Sprintf("Snapshot '%s' of resource '%s' deleted.", snap, name), refs), reply, opDelete, objSnapshot))
 }
 
 // rollbackSnapshot maps LINSTOR's snapshot rollback to rd.rollback (the latest
