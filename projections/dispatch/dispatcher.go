@@ -85,9 +85,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}
 	if token, ok := d.fence(); ok && token != 0 {
-		wctx, stopWatch := context.WithCancel(ctx)
-		defer stopWatch()
-		go d.watchDeposed(wctx, token)
+		// The watch starts before the first publish (and looks a little back): a late
+		// message stored right after the lease changed hands is not missed.
+		if cons, err := d.deposedConsumer(ctx); err != nil {
+			d.Log.Warn().Err(err).Msg("watching for a deposed leader's desired state: no consumer")
+		} else {
+			wctx, stopWatch := context.WithCancel(ctx)
+			defer stopWatch()
+			go d.watchDeposed(wctx, token, cons)
+		}
 	}
 	for ctx.Err() == nil {
 		seen := d.Projector.Queued()
@@ -171,21 +177,11 @@ func newRound(v *projections.View) (*round, error) {
 // deposed leader's publish that landed late, after this serve took over) gets its
 // subject published again from the current views, with token, once the views are at
 // least at the message's revision (Cairn-Revision: never older than what it replaces).
-// It reads the headers of the nodes stream from when Run started (right after the lease
-// was taken) until ctx ends (the lease is lost). Agents drop such a message anyway (they
+// It reads the headers of the nodes stream (cons: from shortly before Run started, right
+// after the lease was taken) until ctx ends (the lease is lost). Agents drop such a message anyway (they
 // fence by token); this makes the stream agree, so an agent that starts without its
 // revision marks takes the right one.
-func (d *Dispatcher) watchDeposed(ctx context.Context, token uint64) {
-	st, err := d.JS.Stream(ctx, d.Names.NodesStream())
-	if err != nil {
-		d.Log.Warn().Err(err).Msg("watching for a deposed leader's desired state: stream unreadable")
-		return
-	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true, DeliverPolicy: jetstream.DeliverNewPolicy})
-	if err != nil {
-		d.Log.Warn().Err(err).Msg("watching for a deposed leader's desired state: no consumer")
-		return
-	}
+func (d *Dispatcher) watchDeposed(ctx context.Context, token uint64, cons jetstream.Consumer) {
 	var mu sync.Mutex
 	stale := map[projections.OutboxEntry]uint64{} // the late message's revision
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -241,6 +237,24 @@ func (d *Dispatcher) watchDeposed(ctx context.Context, token uint64) {
 		metricRepublished.Add(float64(len(entries)))
 		d.Log.Warn().Int("subjects", len(entries)).Msg("a deposed leader's desired state landed after the handover: published again from the views")
 	}
+}
+
+// deposedLookback is how far before Run started watchDeposed reads the nodes stream:
+// a deposed leader's message stored between the handover and Run's start is seen too
+// (a message of the old leader from before the handover it republishes from views at
+// least as new: harmless).
+const deposedLookback = 2 * time.Second
+
+// deposedConsumer is watchDeposed's consumer: the nodes stream's headers from
+// deposedLookback ago on.
+func (d *Dispatcher) deposedConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	st, err := d.JS.Stream(ctx, d.Names.NodesStream())
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now().Add(-deposedLookback)
+	return st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true,
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start})
 }
 
 // republish publishes entries from the current views (under the fence).
