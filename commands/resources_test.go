@@ -1048,15 +1048,7 @@ func TestCloneClaimsItsTarget(t *testing.T) {
 // node's return has not arrived yet, the confirmation sees the node moved and decides
 // again instead of refusing on stale state.
 func TestOfflineRefusalsReadTheNode(t *testing.T) {
-	s := servertest.Start(t)
-	drbdCluster(t, s, 3, 1<<30)
-	must(t, s, "rd.create", `{"name":"r1"}`)
-	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
-	must(t, s, "replica.add", `{"resource":"r1","node":"n1","storage_pool":"thin"}`)
-	must(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
-	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"take"}`)
-	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
-	must(t, s, "node.set-state", `{"name":"n1","state":"offline"}`)
+	s := takenSnapshotOfflineNode(t)
 	names := events.NewNames("")
 	for _, c := range []struct{ verb, body string }{
 		{"rd.snapshot", `{"resource":"r1","name":"s2"}`},
@@ -1081,15 +1073,7 @@ func TestOfflineRefusalsReadTheNode(t *testing.T) {
 // while a node was offline restores once it is back (on the old code the cached refusal
 // came back for the reply TTL, 15 minutes). A client's refusal is still remembered.
 func TestPolicyRefusalsAreNotRemembered(t *testing.T) {
-	s := servertest.Start(t)
-	drbdCluster(t, s, 3, 1<<30)
-	must(t, s, "rd.create", `{"name":"r1"}`)
-	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
-	must(t, s, "replica.add", `{"resource":"r1","node":"n1","storage_pool":"thin"}`)
-	must(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
-	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"take"}`)
-	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
-	must(t, s, "node.set-state", `{"name":"n1","state":"offline"}`)
+	s := takenSnapshotOfflineNode(t)
 	send := func(forget bool, id string) commands.Reply {
 		return s.Admission.Submit(context.Background(), commands.Request{Verb: "rd.restore", Actor: "serve:snapshots", CommandID: id,
 			Body: []byte(`{"resource":"r1","snapshot":"s1","target":"t1"}`), ForgetRefusals: forget})
@@ -1136,4 +1120,20 @@ func TestLINSTORLevelOptionsAreProperties(t *testing.T) {
 	must(t, s, "rd.create", `{"name":"r1","properties":{"DrbdOptions/ExactSize":"yes","Aux/x":"1"}}`)
 	assert.Equal(t, map[string]string{"DrbdOptions/ExactSize": "yes", "Aux/x": "1"}, definition(t, s, "r1").Properties)
 	refused(t, s, "rd.create", `{"name":"r2","properties":{"DrbdOptions/Net/protocol":"C"}}`, cairn.CodeInvalidArgument, "is a DRBD option")
+}
+
+// takenSnapshotOfflineNode starts a serve with three nodes and r1 (one disk, on n1) with a
+// taken snapshot s1, and n1 offline.
+func takenSnapshotOfflineNode(t *testing.T) *server.Server {
+	t.Helper()
+	s := servertest.Start(t)
+	drbdCluster(t, s, 3, 1<<30)
+	must(t, s, "rd.create", `{"name":"r1"}`)
+	must(t, s, "vd.create", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	must(t, s, "replica.add", `{"resource":"r1","node":"n1","storage_pool":"thin"}`)
+	must(t, s, "rd.snapshot", `{"resource":"r1","name":"s1"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"take"}`)
+	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
+	must(t, s, "node.set-state", `{"name":"n1","state":"offline"}`)
+	return s
 }

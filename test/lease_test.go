@@ -25,12 +25,7 @@ import (
 // set-ttl` refuses while a serve holds the lease, changes it once every serve is
 // stopped, and then a serve with the new TTL starts.
 func TestServesRefuseMixedLeaseTTLs(t *testing.T) {
-	addr := freeAddr(t)
-	host, port, _ := strings.Cut(addr, ":")
-	ns := &natsNode{t: t, name: "ns1", url: "nats://" + addr,
-		args: []string{"-n", "ns1", "-a", host, "-p", port, "-js", "-sd", filepath.Join(t.TempDir(), "ns1")}}
-	ns.start()
-	t.Cleanup(ns.kill9)
+	ns := singleNATS(t)
 	require.Eventually(t, func() bool { _, code := run(t, "lease", "--help"); return code == 0 }, 5*time.Second, 50*time.Millisecond)
 
 	serveWith := func(name, ttl string) *serve {
@@ -89,12 +84,7 @@ func TestServeRefusesAnOldNATSServer(t *testing.T) {
 // frozen serve, thawed, does not act again (its validity ran out on its monotonic clock
 // while it was stopped, and its next renewal finds the lease taken) and says so.
 func TestLeaseHolderPausedPastTheTTL(t *testing.T) {
-	addr := freeAddr(t)
-	host, port, _ := strings.Cut(addr, ":")
-	ns := &natsNode{t: t, name: "ns1", url: "nats://" + addr,
-		args: []string{"-n", "ns1", "-a", host, "-p", port, "-js", "-sd", filepath.Join(t.TempDir(), "ns1")}}
-	ns.start()
-	t.Cleanup(ns.kill9)
+	ns := singleNATS(t)
 	serveWith := func(name string) *serve {
 		s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
 		s.args = []string{"serve", "--data", s.data, "--nats", ns.url, "--http", s.httpAddr, "--name", name, "--lease-ttl", "2s"}
@@ -150,12 +140,7 @@ func TestLeaseHolderPausedPastTheTTL(t *testing.T) {
 // unanswered renewal gave the lease up, and the entry it had written kept everyone out
 // for a whole TTL before a new token).
 func TestLeaseSurvivesAPausedNATSServer(t *testing.T) {
-	addr := freeAddr(t)
-	host, port, _ := strings.Cut(addr, ":")
-	ns := &natsNode{t: t, name: "ns1", url: "nats://" + addr,
-		args: []string{"-n", "ns1", "-a", host, "-p", port, "-js", "-sd", filepath.Join(t.TempDir(), "ns1")}}
-	ns.start()
-	t.Cleanup(ns.kill9)
+	ns := singleNATS(t)
 	var nc *nats.Conn
 	require.Eventually(t, func() bool {
 		var err error
@@ -182,4 +167,17 @@ func TestLeaseSurvivesAPausedNATSServer(t *testing.T) {
 	require.Eventually(t, func() bool { tk, ok := l.Leading(); return ok && tk == token }, 2*ttl, 10*time.Millisecond,
 		"not acting again with its token after the server thawed")
 	t.Logf("acting again %s after the server thawed (TTL %s)", time.Since(thawed).Round(time.Millisecond), ttl)
+}
+
+// singleNATS runs one real nats-server process with JetStream on a free port until the
+// test ends.
+func singleNATS(t *testing.T) *natsNode {
+	t.Helper()
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	ns := &natsNode{t: t, name: "ns1", url: "nats://" + addr,
+		args: []string{"-n", "ns1", "-a", host, "-p", port, "-js", "-sd", filepath.Join(t.TempDir(), "ns1")}}
+	ns.start()
+	t.Cleanup(ns.kill9)
+	return ns
 }

@@ -181,26 +181,14 @@ func TestFenceIsCheckedPerBatch(t *testing.T) {
 }
 
 func testRoundLargerThanOneBatch(t *testing.T, loseAfterFirst bool) {
-	js := testtools.JetStream(t)
-	ctx := context.Background()
-	names := events.NewNames("")
-	require.NoError(t, events.EnsureStreams(ctx, js, names, events.StreamOptions{}))
-
-	db, err := projections.Open(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
+	f := newFixture(t)
+	js, names, db, add, ctx := f.js, f.names, f.db, f.add, context.Background()
 	const pools = 1500
-	var evs []events.Event
-	add := func(subject string, p events.Payload) {
-		env := events.Envelope{ID: fmt.Sprint(len(evs)), Type: p.EventType(), SchemaVersion: 1, Subject: subject,
-			OccurredAt: time.Now(), CommandID: fmt.Sprint("c", len(evs)), Actor: "test"}
-		evs = append(evs, events.Event{Seq: uint64(len(evs) + 1), Envelope: env, Data: p})
-	}
 	add(names.Event("node", "n1"), &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: events.RoleStorage})
 	for i := range pools {
 		add(names.Event("node", "n1"), &events.StoragePoolCreated{Node: "n1", Name: fmt.Sprintf("p%04d", i), Provider: "file_thin", Pool: "/var/lib/cairn"})
 	}
-	require.NoError(t, db.Fold(names, evs))
+	f.fold(t)
 
 	d := &dispatch.Dispatcher{DB: db, JS: js, Names: names, BatchSize: 2 * pools}
 	if loseAfterFirst {
@@ -237,20 +225,9 @@ func testRoundLargerThanOneBatch(t *testing.T, loseAfterFirst bool) {
 // old code it went out after the whole backlog, seconds later at scale), and the
 // pool's other node gets an empty message (nothing to import).
 func TestPoolGrantsGoFirst(t *testing.T) {
-	js := testtools.JetStream(t)
-	ctx := context.Background()
-	names := events.NewNames("")
-	require.NoError(t, events.EnsureStreams(ctx, js, names, events.StreamOptions{}))
-	db, err := projections.Open(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
+	f := newFixture(t)
+	js, names, db, add, ctx := f.js, f.names, f.db, f.add, context.Background()
 	const pools = 1500
-	var evs []events.Event
-	add := func(subject string, p events.Payload) {
-		env := events.Envelope{ID: fmt.Sprint(len(evs)), Type: p.EventType(), SchemaVersion: 1, Subject: subject,
-			OccurredAt: time.Now(), CommandID: fmt.Sprint("c", len(evs)), Actor: "test"}
-		evs = append(evs, events.Event{Seq: uint64(len(evs) + 1), Envelope: env, Data: p})
-	}
 	for _, n := range []string{"n1", "n2"} {
 		add(names.Event("node", n), &events.NodeAdded{Name: n, Host: "h" + n, Address: "10.0.0.1", Role: events.RoleStorage})
 	}
@@ -259,7 +236,7 @@ func TestPoolGrantsGoFirst(t *testing.T) {
 	}
 	add(names.Event("pool", "tank"), &events.PoolCreated{Name: "tank", Devices: []string{"/dev/disk/by-id/d1"}, Nodes: []string{"n1", "n2"}})
 	add(names.Event("pool", "tank"), &events.PoolImportGranted{Pool: "tank", Node: "n2", Reason: "test"})
-	require.NoError(t, db.Fold(names, evs))
+	f.fold(t)
 	proj, err := projections.NewProjector(db, js, names, zerolog.Nop())
 	require.NoError(t, err)
 	d := &dispatch.Dispatcher{DB: db, JS: js, Names: names, Projector: proj, Fence: func() (uint64, bool) { return 3, true }}
@@ -290,22 +267,11 @@ func TestPoolGrantsGoFirst(t *testing.T) {
 // subject again from its views, with its own token (on the old code the stream's latest
 // went back until the subject changed again).
 func TestDeposedLeadersLateDesiredStateIsOverwritten(t *testing.T) {
-	js := testtools.JetStream(t)
-	ctx := context.Background()
-	names := events.NewNames("")
-	require.NoError(t, events.EnsureStreams(ctx, js, names, events.StreamOptions{}))
-	db, err := projections.Open(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	env := func(seq uint64, subject string, p events.Payload) events.Event {
-		e := events.Envelope{ID: fmt.Sprint(seq), Type: p.EventType(), SchemaVersion: 1, Subject: subject,
-			OccurredAt: time.Now(), CommandID: fmt.Sprint("c", seq), Actor: "test"}
-		return events.Event{Seq: seq, Envelope: e, Data: p}
-	}
-	require.NoError(t, db.Fold(names, []events.Event{
-		env(1, names.Event("node", "n1"), &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: events.RoleStorage}),
-		env(2, names.Event("node", "n1"), &events.StoragePoolCreated{Node: "n1", Name: "thin", Provider: "file_thin", Pool: "/var/lib/cairn"}),
-	}))
+	f := newFixture(t)
+	js, names, db, ctx := f.js, f.names, f.db, context.Background()
+	f.add(names.Event("node", "n1"), &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: events.RoleStorage})
+	f.add(names.Event("node", "n1"), &events.StoragePoolCreated{Node: "n1", Name: "thin", Provider: "file_thin", Pool: "/var/lib/cairn"})
+	f.fold(t)
 	proj, err := projections.NewProjector(db, js, names, zerolog.Nop())
 	require.NoError(t, err)
 	d := &dispatch.Dispatcher{DB: db, JS: js, Names: names, Projector: proj, Fence: func() (uint64, bool) { return 9, true }}
@@ -346,4 +312,36 @@ func TestDeposedLeadersLateDesiredStateIsOverwritten(t *testing.T) {
 	m := latest()
 	require.NotNil(t, m)
 	assert.Equal(t, `{"deposed":"ahead"}`, string(m.Data), "replaced by a rendering older than what it replaced")
+}
+
+// fixture is a JetStream with Cairn's streams, empty views and a history being built:
+// add appends an event on subject (sequence and ids in order), fold folds it into the
+// views.
+type fixture struct {
+	js    jetstream.JetStream
+	names events.Names
+	db    *projections.DB
+	evs   []events.Event
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{js: testtools.JetStream(t), names: events.NewNames("")}
+	require.NoError(t, events.EnsureStreams(context.Background(), f.js, f.names, events.StreamOptions{}))
+	db, err := projections.Open(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	f.db = db
+	return f
+}
+
+func (f *fixture) add(subject string, p events.Payload) {
+	env := events.Envelope{ID: fmt.Sprint(len(f.evs)), Type: p.EventType(), SchemaVersion: 1, Subject: subject,
+		OccurredAt: time.Now(), CommandID: fmt.Sprint("c", len(f.evs)), Actor: "test"}
+	f.evs = append(f.evs, events.Event{Seq: uint64(len(f.evs) + 1), Envelope: env, Data: p})
+}
+
+func (f *fixture) fold(t *testing.T) {
+	t.Helper()
+	require.NoError(t, f.db.Fold(f.names, f.evs))
 }

@@ -222,21 +222,8 @@ func TestOwnBucketTakesTheNewTTL(t *testing.T) {
 // code one late renewal gave the lease up, and the serve waited out the TTL for a new
 // token.
 func TestALateRenewalDoesNotGiveTheLeaseUp(t *testing.T) {
-	url := startNATS(t)
-	var skew atomic.Int64
-	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	nc, err := nats.Connect(url)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
 	const ttl = 2 * time.Second
-	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "a", TTL: ttl, Now: clock, Log: zerolog.Nop()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	require.Eventually(t, func() bool { _, ok := l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
+	l, skew := skewedHolder(t, ttl)
 	token, _ := l.Leading()
 	skew.Store(int64(ttl)) // as if the renewals had stalled for a TTL
 	_, ok := l.Leading()
@@ -252,23 +239,31 @@ func TestALateRenewalDoesNotGiveTheLeaseUp(t *testing.T) {
 // clock stepped forward against it), the step is reported in Info (GET
 // /cairn/v1/leader's clock_step_ms) and the metric.
 func TestLeaseReportsAClockStep(t *testing.T) {
+	l, skew := skewedHolder(t, 2*time.Second)
+	time.Sleep(time.Second) // a few renewals without a step
+	assert.Zero(t, l.Info().ClockStepMS, "a step reported while the clocks agree")
+	skew.Store(int64(-1500 * time.Millisecond))
+	require.Eventually(t, func() bool { return l.Info().ClockStepMS >= 1400 }, 3*time.Second, 10*time.Millisecond)
+	assert.Less(t, l.Info().ClockStepMS, int64(1700))
+}
+
+// skewedHolder runs a lease holder on an embedded server whose clock runs skew ahead of
+// time.Now, and waits until it leads.
+func skewedHolder(t *testing.T, ttl time.Duration) (*lease.Lease, *atomic.Int64) {
+	t.Helper()
 	url := startNATS(t)
-	var skew atomic.Int64
+	skew := new(atomic.Int64)
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	nc, err := nats.Connect(url)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "a", TTL: 2 * time.Second, Now: clock, Log: zerolog.Nop()})
+	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "a", TTL: ttl, Now: clock, Log: zerolog.Nop()})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	require.Eventually(t, func() bool { _, ok := l.Leading(); return ok }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(time.Second) // a few renewals without a step
-	assert.Zero(t, l.Info().ClockStepMS, "a step reported while the clocks agree")
-	skew.Store(int64(-1500 * time.Millisecond))
-	require.Eventually(t, func() bool { return l.Info().ClockStepMS >= 1400 }, 3*time.Second, 10*time.Millisecond)
-	assert.Less(t, l.Info().ClockStepMS, int64(1700))
+	require.Eventually(t, func() bool { _, ok := l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
+	return l, skew
 }
