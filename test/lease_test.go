@@ -150,7 +150,10 @@ func TestLeaseSurvivesAPausedNATSServer(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	const ttl = 2 * time.Second
+	// The pause must stay shorter than the TTL (past it the entry expires on the servers
+	// and a new token is right): the holder stops acting at most TTL/2 after its last
+	// renewal, and the server thaws as soon as it has.
+	const ttl = 4 * time.Second
 	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: "a", TTL: ttl, Log: zerolog.Nop()})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -160,13 +163,14 @@ func TestLeaseSurvivesAPausedNATSServer(t *testing.T) {
 	token, _ := l.Leading()
 
 	require.NoError(t, ns.cmd.Process.Signal(syscall.SIGSTOP))
-	require.Eventually(t, func() bool { _, ok := l.Leading(); return !ok }, 5*time.Second, 10*time.Millisecond, "acting while its renewals go unanswered")
-	time.Sleep(ttl / 2)
+	stopped := time.Now()
+	require.Eventually(t, func() bool { _, ok := l.Leading(); return !ok }, ttl, 5*time.Millisecond, "acting while its renewals go unanswered")
 	require.NoError(t, ns.cmd.Process.Signal(syscall.SIGCONT))
+	paused := time.Since(stopped)
 	thawed := time.Now()
 	require.Eventually(t, func() bool { tk, ok := l.Leading(); return ok && tk == token }, 2*ttl, 10*time.Millisecond,
 		"not acting again with its token after the server thawed")
-	t.Logf("acting again %s after the server thawed (TTL %s)", time.Since(thawed).Round(time.Millisecond), ttl)
+	t.Logf("server paused %s; acting again %s after it thawed (TTL %s)", paused.Round(time.Millisecond), time.Since(thawed).Round(time.Millisecond), ttl)
 }
 
 // singleNATS runs one real nats-server process with JetStream on a free port until the
