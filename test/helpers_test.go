@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -120,6 +121,8 @@ func storedCommands(t *testing.T, args ...string) map[string][]uint64 {
 
 func (s *serve) start() {
 	s.t.Helper()
+	rebinds := 0
+launch:
 	s.log = &syncBuffer{}
 	s.cmd = exec.Command(cairnBin, s.args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -128,13 +131,22 @@ func (s *serve) start() {
 	}
 	// Readiness only: with --tls-cert the probe speaks HTTPS without checking the
 	// certificate (the tests that use TLS check it themselves).
-	probe, readyz := http.DefaultClient, s.url("/readyz")
+	probe, readyz := &http.Client{Timeout: time.Second}, s.url("/readyz")
 	if slices.Contains(s.args, "--tls-cert") {
-		probe = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		probe = &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 		readyz = "https://" + s.httpAddr + "/readyz"
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
+		// A port freeAddr handed out can be taken by another process before the serve
+		// binds it (parallel test packages): take new ones and start again.
+		if rebinds < 3 && strings.Contains(s.log.String(), "address already in use") {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+			rebinds++
+			s.rebind()
+			goto launch
+		}
 		resp, err := probe.Get(readyz)
 		if err == nil {
 			resp.Body.Close()
@@ -148,6 +160,20 @@ func (s *serve) start() {
 }
 
 func (s *serve) url(path string) string { return "http://" + s.httpAddr + path }
+
+// rebind gives the serve new HTTP and NATS listen addresses (in its arguments too).
+func (s *serve) rebind() {
+	for _, addr := range []*string{&s.httpAddr, &s.natsAddr} {
+		if *addr == "" {
+			continue
+		}
+		next := freeAddr(s.t)
+		for i, a := range s.args {
+			s.args[i] = strings.ReplaceAll(a, *addr, next)
+		}
+		*addr = next
+	}
+}
 
 // stayedOnline waits for the watchdog to complete six more liveness checks (it checks
 // every timeout/4, so they span more than a heartbeat timeout: a node whose heartbeats
@@ -345,4 +371,20 @@ func (s *syncBuffer) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.b.Reset()
+}
+
+// The harness survives a port taken between freeAddr and the serve's bind (another
+// test package's process took it): the serve starts on new ones.
+func TestServeStartRebindsATakenPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	taken := l.Addr().String()
+	data := t.TempDir()
+	s := &serve{t: t, data: data, natsAddr: freeAddr(t), httpAddr: taken}
+	s.args = []string{"serve", "--data", data, "--nats-listen", s.natsAddr, "--http", s.httpAddr}
+	s.run("")
+	assert.NotEqual(t, taken, s.httpAddr)
+	status, _ := httpJSON(t, "GET", s.url("/readyz"), "")
+	assert.Equal(t, 200, status)
 }
