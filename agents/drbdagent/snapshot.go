@@ -228,35 +228,25 @@ func (r *Reconciler) release(ctx context.Context, rd string, minors []int, ss *S
 
 // armResume makes sure a timer resumes rd's I/O for snapshot name after d, unless the
 // snapshot is no longer held by then.
-func (r *Reconciler) armResume(rd, name string, d time.Duration) {
-	key := rd + "@" + name
-	r.timersMu.Lock()
-	defer r.timersMu.Unlock()
-	if r.timers[key] != nil {
-		return
-	}
-	r.timers[key] = time.AfterFunc(d, func() {
-		r.timersMu.Lock()
-		delete(r.timers, key)
-		r.timersMu.Unlock()
-		r.expire(rd, name)
-	})
-}
+func (r *Reconciler) armResume(rd, name string, d time.Duration) { r.arm(rd, name, name, d) }
 
 // retryResume arms a timer that releases every held snapshot of rd past its bound
 // after resumeRetry.
-func (r *Reconciler) retryResume(rd string) {
-	key := rd + "@retry"
+func (r *Reconciler) retryResume(rd string) { r.arm(rd, "#retry", "", resumeRetry) } // "#": no snapshot name
+
+// arm makes sure one timer (rd, key) runs expire(rd, name) after d.
+func (r *Reconciler) arm(rd, key, name string, d time.Duration) {
+	k := rd + "@" + key
 	r.timersMu.Lock()
 	defer r.timersMu.Unlock()
-	if r.timers[key] != nil {
+	if r.timers[k] != nil {
 		return
 	}
-	r.timers[key] = time.AfterFunc(resumeRetry, func() {
+	r.timers[k] = time.AfterFunc(d, func() {
 		r.timersMu.Lock()
-		delete(r.timers, key)
+		delete(r.timers, k)
 		r.timersMu.Unlock()
-		r.expire(rd, "")
+		r.expire(rd, name)
 	})
 }
 
