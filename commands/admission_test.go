@@ -13,6 +13,9 @@ import (
 	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
+	"github.com/cairn-io/cairn/commands/decide"
+	"github.com/cairn-io/cairn/commands/nodes"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/rs/zerolog"
@@ -91,7 +94,7 @@ func TestConcurrentAddOfOneNameAcceptsExactlyOne(t *testing.T) {
 	require.True(t, servertest.Send(t, nc, "cluster.create", cluster).OK)
 
 	const n = 50
-	replies := make([]commands.Reply, n)
+	replies := make([]admission.Reply, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -127,7 +130,7 @@ func TestCommandsThatLostTheSameBoundaryTakeTurns(t *testing.T) {
 	require.True(t, servertest.Send(t, nc, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
 	const n = 60
 	var wg sync.WaitGroup
-	replies := make([]commands.Reply, n)
+	replies := make([]admission.Reply, n)
 	start := make(chan struct{})
 	for i := range n {
 		wg.Add(1)
@@ -190,10 +193,10 @@ func TestSameCommandIDAppendsOnceAndRepliesTheSame(t *testing.T) {
 	nc := servertest.Client(t, s)
 	require.True(t, servertest.Send(t, nc, "cluster.create", cluster).OK)
 
-	first := servertest.Send(t, nc, "node.add", nodeBody("n1"), commands.HeaderCommandID, "add-n1")
+	first := servertest.Send(t, nc, "node.add", nodeBody("n1"), admission.HeaderCommandID, "add-n1")
 	require.True(t, first.OK)
 	for range 2 {
-		again := servertest.Send(t, nc, "node.add", nodeBody("n1"), commands.HeaderCommandID, "add-n1")
+		again := servertest.Send(t, nc, "node.add", nodeBody("n1"), admission.HeaderCommandID, "add-n1")
 		assert.Equal(t, first, again)
 	}
 	// the body field is the same key as the header
@@ -204,12 +207,12 @@ func TestSameCommandIDAppendsOnceAndRepliesTheSame(t *testing.T) {
 
 	// concurrent deliveries of one id: one append, one answer
 	var wg sync.WaitGroup
-	replies := make([]commands.Reply, 3)
+	replies := make([]admission.Reply, 3)
 	for i := range replies {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = servertest.SendAnswered(t, nc, "node.add", nodeBody("n2"), commands.HeaderCommandID, "add-n2")
+			replies[i] = servertest.SendAnswered(t, nc, "node.add", nodeBody("n2"), admission.HeaderCommandID, "add-n2")
 		}()
 	}
 	wg.Wait()
@@ -220,10 +223,10 @@ func TestSameCommandIDAppendsOnceAndRepliesTheSame(t *testing.T) {
 	assert.Equal(t, uint64(7), servertest.LastSeq(t, s), "one more node.add of three events")
 
 	// a refusal is remembered too: the retried id gets the first answer
-	r1 := servertest.Send(t, nc, "node.remove", `{"name":"n9"}`, commands.HeaderCommandID, "rm-n9")
+	r1 := servertest.Send(t, nc, "node.remove", `{"name":"n9"}`, admission.HeaderCommandID, "rm-n9")
 	require.Equal(t, cairn.CodeNotFound, r1.Error.Code)
 	require.True(t, servertest.Send(t, nc, "node.add", nodeBody("n9")).OK)
-	assert.Equal(t, r1, servertest.Send(t, nc, "node.remove", `{"name":"n9"}`, commands.HeaderCommandID, "rm-n9"))
+	assert.Equal(t, r1, servertest.Send(t, nc, "node.remove", `{"name":"n9"}`, admission.HeaderCommandID, "rm-n9"))
 }
 
 func TestNodeLifecycle(t *testing.T) {
@@ -264,7 +267,7 @@ func TestNodeLifecycle(t *testing.T) {
 
 // laggingAdmission is a second admission on s's stream whose own views start empty and
 // only begin to follow the stream 300 ms later: its first decisions are on a stale view.
-func laggingAdmission(t *testing.T, s *server.Server) (*commands.Admission, context.Context) {
+func laggingAdmission(t *testing.T, s *server.Server) (*admission.Admission, context.Context) {
 	t.Helper()
 	db, err := projections.OpenInMem()
 	require.NoError(t, err)
@@ -289,7 +292,7 @@ func TestRefusalIsConfirmedAgainstTheStream(t *testing.T) {
 	require.True(t, servertest.Submit(s, "node.add", nodeBody("n1")).OK)
 
 	lagging, ctx := laggingAdmission(t, s)
-	r := lagging.Submit(ctx, commands.Request{Verb: "node.remove", Body: []byte(`{"name":"n1"}`)})
+	r := lagging.Submit(ctx, admission.Request{Verb: "node.remove", Body: []byte(`{"name":"n1"}`)})
 	require.True(t, r.OK, "refused on a stale view: %+v", r.Error)
 	assert.Equal(t, "node.removed", r.Events[0].Type)
 }
@@ -302,7 +305,7 @@ func TestNoClusterRefusalIsConfirmedAgainstTheStream(t *testing.T) {
 	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
 
 	lagging, ctx := laggingAdmission(t, s)
-	r := lagging.Submit(ctx, commands.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)})
+	r := lagging.Submit(ctx, admission.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)})
 	require.True(t, r.OK, "refused on a stale view: %+v", r.Error)
 	assert.Equal(t, "node.added", r.Events[0].Type)
 }
@@ -314,22 +317,22 @@ func TestDecideNodeAdd(t *testing.T) {
 		name     string
 		cluster  *projections.Cluster
 		existing *projections.NodeSpec
-		cmd      commands.NodeAdd
+		cmd      nodes.NodeAdd
 		code     string
 		role     string
 		warns    int
 	}{
-		{"no cluster", nil, nil, commands.NodeAdd{Name: "n1"}, cairn.CodePreconditionFailed, "", 0},
-		{"duplicate", withFD, &projections.NodeSpec{Name: "n1"}, commands.NodeAdd{Name: "n1", FailureDomain: "R1"}, cairn.CodeAlreadyExists, "", 0},
-		{"label required", withFD, nil, commands.NodeAdd{Name: "n1"}, cairn.CodeInvalidArgument, "", 0},
-		{"role defaults to storage", withFD, nil, commands.NodeAdd{Name: "n1", FailureDomain: "R1"}, "", "storage", 0},
-		{"secondary kept", withFD, nil, commands.NodeAdd{Name: "n1", FailureDomain: "R1", Role: "secondary"}, "", "secondary", 0},
-		{"label without failure domains warns", noFD, nil, commands.NodeAdd{Name: "n1", FailureDomain: "R1"}, "", "storage", 1},
-		{"no label, no failure domains", noFD, nil, commands.NodeAdd{Name: "n1"}, "", "storage", 0},
+		{"no cluster", nil, nil, nodes.NodeAdd{Name: "n1"}, cairn.CodePreconditionFailed, "", 0},
+		{"duplicate", withFD, &projections.NodeSpec{Name: "n1"}, nodes.NodeAdd{Name: "n1", FailureDomain: "R1"}, cairn.CodeAlreadyExists, "", 0},
+		{"label required", withFD, nil, nodes.NodeAdd{Name: "n1"}, cairn.CodeInvalidArgument, "", 0},
+		{"role defaults to storage", withFD, nil, nodes.NodeAdd{Name: "n1", FailureDomain: "R1"}, "", "storage", 0},
+		{"secondary kept", withFD, nil, nodes.NodeAdd{Name: "n1", FailureDomain: "R1", Role: "secondary"}, "", "secondary", 0},
+		{"label without failure domains warns", noFD, nil, nodes.NodeAdd{Name: "n1", FailureDomain: "R1"}, "", "storage", 1},
+		{"no label, no failure domains", noFD, nil, nodes.NodeAdd{Name: "n1"}, "", "storage", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev, warns, err := commands.DecideNodeAdd(c.cluster, c.existing, c.cmd)
+			ev, warns, err := nodes.DecideNodeAdd(c.cluster, c.existing, c.cmd)
 			assert.Equal(t, c.code, cairn.ErrorCode(err))
 			assert.Len(t, warns, c.warns)
 			if c.code == "" {
@@ -356,7 +359,7 @@ func TestDecideNodeSetState(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev, _, err := commands.DecideNodeSetState(c.existing, commands.NodeSetState{Name: "n1", State: c.state})
+			ev, _, err := nodes.DecideNodeSetState(c.existing, nodes.NodeSetState{Name: "n1", State: c.state})
 			assert.Equal(t, c.code, cairn.ErrorCode(err))
 			assert.Equal(t, c.event, ev != nil)
 			if ev != nil {
@@ -375,9 +378,9 @@ func TestCommandDeadlineBoundsEveryWait(t *testing.T) {
 	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
 	stalled, err := projections.NewProjector(s.DB, s.JS, s.Store.Names(), zerolog.Nop()) // never Run
 	require.NoError(t, err)
-	a := commands.New(s.Store, s.DB, stalled, zerolog.Nop(), commands.Options{Deadline: 300 * time.Millisecond, ReplyWait: 5 * time.Second})
+	a := commands.New(s.Store, s.DB, stalled, zerolog.Nop(), commands.Options{Options: admission.Options{Deadline: 300 * time.Millisecond, ReplyWait: 5 * time.Second}})
 	start := time.Now()
-	r := a.Submit(context.Background(), commands.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)})
+	r := a.Submit(context.Background(), admission.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)})
 	took := time.Since(start)
 	assert.Less(t, took, 2*time.Second, "the reply waited past the deadline")
 	assert.GreaterOrEqual(t, took, 250*time.Millisecond)
@@ -423,27 +426,27 @@ func TestRefusalsAreSharedByEveryServe(t *testing.T) {
 	s := servertest.Start(t)
 	ctx := context.Background()
 	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
-	replies, err := commands.NewReplyKV(ctx, s.JS, "TEST_REPLIES", time.Minute, 1)
+	replies, err := admission.NewReplyKV(ctx, s.JS, "TEST_REPLIES", time.Minute, 1)
 	require.NoError(t, err)
-	serveA := commands.New(s.Store, s.DB, s.Projector, zerolog.Nop(), commands.Options{Replies: replies})
-	serveB := commands.New(s.Store, s.DB, s.Projector, zerolog.Nop(), commands.Options{Replies: replies})
-	remove := commands.Request{Verb: "node.remove", Body: []byte(`{"name":"n1"}`), CommandID: "remove-n1"}
+	serveA := commands.New(s.Store, s.DB, s.Projector, zerolog.Nop(), commands.Options{Options: admission.Options{Replies: replies}})
+	serveB := commands.New(s.Store, s.DB, s.Projector, zerolog.Nop(), commands.Options{Options: admission.Options{Replies: replies}})
+	remove := admission.Request{Verb: "node.remove", Body: []byte(`{"name":"n1"}`), CommandID: "remove-n1"}
 	r := serveA.Submit(ctx, remove)
 	require.False(t, r.OK)
 	require.Equal(t, cairn.CodeNotFound, r.Error.Code)
-	require.True(t, serveA.Submit(ctx, commands.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)}).OK)
+	require.True(t, serveA.Submit(ctx, admission.Request{Verb: "node.add", Body: []byte(`{"name":"n1","host":"h1","address":"10.0.0.1"}`)}).OK)
 	r = serveB.Submit(ctx, remove) // the retry lands on another serve
 	require.False(t, r.OK, "the retry was accepted by another serve: %+v", r)
 	assert.Equal(t, cairn.CodeNotFound, r.Error.Code)
 }
 
 func TestRequestDigest(t *testing.T) {
-	d := commands.RequestDigest("node.add", []byte(`{"name":"n1","host":"h1"}`))
-	assert.Equal(t, d, commands.RequestDigest("node.add", []byte(`{ "host": "h1", "name": "n1" }`)), "key order and spaces")
-	assert.Equal(t, d, commands.RequestDigest("node.add", []byte(`{"command_id":"x","name":"n1","host":"h1"}`)), "the id in the body")
-	assert.NotEqual(t, d, commands.RequestDigest("node.add", []byte(`{"name":"n2","host":"h1"}`)))
-	assert.NotEqual(t, d, commands.RequestDigest("node.remove", []byte(`{"name":"n1","host":"h1"}`)))
-	assert.NotEqual(t, commands.RequestDigest("x", []byte(`{"n":1.0}`)), commands.RequestDigest("x", []byte(`{"n":1}`)), "numbers as written")
+	d := admission.RequestDigest("node.add", []byte(`{"name":"n1","host":"h1"}`))
+	assert.Equal(t, d, admission.RequestDigest("node.add", []byte(`{ "host": "h1", "name": "n1" }`)), "key order and spaces")
+	assert.Equal(t, d, admission.RequestDigest("node.add", []byte(`{"command_id":"x","name":"n1","host":"h1"}`)), "the id in the body")
+	assert.NotEqual(t, d, admission.RequestDigest("node.add", []byte(`{"name":"n2","host":"h1"}`)))
+	assert.NotEqual(t, d, admission.RequestDigest("node.remove", []byte(`{"name":"n1","host":"h1"}`)))
+	assert.NotEqual(t, admission.RequestDigest("x", []byte(`{"n":1.0}`)), admission.RequestDigest("x", []byte(`{"n":1}`)), "numbers as written")
 }
 
 // TestAPanickingCommandIsAnsweredAndTheProcessLives (issue 11): a handler that panics
@@ -456,11 +459,11 @@ func TestAPanickingCommandIsAnsweredAndTheProcessLives(t *testing.T) {
 	// replacement happen before the workers read it.
 	require.True(t, servertest.Submit(s, "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`).OK)
 	nc := s.NC
-	s.Admission.ReplaceDecideForTest("node.set-state", func(*projections.View, events.Names, []byte) (commands.Decision, error) {
+	s.Admission.Register(decide.Handler{Verb: "node.set-state", Decide: func(*projections.View, events.Names, []byte) (decide.Decision, error) {
 		var m map[string]int
 		m["boom"]++ // a nil map: panics
-		return commands.Decision{}, nil
-	})
+		return decide.Decision{}, nil
+	}})
 	r := servertest.Send(t, nc, "node.set-state", `{"name":"n1","state":"offline"}`)
 	require.False(t, r.OK)
 	assert.Equal(t, cairn.CodeInternal, r.Error.Code)
@@ -473,10 +476,10 @@ func TestAPanickingCommandIsAnsweredAndTheProcessLives(t *testing.T) {
 func TestRecentRefusals(t *testing.T) {
 	s := servertest.Start(t)
 	ctx := context.Background()
-	require.True(t, s.Admission.Submit(ctx, commands.Request{Verb: "cluster.create", Actor: "ops",
+	require.True(t, s.Admission.Submit(ctx, admission.Request{Verb: "cluster.create", Actor: "ops",
 		Body: []byte(`{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)}).OK)
 	for i := range 1005 {
-		r := s.Admission.Submit(ctx, commands.Request{Verb: "node.remove", Actor: "ops", Body: []byte(fmt.Sprintf(`{"name":"ghost%d"}`, i))})
+		r := s.Admission.Submit(ctx, admission.Request{Verb: "node.remove", Actor: "ops", Body: []byte(fmt.Sprintf(`{"name":"ghost%d"}`, i))})
 		require.False(t, r.OK)
 	}
 	got := s.Admission.RecentRefusals()

@@ -11,7 +11,7 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -51,9 +51,9 @@ func conflicts(t *testing.T) float64 {
 
 // concurrently runs every command at once, each on serve a or b at random, and
 // returns the replies in order.
-func concurrently(t *testing.T, serves []*server.Server, cmds [][2]string) []commands.Reply {
+func concurrently(t *testing.T, serves []*server.Server, cmds [][2]string) []admission.Reply {
 	t.Helper()
-	replies := make([]commands.Reply, len(cmds))
+	replies := make([]admission.Reply, len(cmds))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i, c := range cmds {
@@ -72,7 +72,7 @@ func concurrently(t *testing.T, serves []*server.Server, cmds [][2]string) []com
 
 // refusedOnlyFor asserts that every refusal among replies (to cmds) has one of codes:
 // a refusal about state, never a conflict that retries could not get past.
-func refusedOnlyFor(t *testing.T, cmds [][2]string, replies []commands.Reply, codes ...string) {
+func refusedOnlyFor(t *testing.T, cmds [][2]string, replies []admission.Reply, codes ...string) {
 	t.Helper()
 	for i, r := range replies {
 		if !r.OK {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/events"
 	"github.com/rs/zerolog"
 )
@@ -42,7 +43,7 @@ func FuzzDecode(f *testing.F) {
 		known[v] = true
 	}
 	f.Fuzz(func(t *testing.T, verb string, body []byte) {
-		req, _, err := adm.Decode(commands.Request{Verb: verb, Body: body})
+		req, _, err := adm.Decode(admission.Request{Verb: verb, Body: body})
 		if err != nil {
 			e := cairn.AsError(err)
 			switch e.Code {

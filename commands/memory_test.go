@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,8 +17,8 @@ func TestMemoryAdmission(t *testing.T) {
 	m, err := commands.NewMemory("cairn", commands.Options{})
 	require.NoError(t, err)
 	defer m.Close()
-	submit := func(verb, body, id string) commands.Reply {
-		return m.Submit(commands.Request{Verb: verb, Body: []byte(body), CommandID: id})
+	submit := func(verb, body, id string) admission.Reply {
+		return m.Submit(admission.Request{Verb: verb, Body: []byte(body), CommandID: id})
 	}
 
 	r := submit("node.add", `{"name":"n1","host":"h1"}`, "")

@@ -7,7 +7,8 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
+	"github.com/cairn-io/cairn/commands/pools"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,7 +49,7 @@ func TestDecidePoolImport(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev, warnings, err := commands.DecidePoolImport(c.pool, c.target, c.owner, commands.PoolImport{Pool: "tank", Node: "n2"}, now, 30*time.Second)
+			ev, warnings, err := pools.DecidePoolImport(c.pool, c.target, c.owner, pools.PoolImport{Pool: "tank", Node: "n2"}, now, 30*time.Second)
 			if c.code != "" {
 				require.Error(t, err)
 				assert.Equal(t, c.code, cairn.ErrorCode(err))
@@ -81,7 +82,7 @@ func TestConcurrentPoolImportsGrantOne(t *testing.T) {
 	nc := servertest.Client(t, s)
 	for round := range 5 {
 		var wg sync.WaitGroup
-		replies := make([]commands.Reply, 2)
+		replies := make([]admission.Reply, 2)
 		for i, n := range []string{"n1", "n2"} {
 			wg.Add(1)
 			go func() {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/commands"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,8 +19,10 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
+	"github.com/cairn-io/cairn/commands/decide"
 	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/commands/resources"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,7 +42,7 @@ func drbdCluster(t *testing.T, s *server.Server, n int, capacity uint64) {
 	}
 }
 
-func must(t *testing.T, s *server.Server, verb, body string) commands.Reply {
+func must(t *testing.T, s *server.Server, verb, body string) admission.Reply {
 	t.Helper()
 	r := servertest.Submit(s, verb, body)
 	require.True(t, r.OK, "%s %s: %+v", verb, body, r.Error)
@@ -216,7 +219,7 @@ func nodeNum(n string) int {
 	return i
 }
 
-func eventTypes(r commands.Reply) []string {
+func eventTypes(r admission.Reply) []string {
 	out := []string{}
 	for _, e := range r.Events {
 		out = append(out, e.Type)
@@ -281,7 +284,7 @@ func TestConcurrentReplicaAdds(t *testing.T) {
 		must(t, s, "vd.create", fmt.Sprintf(`{"resource":"r%d","volume":0,"size_kib":4096}`, i))
 	}
 	var wg sync.WaitGroup
-	replies := make([]commands.Reply, 100)
+	replies := make([]admission.Reply, 100)
 	for i := range 100 {
 		wg.Add(1)
 		go func() {
@@ -634,7 +637,7 @@ func TestReportedCapacity(t *testing.T) {
 		must(t, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d"}`, i, i, i))
 		must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin"}`, i))
 	}
-	report := func(node string, total, free uint64) commands.Reply {
+	report := func(node string, total, free uint64) admission.Reply {
 		return servertest.Submit(s, "sp.capacity-report", fmt.Sprintf(`{"node":%q,"name":"thin","total_kib":%d,"free_kib":%d,"at":"2026-12-02T12:00:00Z"}`, node, total, free))
 	}
 	// n1 and n3 report; n3 has the most free. n2 never reports.
@@ -1022,11 +1025,11 @@ func TestCloneClaimsItsTarget(t *testing.T) {
 	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"clone-t1","phase":"take"}`)
 	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"clone-t1","phase":"taken"}`)
 	r1 := definition(t, s, "r1")
-	require.Len(t, commands.ClonesDue(r1, func(string) bool { return false }), 1, "a taken clone not yet restored is due")
+	require.Len(t, resources.ClonesDue(r1, func(string) bool { return false }), 1, "a taken clone not yet restored is due")
 	must(t, s, "rd.restore", `{"resource":"r1","snapshot":"clone-t1","target":"t1"}`)
 	must(t, s, "rd.delete", `{"name":"t1"}`)
 	r1 = definition(t, s, "r1")
-	assert.Empty(t, commands.ClonesDue(r1, func(string) bool { return false }), "a clone restored once is due again after its target was deleted")
+	assert.Empty(t, resources.ClonesDue(r1, func(string) bool { return false }), "a clone restored once is due again after its target was deleted")
 	must(t, s, "rd.create", `{"name":"t1"}`)
 
 	must(t, s, "rd.snapshot-delete", `{"resource":"r1","name":"clone-t1"}`)
@@ -1039,8 +1042,8 @@ func TestCloneClaimsItsTarget(t *testing.T) {
 	long := "pvc-0123456789abcdef0123456789abcdef-0000000001"
 	must(t, s, "rd.clone", `{"resource":"r1","target":"`+long+`"}`)
 	r1 = definition(t, s, "r1")
-	_, ok := r1.Snapshot(commands.CloneSnapshot(long))
-	assert.True(t, ok, "no snapshot %s", commands.CloneSnapshot(long))
+	_, ok := r1.Snapshot(resources.CloneSnapshot(long))
+	assert.True(t, ok, "no snapshot %s", resources.CloneSnapshot(long))
 }
 
 // A refusal because a node is offline is confirmed on that node's subject too (the read
@@ -1057,7 +1060,7 @@ func TestOfflineRefusalsReadTheNode(t *testing.T) {
 	} {
 		v, err := s.DB.Read()
 		require.NoError(t, err)
-		d, err := s.Admission.DecideForTest(c.verb, v, names, []byte(c.body))
+		d, err := handler(t, c.verb).Decide(v, names, []byte(c.body))
 		v.Close()
 		require.ErrorContains(t, err, "offline", c.verb)
 		var read []string
@@ -1074,8 +1077,8 @@ func TestOfflineRefusalsReadTheNode(t *testing.T) {
 // came back for the reply TTL, 15 minutes). A client's refusal is still remembered.
 func TestPolicyRefusalsAreNotRemembered(t *testing.T) {
 	s := takenSnapshotOfflineNode(t)
-	send := func(forget bool, id string) commands.Reply {
-		return s.Admission.Submit(context.Background(), commands.Request{Verb: "rd.restore", Actor: "serve:snapshots", CommandID: id,
+	send := func(forget bool, id string) admission.Reply {
+		return s.Admission.Submit(context.Background(), admission.Request{Verb: "rd.restore", Actor: "serve:snapshots", CommandID: id,
 			Body: []byte(`{"resource":"r1","snapshot":"s1","target":"t1"}`), ForgetRefusals: forget})
 	}
 	require.False(t, send(true, "policy-1").OK)
@@ -1136,4 +1139,15 @@ func takenSnapshotOfflineNode(t *testing.T) *server.Server {
 	must(t, s, "rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
 	must(t, s, "node.set-state", `{"name":"n1","state":"offline"}`)
 	return s
+}
+
+// handler is verb's handler as commands.New registers it.
+func handler(t *testing.T, verb string) decide.Handler {
+	for _, h := range commands.Handlers(commands.Options{}, nil) {
+		if h.Verb == verb {
+			return h
+		}
+	}
+	t.Fatalf("no handler for %s", verb)
+	return decide.Handler{}
 }

@@ -7,29 +7,30 @@ import (
 	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
 // target is what a property test drives: real admission on a serve (JetStream and
-// Pebble), the in-memory decision seam (commands.Memory), or both in lockstep.
+// Pebble), the in-memory decision seam (admission.Memory), or both in lockstep.
 type target interface {
-	Submit(verb, body string) commands.Reply
+	Submit(verb, body string) admission.Reply
 	Read() (*projections.View, error)
 }
 
 type serveTarget struct{ s *server.Server }
 
-func (t serveTarget) Submit(verb, body string) commands.Reply {
+func (t serveTarget) Submit(verb, body string) admission.Reply {
 	return servertest.Submit(t.s, verb, body)
 }
 func (t serveTarget) Read() (*projections.View, error) { return t.s.DB.Read() }
 
-type memoryTarget struct{ m *commands.Memory }
+type memoryTarget struct{ m *admission.Memory }
 
-func (t memoryTarget) Submit(verb, body string) commands.Reply {
-	return t.m.Submit(commands.Request{Verb: verb, Body: []byte(body)})
+func (t memoryTarget) Submit(verb, body string) admission.Reply {
+	return t.m.Submit(admission.Request{Verb: verb, Body: []byte(body)})
 }
 func (t memoryTarget) Read() (*projections.View, error) { return t.m.Read() }
 
@@ -52,7 +53,7 @@ type conformance struct {
 
 func (c conformance) Read() (*projections.View, error) { return c.serve.Read() }
 
-func (c conformance) Submit(verb, body string) commands.Reply {
+func (c conformance) Submit(verb, body string) admission.Reply {
 	want, got := c.serve.Submit(verb, body), c.mem.Submit(verb, body)
 	if want.OK != got.OK || code(want) != code(got) || !slices.Equal(decidedTypes(want), decidedTypes(got)) {
 		c.rt.Fatalf("%s %s: the serve answered ok=%t %s %v, Memory ok=%t %s %v", verb, body,
@@ -61,7 +62,7 @@ func (c conformance) Submit(verb, body string) commands.Reply {
 	return want
 }
 
-func code(r commands.Reply) string {
+func code(r admission.Reply) string {
 	if r.Error == nil {
 		return ""
 	}
@@ -69,7 +70,7 @@ func code(r commands.Reply) string {
 }
 
 // decidedTypes are a reply's event types but the command.checked carriers.
-func decidedTypes(r commands.Reply) []string {
+func decidedTypes(r admission.Reply) []string {
 	var out []string
 	for _, e := range r.Events {
 		if e.Type != "command.checked" {

@@ -8,13 +8,13 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func addHost(t *testing.T, s *server.Server, name, host, label string) commands.Reply {
+func addHost(t *testing.T, s *server.Server, name, host, label string) admission.Reply {
 	t.Helper()
 	return servertest.Submit(s, "node.add", fmt.Sprintf(`{"name":%q,"host":%q,"address":"10.0.0.1","failure_domain":%q}`, name, host, label))
 }
@@ -129,7 +129,7 @@ func TestActivationAndBalanceThroughAdmission(t *testing.T) {
 func exactlyOneAccepted(t *testing.T, s *server.Server, verb string, bodies [2]string) {
 	t.Helper()
 	var wg sync.WaitGroup
-	var replies [2]commands.Reply
+	var replies [2]admission.Reply
 	for i, body := range bodies {
 		wg.Add(1)
 		go func() {

@@ -22,7 +22,7 @@ type Envelope struct {
 	CausationID   string    `json:"causation_id"`
 	Actor         string    `json:"actor"`
 	// RequestDigest identifies the request the command id was given to (its verb and
-	// body, see commands.RequestDigest): a retry with the same id must be the same
+	// body, see admission.RequestDigest): a retry with the same id must be the same
 	// request. Empty in events of older binaries.
 	RequestDigest string          `json:"request_digest,omitempty"`
 	Payload       json.RawMessage `json:"payload"`

@@ -46,7 +46,7 @@ func (n Names) StatusStream() string { return strings.ToUpper(n.Prefix) + "_STAT
 // LeaseBucket is the key-value bucket of the side-effect lease (cmd/cairn/server/lease).
 func (n Names) LeaseBucket() string { return strings.ToUpper(n.Prefix) + "_LEASE" }
 
-// RepliesBucket is the key-value bucket of replies shared by every serve (commands.ReplyKV).
+// RepliesBucket is the key-value bucket of replies shared by every serve (admission.ReplyKV).
 func (n Names) RepliesBucket() string { return strings.ToUpper(n.Prefix) + "_REPLIES" }
 
 // Token is the subject token of a name: node names may be DNS names

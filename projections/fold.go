@@ -8,7 +8,7 @@ import (
 
 // Fold applies events to the views directly, in order, in one batch, as the projector
 // does with the messages it reads from CAIRN_EVENTS: the fold of an event log that is
-// not on JetStream (commands.Memory's in-memory log). Each event's Seq must follow the
+// not on JetStream (admission.Memory's in-memory log). Each event's Seq must follow the
 // views' checkpoint and the one before it; a gap or a repeat is an error and applies
 // nothing. Accepted command ids are kept for DefaultCommandRetention, as a serve keeps
 // them by default. Do not mix it with a running Projector on the same DB.

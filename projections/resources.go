@@ -726,7 +726,7 @@ func releaseTargetClaim(t *tx, name, rd, snap string) error {
 // markCloned records that the clone snapshot snap of rd was restored into target (on
 // the source as it is: no desired state of the source changes). The snapshot stays in
 // the under-way index until it is deleted, so that the lease holder's sweep deletes it
-// once every restored disk was made from it (commands.CloneCleanupDue), unless the
+// once every restored disk was made from it (resources.CloneCleanupDue), unless the
 // source has a disk on ZFS, where the clone depends on the snapshot for good.
 func markCloned(t *tx, rd, snap, target string) error {
 	var src ResourceDefinition

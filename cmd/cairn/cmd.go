@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/cmd/cairn/server/natsauth"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/events"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -57,7 +57,7 @@ func defaultActor() string {
 
 // sendCommand sends one command over NATS as actor (with commandID, when set) and
 // returns admission's reply; an error means no reply.
-func sendCommand(natsURL, creds, verb string, body []byte, commandID, actor string, timeout time.Duration) (commands.Reply, error) {
+func sendCommand(natsURL, creds, verb string, body []byte, commandID, actor string, timeout time.Duration) (admission.Reply, error) {
 	// A permission violation (e.g. a node's credentials, which may send no command)
 	// arrives asynchronously: it ends the wait at once instead of after the timeout.
 	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, errors.New("no answer in time"))
@@ -73,33 +73,33 @@ func sendCommand(natsURL, creds, verb string, body []byte, commandID, actor stri
 		}
 	}))
 	if err != nil {
-		return commands.Reply{}, err
+		return admission.Reply{}, err
 	}
 	defer nc.Close()
 	m := nats.NewMsg(events.NewNames(prefix).Command(verb))
 	m.Data = body
 	if commandID != "" {
-		m.Header.Set(commands.HeaderCommandID, commandID)
+		m.Header.Set(admission.HeaderCommandID, commandID)
 	}
-	m.Header.Set(commands.HeaderActor, actor)
+	m.Header.Set(admission.HeaderActor, actor)
 	resp, err := nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		select {
 		case perr := <-denied:
-			return commands.Reply{}, fmt.Errorf("%s refused these credentials: %w", m.Subject, perr)
+			return admission.Reply{}, fmt.Errorf("%s refused these credentials: %w", m.Subject, perr)
 		default:
 		}
-		return commands.Reply{}, fmt.Errorf("no answer on %s: %w", m.Subject, err)
+		return admission.Reply{}, fmt.Errorf("no answer on %s: %w", m.Subject, err)
 	}
-	var reply commands.Reply
+	var reply admission.Reply
 	if err := json.Unmarshal(resp.Data, &reply); err != nil {
-		return commands.Reply{}, fmt.Errorf("unreadable reply: %s", resp.Data)
+		return admission.Reply{}, fmt.Errorf("unreadable reply: %s", resp.Data)
 	}
 	return reply, nil
 }
 
 // printReply prints a command's reply as indented JSON; a refusal exits 1.
-func printReply(reply commands.Reply) error {
+func printReply(reply admission.Reply) error {
 	out, _ := json.MarshalIndent(reply, "", "  ")
 	fmt.Println(string(out))
 	if !reply.OK {

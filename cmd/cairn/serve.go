@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/projections"
 
@@ -60,7 +60,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&retention, "command-retention", projections.DefaultCommandRetention, "how long accepted command ids stay in the views (a retry with the id is answered from its record); 0: for good; the same on every serve of a stream")
 	f.StringVar(&cfg.Name, "name", "", "this serve's name in the side-effect lease; unique per NATS cluster (default: the host name; with --nats, host name and pid)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "time to live of the side-effect lease: how long after a leading serve dies another takes over the dispatcher, watchdog and policies")
-	f.DurationVar(&cfg.Admission.Deadline, "command-deadline", commands.DefaultDeadline, "how long admission may take over one command, every wait included; past it the command is answered unavailable (retry with the same command id)")
+	f.DurationVar(&cfg.Admission.Deadline, "command-deadline", admission.DefaultDeadline, "how long admission may take over one command, every wait included; past it the command is answered unavailable (retry with the same command id)")
 	f.DurationVar(&cfg.Admission.PoolFailoverTimeout, "pool-failover-timeout", 30*time.Second, "how long a pool's owner must be offline before pool.import may move its grant")
 	f.StringVar(&ports, "drbd-ports", replicas.DefaultPorts.String(), "range DRBD TCP ports are allocated from, one per resource definition (MIN-MAX)")
 	f.StringVar(&minors, "drbd-minors", replicas.DefaultMinors.String(), "range DRBD device minors are allocated from, unique per node (MIN-MAX)")

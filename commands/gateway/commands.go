@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/nats-io/nats.go"
 )
 
@@ -27,12 +27,12 @@ func (g *Gateway) postCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hdr := nats.Header{}
-	for _, h := range []string{commands.HeaderCommandID, commands.HeaderCorrelationID, commands.HeaderCausationID} {
+	for _, h := range []string{admission.HeaderCommandID, admission.HeaderCorrelationID, admission.HeaderCausationID} {
 		if v := r.Header.Get(h); v != "" {
 			hdr.Set(h, v)
 		}
 	}
-	actor := r.Header.Get(commands.HeaderActor)
+	actor := r.Header.Get(admission.HeaderActor)
 	if actor == "" {
 		actor = "http:" + r.RemoteAddr
 	}
@@ -62,18 +62,18 @@ func actorOf(r *http.Request, fallback string) string {
 // correlation and causation ids; nil for none), and returns admission's reply. Errors are
 // *cairn.Error: payload_too_large for a body the NATS server cannot carry, unavailable
 // when admission does not answer within CommandTimeout, internal for an unreadable reply.
-func (g *Gateway) Send(ctx context.Context, verb string, body []byte, actor string, hdr nats.Header) (commands.Reply, error) {
+func (g *Gateway) Send(ctx context.Context, verb string, body []byte, actor string, hdr nats.Header) (admission.Reply, error) {
 	// Checked here, before the publish: a body over the NATS server's max payload (1 MiB
 	// by default, less on some clusters) would fail the publish and read as unavailable.
 	if maxp := g.NC.MaxPayload(); maxp > 0 && int64(len(body)) > maxp-4096 {
-		return commands.Reply{}, cairn.Errorf(cairn.CodePayloadTooLarge, "request body of %d bytes is over what the NATS server carries (%d bytes, less headers)", len(body), maxp)
+		return admission.Reply{}, cairn.Errorf(cairn.CodePayloadTooLarge, "request body of %d bytes is over what the NATS server carries (%d bytes, less headers)", len(body), maxp)
 	}
 	m := nats.NewMsg(g.Store.Names().Command(verb))
 	m.Data = body
 	for k, v := range hdr {
 		m.Header[k] = v
 	}
-	m.Header.Set(commands.HeaderActor, actor)
+	m.Header.Set(admission.HeaderActor, actor)
 	timeout := g.CommandTimeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
@@ -82,11 +82,11 @@ func (g *Gateway) Send(ctx context.Context, verb string, body []byte, actor stri
 	defer cancel()
 	resp, err := g.NC.RequestMsgWithContext(ctx, m)
 	if err != nil {
-		return commands.Reply{}, cairn.Errorf(cairn.CodeUnavailable, "admission did not answer %s: %v", verb, err)
+		return admission.Reply{}, cairn.Errorf(cairn.CodeUnavailable, "admission did not answer %s: %v", verb, err)
 	}
-	var reply commands.Reply
+	var reply admission.Reply
 	if err := json.Unmarshal(resp.Data, &reply); err != nil {
-		return commands.Reply{}, cairn.Errorf(cairn.CodeInternal, "unreadable reply from admission")
+		return admission.Reply{}, cairn.Errorf(cairn.CodeInternal, "unreadable reply from admission")
 	}
 	return reply, nil
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/gateway/linstor"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -36,9 +36,9 @@ type Gateway struct {
 	Leader func() any
 	// Auth admits requests by token; nil: no authentication (loopback only, see serve).
 	Auth *Authenticator
-	// Refusals lists the commands this serve refused lately (commands.Admission.
+	// Refusals lists the commands this serve refused lately (admission.Admission.
 	// RecentRefusals); nil: none.
-	Refusals func() []commands.Refusal
+	Refusals func() []admission.Refusal
 }
 
 // Handler returns the routes.

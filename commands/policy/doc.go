@@ -12,7 +12,7 @@
 //   - SnapshotAdvancer: replicas' snapshot reports → rd.snapshot-progress and the
 //     clone's rd.restore (SnapshotProgressFrom).
 //
-// Every policy submits through commands.Admission, so its commands are validated like
+// Every policy submits through admission.Admission, so its commands are validated like
 // an operator's, and acts only while the serve holds the side-effect lease (the Gate or
 // leading function serve passes); the pure rules take views and return requests, and
 // their command ids make two serves, or a report folded twice, record a decision once.

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
+	"github.com/cairn-io/cairn/commands/pools"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/zpool"
 	"github.com/rs/zerolog"
@@ -17,17 +18,17 @@ import (
 // subject names (only its agent may publish there); a report naming another is ignored.
 // The command id derives from pool, node and grant, so two serves, or a repeated
 // report, record the contest once.
-func ContestFromStatus(node string, st zpool.Status) (commands.Request, bool) {
+func ContestFromStatus(node string, st zpool.Status) (admission.Request, bool) {
 	if st.Phase != zpool.PhaseContested || st.Node != node || st.Pool == "" {
-		return commands.Request{}, false
+		return admission.Request{}, false
 	}
 	reason := st.Error
 	if reason == "" {
 		reason = "another host wrote the pool's MMP uberblocks after import"
 	}
-	body, _ := json.Marshal(commands.PoolContest{Pool: st.Pool, Node: node, ForeignHostID: st.ForeignHostID,
+	body, _ := json.Marshal(pools.PoolContest{Pool: st.Pool, Node: node, ForeignHostID: st.ForeignHostID,
 		ForeignHost: st.ForeignHost, Reason: reason})
-	return commands.Request{Verb: "pool.contest", Body: body, Actor: "agent:" + node,
+	return admission.Request{Verb: "pool.contest", Body: body, Actor: "agent:" + node,
 		CommandID: fmt.Sprintf("pool-contest-%s-%s-%d", st.Pool, node, st.GrantSeq)}, true
 }
 
@@ -35,7 +36,7 @@ func ContestFromStatus(node string, st zpool.Status) (commands.Request, bool) {
 // every contested report while this serve holds the lease (leading; statusfold.Run replays
 // the latest report of each subject after a restart, RecontestPools those folded while
 // another serve led, and the command id makes a repeated report a duplicate).
-func ContestPools(ctx context.Context, adm *commands.Admission, leading func() (uint64, bool), log zerolog.Logger) func(node string, st zpool.Status) {
+func ContestPools(ctx context.Context, adm *admission.Admission, leading func() (uint64, bool), log zerolog.Logger) func(node string, st zpool.Status) {
 	return func(node string, st zpool.Status) {
 		req, ok := ContestFromStatus(node, st)
 		if !ok {

@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
+	"github.com/cairn-io/cairn/commands/resources"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -18,28 +19,28 @@ import (
 )
 
 // CapacityFromReport turns an agent's storage-pool report into the sp.capacity-report
-// command that records it, when it is news for the pool's view (commands.CapacityChanged:
+// command that records it, when it is news for the pool's view (resources.CapacityChanged:
 // a first report, another total, or free moved by more than 1% of the total). ok is
 // false for a report with an error, of a pool the views do not have, or no news. The
 // command id derives from node, pool and the report's time, so two serves, or the same
 // report folded again after a restart, record it once.
-func CapacityFromReport(v *projections.View, rep backing.PoolReport) (commands.Request, bool, error) {
+func CapacityFromReport(v *projections.View, rep backing.PoolReport) (admission.Request, bool, error) {
 	if rep.Error != "" || rep.At.IsZero() {
-		return commands.Request{}, false, nil
+		return admission.Request{}, false, nil
 	}
 	sp, ok, err := v.StoragePool(rep.Node, rep.Name)
-	if err != nil || !ok || !commands.CapacityChanged(sp, rep.TotalKiB, rep.FreeKiB) {
-		return commands.Request{}, false, err
+	if err != nil || !ok || !resources.CapacityChanged(sp, rep.TotalKiB, rep.FreeKiB) {
+		return admission.Request{}, false, err
 	}
 	body, _ := json.Marshal(events.StoragePoolCapacityReported{Node: rep.Node, Name: rep.Name, TotalKiB: rep.TotalKiB, FreeKiB: rep.FreeKiB, At: rep.At})
-	return commands.Request{Verb: "sp.capacity-report", Body: body, Actor: "agent:" + rep.Node,
+	return admission.Request{Verb: "sp.capacity-report", Body: body, Actor: "agent:" + rep.Node,
 		CommandID: fmt.Sprintf("sp-capacity-%s-%s-%d", events.Token(rep.Node), rep.Name, rep.At.UnixNano())}, true, nil
 }
 
 // RecordCapacity returns the status folder's storage-pool hook: while this serve holds
 // the lease it records every report that is news (CapacityFromReport). Agents report
 // every 30 s, so a serve that takes the lease records the next report of each pool.
-func RecordCapacity(ctx context.Context, adm *commands.Admission, db *projections.DB, leading func() (uint64, bool), log zerolog.Logger) func(backing.PoolReport) {
+func RecordCapacity(ctx context.Context, adm *admission.Admission, db *projections.DB, leading func() (uint64, bool), log zerolog.Logger) func(backing.PoolReport) {
 	return func(rep backing.PoolReport) {
 		if _, lead := leading(); !lead {
 			return
@@ -66,10 +67,10 @@ func RecordCapacity(ctx context.Context, adm *commands.Admission, db *projection
 
 // SnapshotProgressFrom returns the rd.snapshot-progress commands the reports of a
 // definition's replicas call for: for every snapshot under way whose nodes' latest
-// reports (in the views) settle the next phase (commands.SnapshotNext). The command id
+// reports (in the views) settle the next phase (resources.SnapshotNext). The command id
 // derives from definition, snapshot, its start and the phase, so two serves, or a
 // report folded again, record each phase once.
-func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request, error) {
+func SnapshotProgressFrom(v *projections.View, name string) ([]admission.Request, error) {
 	rd, ok, err := v.ResourceDefinition(name)
 	if err != nil || !ok || len(rd.Snapshots) == 0 {
 		return nil, err
@@ -78,11 +79,11 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request,
 	if err != nil {
 		return nil, err
 	}
-	var out []commands.Request
+	var out []admission.Request
 	exists := func(name string) bool { _, ok, _ := v.ResourceDefinition(name); return ok }
-	for _, c := range commands.ClonesDue(rd, exists) {
+	for _, c := range resources.ClonesDue(rd, exists) {
 		body, _ := json.Marshal(c)
-		out = append(out, commands.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
+		out = append(out, admission.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
 			CommandID: fmt.Sprintf("clone-%s-%s-%s", c.Resource, c.Snapshot, c.Target)})
 	}
 	// A clone's snapshot goes once its target's disks were made from it (LINSTOR's clone
@@ -95,19 +96,19 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request,
 		st, _ := v.ResourceStatus(name)
 		return t, true, st
 	}
-	for _, snap := range commands.CloneCleanupDue(rd, target) {
+	for _, snap := range resources.CloneCleanupDue(rd, target) {
 		s, _ := rd.Snapshot(snap)
 		body, _ := json.Marshal(map[string]string{"resource": rd.Name, "name": snap})
-		out = append(out, commands.Request{Verb: "rd.snapshot-delete", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
+		out = append(out, admission.Request{Verb: "rd.snapshot-delete", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
 			CommandID: fmt.Sprintf("clone-done-%s-%s-%d", rd.Name, snap, s.StartedSeq)})
 	}
 	for _, s := range rd.Snapshots {
-		phase, reason, ok := commands.SnapshotNext(s, statuses)
+		phase, reason, ok := resources.SnapshotNext(s, statuses)
 		if !ok {
 			continue
 		}
-		body, _ := json.Marshal(commands.SnapshotProgress{Resource: rd.Name, Name: s.Name, Phase: phase, Reason: reason})
-		out = append(out, commands.Request{Verb: "rd.snapshot-progress", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
+		body, _ := json.Marshal(resources.SnapshotProgress{Resource: rd.Name, Name: s.Name, Phase: phase, Reason: reason})
+		out = append(out, admission.Request{Verb: "rd.snapshot-progress", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
 			CommandID: fmt.Sprintf("snapshot-%s-%s-%d-%s", rd.Name, s.Name, s.StartedSeq, phase)})
 	}
 	return out, nil
@@ -118,7 +119,7 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]commands.Request,
 // sweep over the snapshots under way every SweepEvery (sweep), which catches what a
 // report folded while the lease was elsewhere, or a refused attempt, left behind.
 type SnapshotAdvancer struct {
-	Adm     *commands.Admission
+	Adm     *admission.Admission
 	DB      *projections.DB
 	Leading func() (uint64, bool) // the side-effect lease's Leading
 	Log     zerolog.Logger

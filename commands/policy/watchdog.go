@@ -7,7 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
+	"github.com/cairn-io/cairn/commands/nodes"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/nats-io/nats.go"
@@ -74,7 +75,7 @@ type Watchdog struct {
 	// the subscription); nil: the handler as it is.
 	Recovering func(what string, h nats.MsgHandler) nats.MsgHandler
 
-	adm     *commands.Admission
+	adm     *admission.Admission
 	db      *projections.DB
 	names   events.Names
 	timeout time.Duration
@@ -88,7 +89,7 @@ type Watchdog struct {
 }
 
 // NewWatchdog returns a watchdog that marks nodes offline after timeout without a heartbeat.
-func NewWatchdog(adm *commands.Admission, db *projections.DB, names events.Names, timeout time.Duration, log zerolog.Logger) *Watchdog {
+func NewWatchdog(adm *admission.Admission, db *projections.DB, names events.Names, timeout time.Duration, log zerolog.Logger) *Watchdog {
 	return &Watchdog{adm: adm, db: db, names: names, timeout: timeout, log: log, now: time.Now,
 		lastSeen: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 }
@@ -158,7 +159,7 @@ func (w *Watchdog) check(ctx context.Context) {
 		w.log.Error().Err(err).Msg("watchdog: views unreadable")
 		return
 	}
-	nodes, err := view.Nodes()
+	all, err := view.Nodes()
 	view.Close()
 	if err != nil {
 		w.log.Error().Err(err).Msg("watchdog: nodes unreadable")
@@ -171,9 +172,9 @@ func (w *Watchdog) check(ctx context.Context) {
 	}
 	started := w.started
 	w.mu.Unlock()
-	for _, c := range DecideLiveness(nodes, seen, started, w.now(), w.timeout) {
-		body, _ := json.Marshal(commands.NodeSetState{Name: c.Node, State: c.State, Reason: c.Reason})
-		reply := w.adm.Submit(ctx, commands.Request{
+	for _, c := range DecideLiveness(all, seen, started, w.now(), w.timeout) {
+		body, _ := json.Marshal(nodes.NodeSetState{Name: c.Node, State: c.State, Reason: c.Reason})
+		reply := w.adm.Submit(ctx, admission.Request{
 			Verb: "node.set-state", Body: body, Actor: "watchdog",
 			CommandID: fmt.Sprintf("watchdog-%s-%d-%s", c.Node, c.StatusSeq, c.State),
 		})

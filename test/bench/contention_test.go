@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,8 +62,8 @@ func connect(b *testing.B, s *server.Server) *nats.Conn {
 }
 
 // send sends one command and returns its reply.
-func send(nc *nats.Conn, verb, body string) (commands.Reply, error) {
-	var r commands.Reply
+func send(nc *nats.Conn, verb, body string) (admission.Reply, error) {
+	var r admission.Reply
 	resp, err := nc.Request("cairn.cmd."+verb, []byte(body), 30*time.Second)
 	if err != nil {
 		return r, err

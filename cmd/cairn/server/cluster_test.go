@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/cmd/cairn/server"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/projections"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,9 +79,9 @@ func TestOnANATSClusterAcrossLeaderFailover(t *testing.T) {
 	assert.Equal(t, 3, si.Config.Replicas)
 
 	// submit retries "unavailable" with the same command id, as a client should.
-	submit := func(verb, id, body string) commands.Reply {
+	submit := func(verb, id, body string) admission.Reply {
 		for {
-			r := s.Admission.Submit(ctx, commands.Request{Verb: verb, Body: []byte(body), CommandID: id, Actor: "test"})
+			r := s.Admission.Submit(ctx, admission.Request{Verb: verb, Body: []byte(body), CommandID: id, Actor: "test"})
 			if r.OK || r.Error.Code != "unavailable" || ctx.Err() != nil {
 				return r
 			}

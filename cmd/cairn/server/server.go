@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-io/cairn/cmd/cairn/server/lease"
 	"github.com/cairn-io/cairn/cmd/cairn/server/natsauth"
 	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/gateway"
 	"github.com/cairn-io/cairn/commands/policy"
 	"github.com/cairn-io/cairn/events"
@@ -76,7 +77,7 @@ type Server struct {
 	Store     *events.Store
 	DB        *projections.DB
 	Projector *projections.Projector
-	Admission *commands.Admission
+	Admission *admission.Admission
 	Watchdog  *policy.Watchdog
 	// Dispatcher publishes per-node desired state from the views.
 	Dispatcher *dispatch.Dispatcher
@@ -90,7 +91,7 @@ type Server struct {
 	cancel      context.CancelFunc
 	done        chan error
 	projDone    chan struct{} // closed when the projector's Run returned
-	listener    *commands.Listener
+	listener    *admission.Listener
 	parts       sync.WaitGroup // dispatcher, status folding, watchdog
 	httpSrv     *http.Server
 	starting    *gateway.Starting // the HTTP handler, gated until the serve is up
@@ -265,7 +266,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Admission.Replies == nil {
 		// Refusals shared by every serve of the stream: a retry gets the same answer
 		// from any of them.
-		rkv, err := commands.NewReplyKV(ctx, s.JS, names.RepliesBucket(), commands.DefaultReplyTTL, replicas)
+		rkv, err := admission.NewReplyKV(ctx, s.JS, names.RepliesBucket(), admission.DefaultReplyTTL, replicas)
 		if err != nil {
 			return nil, err
 		}

@@ -19,7 +19,7 @@ import (
 	"strings"
 
 	"github.com/cairn-io/cairn"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/nats-io/nats.go"
 )
@@ -28,7 +28,7 @@ import (
 const RESTAPIVersion = "1.28.0"
 
 // Sender sends one command to admission and returns its reply (gateway.Gateway.Send).
-type Sender func(ctx context.Context, verb string, body []byte, actor string, hdr nats.Header) (commands.Reply, error)
+type Sender func(ctx context.Context, verb string, body []byte, actor string, hdr nats.Header) (admission.Reply, error)
 
 // API is LINSTOR's REST API v1 over Cairn.
 type API struct {
@@ -41,7 +41,7 @@ type API struct {
 	Actor func(r *http.Request) string
 	// Refusals lists the commands this serve refused lately, for the error reports (nil:
 	// none).
-	Refusals func() []commands.Refusal
+	Refusals func() []admission.Refusal
 }
 
 // Register adds LINSTOR's routes under /v1/ to mux. Every other /v1/ path and method
@@ -158,10 +158,10 @@ func (a *API) actor(r *http.Request) string {
 
 // command sends one Cairn command for a LINSTOR call and returns admission's reply; a
 // refusal or a failure to reach admission is the error (a *cairn.Error).
-func (a *API) command(r *http.Request, verb string, body any) (commands.Reply, error) {
+func (a *API) command(r *http.Request, verb string, body any) (admission.Reply, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return commands.Reply{}, cairn.Errorf(cairn.CodeInternal, "encode %s: %v", verb, err)
+		return admission.Reply{}, cairn.Errorf(cairn.CodeInternal, "encode %s: %v", verb, err)
 	}
 	reply, err := a.Send(r.Context(), verb, b, a.actor(r), nil)
 	if err != nil {
@@ -188,7 +188,7 @@ func (a *API) commit(w http.ResponseWriter, r *http.Request, verb string, cmd an
 // as INFO entries. A command that appended nothing (Cairn kept the state as it was,
 // e.g. a tiebreaker that stays) answers its warnings alone, as WARN_NO_EFFECT, without
 // a success entry that would claim a change.
-func results(ok ApiCallRc, reply commands.Reply, op, obj uint64) []ApiCallRc {
+func results(ok ApiCallRc, reply admission.Reply, op, obj uint64) []ApiCallRc {
 	changed := len(reply.Events) > 0 || len(reply.Warnings) == 0
 	var out []ApiCallRc
 	if changed {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/cairn-io/cairn"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/decide"
 	"github.com/cairn-io/cairn/drbd"
 )
 
@@ -55,11 +55,11 @@ func optionsOf(props map[string]string) (opts map[string]any, free map[string]st
 			opts[name] = n
 		case typed:
 			opts[name] = v
-		case commands.LINSTORLevelOptions[k]:
+		case decide.LINSTORLevelOptions[k]:
 			free[k] = v
 		case strings.HasPrefix(k, "DrbdOptions/") && !drbdOptionKey.MatchString(k):
 			return nil, nil, cairn.InvalidField("drbd_options.extra", "%s is neither a DRBD option (DrbdOptions/<Net|Disk|Options|Resource|PeerDevice>/<name>) nor one of LINSTOR's own settings Cairn keeps (%s)",
-				k, strings.Join(slices.Sorted(maps.Keys(commands.LINSTORLevelOptions)), ", "))
+				k, strings.Join(slices.Sorted(maps.Keys(decide.LINSTORLevelOptions)), ", "))
 		case strings.HasPrefix(k, "DrbdOptions/"):
 			extra[k] = v
 		default:
@@ -79,7 +79,7 @@ func unsetOf(keys []string) (options, free []string) {
 		switch name, typed := typedOptions[k]; {
 		case typed:
 			options = append(options, name)
-		case commands.LINSTORLevelOptions[k]:
+		case decide.LINSTORLevelOptions[k]:
 			free = append(free, k)
 		case strings.HasPrefix(k, "DrbdOptions/"):
 			options = append(options, k)

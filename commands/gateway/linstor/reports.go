@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
 )
@@ -23,7 +23,7 @@ type ErrorReport struct {
 }
 
 // errorReports collects every report, newest first.
-func errorReports(v *projections.View, refusals []commands.Refusal) ([]ErrorReport, error) {
+func errorReports(v *projections.View, refusals []admission.Refusal) ([]ErrorReport, error) {
 	var out []ErrorReport
 	for _, f := range refusals {
 		out = append(out, ErrorReport{NodeName: "controller", ErrorTime: f.At.UnixMilli(), Module: "CONTROLLER",
@@ -90,7 +90,7 @@ func (a *API) getErrorReport(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (a *API) refusals() []commands.Refusal {
+func (a *API) refusals() []admission.Refusal {
 	if a.Refusals == nil {
 		return nil
 	}

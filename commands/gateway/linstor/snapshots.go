@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/resources"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -287,7 +287,7 @@ func (a *API) cloneStatus(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		s, ok := rd.Snapshot(commands.CloneSnapshot(target))
+		s, ok := rd.Snapshot(resources.CloneSnapshot(target))
 		switch {
 		case !ok:
 			return nil, notFound(cairn.ObjResourceDefinition, "no clone of %s into %s", name, target)

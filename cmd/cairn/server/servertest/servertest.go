@@ -11,7 +11,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/cmd/cairn/server"
-	"github.com/cairn-io/cairn/commands"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -75,7 +75,7 @@ func Client(t testing.TB, s *server.Server) *nats.Conn {
 }
 
 // Send sends a command over NATS and decodes the reply. headers are key, value pairs.
-func Send(t testing.TB, nc *nats.Conn, verb string, body string, headers ...string) commands.Reply {
+func Send(t testing.TB, nc *nats.Conn, verb string, body string, headers ...string) admission.Reply {
 	t.Helper()
 	m := nats.NewMsg("cairn.cmd." + verb)
 	m.Data = []byte(body)
@@ -86,7 +86,7 @@ func Send(t testing.TB, nc *nats.Conn, verb string, body string, headers ...stri
 	if err != nil {
 		t.Fatalf("%s: no reply: %v", verb, err)
 	}
-	var r commands.Reply
+	var r admission.Reply
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
 		t.Fatalf("%s: bad reply %q: %v", verb, resp.Data, err)
 	}
@@ -101,23 +101,23 @@ const answerTimeout = 2 * time.Minute
 // that id while the reply is "unavailable" (a deadline, a lost append reply), so that
 // the reply it returns is the command's final answer. A command answered unavailable
 // may still have been appended; only the retry with its id tells.
-func SendAnswered(t testing.TB, nc *nats.Conn, verb string, body string, headers ...string) commands.Reply {
+func SendAnswered(t testing.TB, nc *nats.Conn, verb string, body string, headers ...string) admission.Reply {
 	t.Helper()
-	if !hasHeader(headers, commands.HeaderCommandID) {
-		headers = append(headers, commands.HeaderCommandID, uuid.NewString())
+	if !hasHeader(headers, admission.HeaderCommandID) {
+		headers = append(headers, admission.HeaderCommandID, uuid.NewString())
 	}
-	return untilAnswered(t, verb, func() commands.Reply { return Send(t, nc, verb, body, headers...) })
+	return untilAnswered(t, verb, func() admission.Reply { return Send(t, nc, verb, body, headers...) })
 }
 
 // SubmitAnswered is Submit with the retry of SendAnswered: one command id made up here,
 // resent while the reply is "unavailable".
-func SubmitAnswered(t testing.TB, s *server.Server, verb, body string) commands.Reply {
+func SubmitAnswered(t testing.TB, s *server.Server, verb, body string) admission.Reply {
 	t.Helper()
-	req := commands.Request{Verb: verb, Body: []byte(body), Actor: "test", CommandID: uuid.NewString()}
-	return untilAnswered(t, verb, func() commands.Reply { return s.Admission.Submit(context.Background(), req) })
+	req := admission.Request{Verb: verb, Body: []byte(body), Actor: "test", CommandID: uuid.NewString()}
+	return untilAnswered(t, verb, func() admission.Reply { return s.Admission.Submit(context.Background(), req) })
 }
 
-func untilAnswered(t testing.TB, verb string, send func() commands.Reply) commands.Reply {
+func untilAnswered(t testing.TB, verb string, send func() admission.Reply) admission.Reply {
 	t.Helper()
 	deadline := time.Now().Add(answerTimeout)
 	for {
@@ -143,8 +143,8 @@ func hasHeader(headers []string, key string) bool {
 }
 
 // Submit sends a command straight to admission (no NATS hop).
-func Submit(s *server.Server, verb, body string) commands.Reply {
-	return s.Admission.Submit(context.Background(), commands.Request{Verb: verb, Body: []byte(body), Actor: "test"})
+func Submit(s *server.Server, verb, body string) admission.Reply {
+	return s.Admission.Submit(context.Background(), admission.Request{Verb: verb, Body: []byte(body), Actor: "test"})
 }
 
 // LastSeq returns the last sequence of the events stream.

@@ -1,0 +1,87 @@
+// Package decide is the kit every verb family decides with: a Handler turns one
+// schema-valid command body and a view into a Decision (the events to append and the
+// boundary they depend on) or a refusal, and Reads builds that boundary from what the
+// decision read. It holds no verb itself: the families (nodes, resources, pools, …)
+// hold those, and the admission package runs them.
+package decide
+
+import (
+	"encoding/json"
+	"reflect"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// Decision is what a handler decided: the events to append (none for a no-op), the
+// boundary the decision depends on, and warnings for the operator.
+type Decision struct {
+	Events   []events.Draft
+	Expect   events.Expect
+	Warnings []string
+}
+
+// Handler decides one verb. Decide reads what it needs from the view (a consistent
+// snapshot at view.Seq()) and returns a Decision, or a *cairn.Error refusing the
+// command. Decision.Expect is set even with a refusal (unless the body could not be
+// decoded), so admission can confirm the refusal was decided on current state. The
+// body has already passed the verb's JSON Schema. Decide must not write anything:
+// admission appends the events.
+type Handler struct {
+	Verb   string
+	Decide func(v *projections.View, names events.Names, body []byte) (Decision, error)
+}
+
+// DecodeBody decodes a schema-valid body into v; an error is invalid_argument.
+func DecodeBody(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return cairn.InvalidField("", "body: %v", err)
+	}
+	return nil
+}
+
+// DecodeWithBoundary decodes a schema-valid body into cmd and computes the command's
+// boundary from it.
+func DecodeWithBoundary(body []byte, cmd any, boundary func() (events.Expect, error)) (Decision, error) {
+	if err := DecodeBody(body, cmd); err != nil {
+		return Decision{}, err
+	}
+	exp, err := boundary()
+	return Decision{Expect: exp}, err
+}
+
+// With adds one event (skipped when payload is a nil pointer: a no-op) and warnings.
+func (d Decision) With(subject string, payload events.Payload, warnings []string) Decision {
+	if payload != nil && !reflect.ValueOf(payload).IsNil() {
+		d.Events = append(d.Events, events.Draft{Subject: subject, Payload: payload})
+	}
+	d.Warnings = append(d.Warnings, warnings...)
+	return d
+}
+
+// SubjectBoundary is the boundary "nothing new on subject since the view".
+func SubjectBoundary(v *projections.View, subject string) (events.Expect, error) {
+	seq, err := v.SubjectSeq(subject)
+	return events.Expect{Kind: events.ExpectSubject, Seq: seq, Subject: subject}, err
+}
+
+// AggregateBoundary is the boundary "nothing new on any subject of the aggregate type".
+func AggregateBoundary(v *projections.View, names events.Names, aggregate string) (events.Expect, error) {
+	seq, err := v.AggregateSeq(aggregate)
+	return events.Expect{Kind: events.ExpectFilter, Seq: seq, Filter: names.EventFilter(aggregate)}, err
+}
+
+// Ptr is &v when ok, nil otherwise (a view lookup as an optional value).
+func Ptr[T any](v T, ok bool) *T {
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// NameOnly is the body of the verbs that name one object (lvol.delete,
+// snapshot.delete, token.revoke, …).
+type NameOnly struct {
+	Name string `json:"name"`
+}

@@ -1,0 +1,132 @@
+package resources
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/cairn-io/cairn/commands/decide"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// DRBD options and properties of groups, definitions and the controller.
+
+// DecideGroupModify patches a group's placement (place count, pool, provider, the
+// replicas_on lists) and DRBD options; what it does not name keeps its value. Existing
+// definitions keep their replicas (the next autoplace uses the new placement), and their
+// nodes get the new options. Refuses invalid_argument for an option both set and unset
+// or an unknown unset name; nothing changed is nil and a warning (none when the patch
+// named no placement or option at all).
+func DecideGroupModify(g projections.ResourceGroup, c ResourceGroupModify) (*events.ResourceGroupModified, []string, error) {
+	ev := &events.ResourceGroupModified{Name: c.Name}
+	named := false
+	if c.PlaceCount != 0 {
+		named = true
+		if c.PlaceCount != g.PlaceCount {
+			ev.PlaceCount = c.PlaceCount
+		}
+	}
+	if c.StoragePool != nil {
+		named = true
+		if *c.StoragePool != g.StoragePool {
+			ev.StoragePool = c.StoragePool
+		}
+	}
+	if c.Provider != nil {
+		named = true
+		if *c.Provider != g.Provider {
+			ev.Provider = c.Provider
+		}
+	}
+	if c.ReplicasOnSame != nil {
+		named = true
+		if !slices.Equal(*c.ReplicasOnSame, g.ReplicasOnSame) {
+			ev.ReplicasOnSame = c.ReplicasOnSame
+		}
+	}
+	if c.ReplicasOnDifferent != nil {
+		named = true
+		if !slices.Equal(*c.ReplicasOnDifferent, g.ReplicasOnDifferent) {
+			ev.ReplicasOnDifferent = c.ReplicasOnDifferent
+		}
+	}
+	if !reflect.DeepEqual(c.DRBDOptions, drbd.Options{}) || len(c.Unset) > 0 {
+		named = true
+		changed, err := decide.OptionsPatch(g.DRBDOptions, c.DRBDOptions, c.Unset)
+		if err != nil {
+			return nil, nil, err
+		}
+		if changed {
+			ev.Set, ev.Unset = c.DRBDOptions, c.Unset
+		}
+	}
+	if reflect.DeepEqual(*ev, events.ResourceGroupModified{Name: c.Name}) {
+		if !named {
+			return nil, nil, nil
+		}
+		return nil, []string{fmt.Sprintf("resource group %s already has this placement and these options; nothing changed", c.Name)}, nil
+	}
+	return ev, nil, nil
+}
+
+// DecideResourceModify patches a definition's options: fields in c.DRBDOptions are set,
+// names in c.Unset inherit again, everything else keeps its value. Refuses
+// invalid_argument for an unknown unset name or a field both set and unset; a patch
+// that changes nothing is a no-op with a warning.
+func DecideResourceModify(current drbd.Options, c ResourceModify) (*events.ResourceOptionsChanged, []string, error) {
+	changed, err := decide.OptionsPatch(current, c.DRBDOptions, c.Unset)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !changed {
+		return nil, []string{fmt.Sprintf("resource %s already has these options; nothing changed", c.Name)}, nil
+	}
+	return &events.ResourceOptionsChanged{Name: c.Name, Set: c.DRBDOptions, Unset: c.Unset}, nil, nil
+}
+
+// controllerHandler decides controller.modify: the deployment's DRBD options (the
+// broadest level of the inheritance: every node of every definition gets desired state
+// again) and free-form properties, bounded by their one subject.
+func controllerHandler() decide.Handler {
+	return decide.Handler{Verb: "controller.modify", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+		var c ControllerModify
+		subject := names.Event("controller", "settings")
+		d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, subject) })
+		if err != nil {
+			return d, err
+		}
+		var warnings []string
+		if !reflect.DeepEqual(c.DRBDOptions, drbd.Options{}) || len(c.Unset) > 0 {
+			current, err := v.ControllerOptions()
+			if err != nil {
+				return d, err
+			}
+			changed, err := decide.OptionsPatch(current.Options, c.DRBDOptions, c.Unset)
+			if err != nil {
+				return d, err
+			}
+			if changed {
+				d = d.With(subject, &events.ControllerOptionsChanged{Set: c.DRBDOptions, Unset: c.Unset}, nil)
+			} else {
+				warnings = append(warnings, "the controller already has these options; nothing changed")
+			}
+		}
+		if len(c.Properties) > 0 || len(c.UnsetProperties) > 0 {
+			current, err := v.ControllerProperties()
+			if err != nil {
+				return d, err
+			}
+			ev, w, err := decide.DecidePropertiesPatch("controller", "the", current, c.Properties, c.UnsetProperties)
+			if err != nil {
+				return d, err
+			}
+			d, warnings = d.With(subject, (*events.ControllerPropertiesChanged)(ev), nil), append(warnings, w...)
+		}
+		if len(d.Events) > 0 {
+			warnings = nil
+		}
+		return d.With(subject, (*events.ControllerPropertiesChanged)(nil), warnings), nil
+	}}
+}

@@ -1,0 +1,162 @@
+// Package resources decides the verbs of storage pools, resource groups, definitions,
+// volumes, replicas and snapshots, and controller.modify: one resourcePlan per command
+// reads the definition, allocates ports and minors, places replicas and emits the
+// events. The plan is pure: it reads a view and writes nothing.
+package resources
+
+import (
+	"encoding/json"
+
+	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/backing"
+)
+
+// Bodies of the resource verbs (see schemas/commands/).
+type (
+	// StoragePoolCreate is the body of sp.create.
+	StoragePoolCreate = events.StoragePoolCreated
+	// ResourceGroupCreate is the body of rg.create: the group and its free-form
+	// properties.
+	ResourceGroupCreate struct {
+		events.ResourceGroupCreated
+		Properties map[string]string `json:"properties,omitempty"`
+	}
+	// ControllerModify is the body of controller.modify.
+	ControllerModify struct {
+		DRBDOptions     drbd.Options      `json:"drbd_options"`
+		Unset           []string          `json:"unset,omitempty"`
+		Properties      map[string]string `json:"properties,omitempty"`
+		UnsetProperties []string          `json:"unset_properties,omitempty"`
+	}
+	// StoragePoolModify is the body of sp.modify: what it leaves out keeps its value.
+	StoragePoolModify struct {
+		Node          string   `json:"node"`
+		Name          string   `json:"name"`
+		CapacityKiB   *uint64  `json:"capacity_kib,omitempty"`
+		Overprovision *float64 `json:"overprovision,omitempty"`
+	}
+	// StoragePoolDelete is the body of sp.delete.
+	StoragePoolDelete struct {
+		Node string `json:"node"`
+		Name string `json:"name"`
+	}
+	// ResourceGroupModify is the body of rg.modify.
+	ResourceGroupModify struct {
+		Name                string            `json:"name"`
+		PlaceCount          int               `json:"place_count,omitempty"`
+		StoragePool         *string           `json:"storage_pool,omitempty"`
+		Provider            *backing.Provider `json:"provider,omitempty"`
+		ReplicasOnSame      *[]string         `json:"replicas_on_same,omitempty"`
+		ReplicasOnDifferent *[]string         `json:"replicas_on_different,omitempty"`
+		DRBDOptions         drbd.Options      `json:"drbd_options"`
+		Unset               []string          `json:"unset,omitempty"`
+		Properties          map[string]string `json:"properties,omitempty"`
+		UnsetProperties     []string          `json:"unset_properties,omitempty"`
+	}
+	// ResourceGroupSpawn is the body of rg.spawn: size_kib is one size or one per volume.
+	ResourceGroupSpawn struct {
+		ResourceGroup string            `json:"resource_group"`
+		Name          string            `json:"name"`
+		SizeKiB       json.RawMessage   `json:"size_kib"`
+		DRBDOptions   drbd.Options      `json:"drbd_options"`
+		Properties    map[string]string `json:"properties"`
+	}
+	// ResourceDefinitionCreate is the body of rd.create.
+	ResourceDefinitionCreate struct {
+		Name          string            `json:"name"`
+		ResourceGroup string            `json:"resource_group"`
+		DRBDOptions   drbd.Options      `json:"drbd_options"`
+		Properties    map[string]string `json:"properties"`
+	}
+	// VolumeDefinitionCreate is the body of vd.create.
+	VolumeDefinitionCreate struct {
+		Resource string `json:"resource"`
+		Volume   int    `json:"volume"`
+		SizeKiB  uint64 `json:"size_kib"`
+	}
+	// VolumeDefinitionResize is the body of vd.resize.
+	VolumeDefinitionResize = VolumeDefinitionCreate
+	// VolumeDefinitionDelete is the body of vd.delete.
+	VolumeDefinitionDelete struct {
+		Resource string `json:"resource"`
+		Volume   int    `json:"volume"`
+	}
+	// ReplicaAdd is the body of replica.add; without Node it autoplaces.
+	ReplicaAdd struct {
+		Resource         string       `json:"resource"`
+		Node             string       `json:"node"`
+		Diskless         bool         `json:"diskless"`
+		StoragePool      string       `json:"storage_pool"`
+		PlaceCount       int          `json:"place_count"`
+		ForceInitialSync bool         `json:"force_initial_sync"`
+		DRBDOptions      drbd.Options `json:"drbd_options"`
+	}
+	// SnapshotRef is the body of rd.snapshot and rd.snapshot-delete.
+	SnapshotRef struct {
+		Resource string `json:"resource"`
+		Name     string `json:"name"`
+	}
+	// SnapshotClone is the body of rd.clone.
+	SnapshotClone struct {
+		Resource string `json:"resource"`
+		Target   string `json:"target"`
+	}
+	// SnapshotRollback is the body of rd.rollback.
+	SnapshotRollback struct {
+		Resource string `json:"resource"`
+		Snapshot string `json:"snapshot"`
+	}
+	// SnapshotProgress is the body of rd.snapshot-progress.
+	SnapshotProgress struct {
+		Resource string `json:"resource"`
+		Name     string `json:"name"`
+		Phase    string `json:"phase"`
+		Reason   string `json:"reason,omitempty"`
+	}
+	// ResourceDefinitionDelete is the body of rd.delete.
+	ResourceDefinitionDelete struct {
+		Name string `json:"name"`
+	}
+	// ResourceModify is the body of rd.modify.
+	ResourceModify struct {
+		Name            string            `json:"name"`
+		DRBDOptions     drbd.Options      `json:"drbd_options"`
+		Unset           []string          `json:"unset"`
+		Properties      map[string]string `json:"properties"`
+		UnsetProperties []string          `json:"unset_properties"`
+	}
+	// ReplicaRef is the body of replica.remove. KeepTiebreaker (default true): a
+	// diskless replica the definition needs as its tiebreaker stays, as one; false
+	// removes it all the same (LINSTOR's keep_tiebreaker=false).
+	ReplicaRef struct {
+		Resource       string `json:"resource"`
+		Node           string `json:"node"`
+		KeepTiebreaker *bool  `json:"keep_tiebreaker"`
+	}
+	// ReplicaToggleDisk is the body of replica.toggle-disk.
+	ReplicaToggleDisk struct {
+		Resource    string `json:"resource"`
+		Node        string `json:"node"`
+		Diskless    bool   `json:"diskless"`
+		StoragePool string `json:"storage_pool"`
+	}
+	// ResourceActivate is the body of resource.activate and resource.deactivate.
+	ResourceActivate struct {
+		Resource       string `json:"resource"`
+		Node           string `json:"node"`
+		ReallocatePort bool   `json:"reallocate_port"`
+	}
+)
+
+// Config tunes the resource verbs. Zero values take the defaults in parentheses.
+type Config struct {
+	// Ports and Minors are the ranges DRBD TCP ports (per definition) and device minors
+	// (per node) are allocated from (replicas.DefaultPorts, replicas.DefaultMinors).
+	Ports, Minors replicas.Range
+	// Busy reports whether a command under way in this process has claimed a subject (a
+	// node or a port) that is not in the views yet; autoplace and port allocation skip
+	// such candidates rather than lose the race (admission's Busy; nil: none is).
+	Busy func(subject string) bool
+}

@@ -1,0 +1,419 @@
+package resources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backing"
+)
+
+// snapshot starts a snapshot of the definition: every diskful replica takes a copy, and
+// every active diskless replica suspends and resumes I/O with them (a diskless Primary
+// writes to every disk: were it not suspended, a write could reach one disk before its
+// copy and another after). Refuses already_exists (the name), precondition_failed when
+// the definition has no disk, a disk is on a provider without snapshots (thick lvm,
+// file: as LINSTOR), a disk's replica is deactivated, a node taking part is offline
+// (its agent could neither suspend nor take), or another snapshot of the definition is
+// under way (one at a time: each suspends the definition's I/O).
+func (p *resourcePlan) snapshot(name string) error {
+	if _, exists := p.rd.Snapshot(name); exists {
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already has a snapshot %s", p.rd.Name, name)
+	}
+	for _, s := range p.rd.Snapshots {
+		if s.Phase == projections.SnapshotSuspending || s.Phase == projections.SnapshotTaking {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is under way; one snapshot of a definition at a time", s.Name, p.rd.Name)
+		}
+	}
+	var nodes, diskless, thick, inactive, offline []string
+	for _, r := range p.rd.Replicas {
+		if r.Diskless {
+			if r.Inactive {
+				continue // not up there: it cannot write
+			}
+			diskless = append(diskless, r.Node)
+		} else {
+			nodes = append(nodes, r.Node)
+			if !backing.CanSnapshot(r.Provider) {
+				thick = append(thick, fmt.Sprintf("%s (%s)", r.Node, r.Provider))
+			}
+			if r.Inactive {
+				inactive = append(inactive, r.Node)
+			}
+		}
+		if c, ok := p.candidate(r.Node); ok && !c.Online {
+			offline = append(offline, r.Node)
+		}
+	}
+	switch {
+	case len(nodes) == 0:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has no replica with a disk to snapshot", p.rd.Name)
+	case len(thick) > 0:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has disks on providers without snapshots: %s (thick lvm and file volumes are not snapshotted; lvm_thin, zfs, zfs_thin and file_thin are)",
+			p.rd.Name, strings.Join(thick, ", ")).WithDetails(map[string]any{"nodes": thick})
+	case len(inactive) > 0:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is deactivated on %s; a snapshot suspends I/O of a resource that is up", p.rd.Name, strings.Join(inactive, ", "))
+	case len(offline) > 0:
+		for _, n := range offline { // the refusal is confirmed on what it read
+			if err := p.read(p.names.Event("node", n)); err != nil {
+				return err
+			}
+		}
+		return cairn.Errorf(cairn.CodePreconditionFailed, "node(s) %s holding replicas of %s are offline; every replica takes part in a snapshot (the disks take copies, every replica suspends I/O)", strings.Join(offline, ", "), p.rd.Name).
+			WithDetails(map[string]any{"nodes": offline})
+	}
+	p.emit(&events.RDSnapshotStarted{Resource: p.rd.Name, Name: name, Nodes: nodes, Diskless: diskless})
+	return nil
+}
+
+// deleteSnapshot removes a snapshot from every node; one under way is abandoned (its
+// nodes resume I/O and remove what they took: a way out when a node never reports).
+// Refuses not_found.
+func (p *resourcePlan) deleteSnapshot(name string) error {
+	s, ok := p.rd.Snapshot(name)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", p.rd.Name, name)
+	}
+	if s.Phase == projections.SnapshotSuspending || s.Phase == projections.SnapshotTaking {
+		p.warn("snapshot %s of %s was under way (%s): its nodes resume I/O and remove what they took", name, p.rd.Name, s.Phase)
+	}
+	p.emit(&events.RDSnapshotDeleted{Resource: p.rd.Name, Name: name})
+	return nil
+}
+
+// snapshotProgress records a snapshot's next phase (take, taken, failed) as the leading
+// serve saw it in its nodes' reports (SnapshotNext). Refuses not_found, and
+// precondition_failed for a phase that does not follow the recorded one (a late or
+// repeated report: nothing changes).
+func (p *resourcePlan) snapshotProgress(c SnapshotProgress) error {
+	s, ok := p.rd.Snapshot(c.Name)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", p.rd.Name, c.Name)
+	}
+	ref := events.RDSnapshotRef{Resource: p.rd.Name, Name: c.Name}
+	switch {
+	case c.Phase == "take" && s.Phase == projections.SnapshotSuspending:
+		p.emit((*events.RDSnapshotSuspended)(&ref))
+	case c.Phase == "taken" && s.Phase == projections.SnapshotTaking:
+		p.emit((*events.RDSnapshotTaken)(&ref))
+	case c.Phase == "failed" && (s.Phase == projections.SnapshotSuspending || s.Phase == projections.SnapshotTaking):
+		p.emit(&events.RDSnapshotFailed{Resource: p.rd.Name, Name: c.Name, Reason: c.Reason})
+	default:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is %s; %s does not follow", c.Name, p.rd.Name, s.Phase, c.Phase)
+	}
+	return nil
+}
+
+// SnapshotRestore is the body of rd.restore.
+type SnapshotRestore struct {
+	Resource string `json:"resource"`
+	Snapshot string `json:"snapshot"`
+	Target   string `json:"target"`
+}
+
+// restoreSnapshot creates definition c.Target from a taken snapshot: the source's group
+// and DRBD options, its volumes at the snapshot's sizes (new day-0 GIs), a disk on every
+// node holding the snapshot (the source's pool there), each starting as that node's copy
+// of the snapshot with restore seeds (one current UUID per volume shared by all: no
+// resync between them), and the tiebreaker rule. Refuses not_found (definition,
+// snapshot), precondition_failed (a snapshot not taken; a node gone, offline or without
+// room), and what rd.create refuses for the target name.
+func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
+	if err := p.read(p.names.Event("rd", c.Resource)); err != nil {
+		return err
+	}
+	src, ok, err := p.v.ResourceDefinition(c.Resource)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Resource).About(cairn.ObjResourceDefinition)
+	}
+	snap, ok := src.Snapshot(c.Snapshot)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", c.Resource, c.Snapshot)
+	}
+	if snap.Phase != projections.SnapshotTaken {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is %s; only a taken snapshot is restored", c.Snapshot, c.Resource, snap.Phase)
+	}
+	if len(snap.Nodes) == 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "no node holds snapshot %s of %s any more", c.Snapshot, c.Resource)
+	}
+	from := drbd.SnapshotRef{Resource: c.Resource, Snapshot: c.Snapshot}
+	p.restoring = &from
+	if err := p.createDefinition(c.Target, src.ResourceGroup, src.DRBDOptions, nil); err != nil {
+		return err
+	}
+	p.rd.RestoredFrom = &from
+	for i := range p.d.Events {
+		if ev, ok := p.d.Events[i].Payload.(*events.ResourceDefinitionCreated); ok && ev.Name == c.Target {
+			ev.RestoredFrom = &from
+		}
+	}
+	current := map[int]drbd.UUID{}
+	for _, vol := range snap.Volumes {
+		if err := p.createVolume(vol.Volume, vol.SizeKiB); err != nil {
+			return err
+		}
+		day0, _ := drbd.ParseUUID(p.rd.Volumes[len(p.rd.Volumes)-1].Day0GI)
+		u, err := drbd.NewDay0GI(p.rand, day0)
+		if err != nil {
+			return err
+		}
+		current[vol.Volume] = u
+	}
+	p.restore = &restorePlan{from: from, current: current}
+	for _, node := range snap.Nodes {
+		r, ok := src.Replica(node)
+		if !ok || r.Diskless {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "node %s no longer holds a disk of %s with snapshot %s", node, c.Resource, c.Snapshot)
+		}
+		cand, ok := p.candidate(node)
+		if !ok {
+			return cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode)
+		}
+		if !cand.Online {
+			if err := p.read(p.names.Event("node", node)); err != nil { // confirmed on what it read
+				return err
+			}
+			return cairn.Errorf(cairn.CodePreconditionFailed, "node %s holding a copy of snapshot %s is offline", node, c.Snapshot)
+		}
+		pool, err := p.pickPool(node, r.StoragePool)
+		if err != nil {
+			return err
+		}
+		if err := p.addReplica(node, &pool, false, "restore", false, drbd.Options{}); err != nil {
+			return err
+		}
+	}
+	p.restore = nil
+	return p.tiebreaker()
+}
+
+// rollback rolls every disk of the definition back to its latest snapshot, name.
+// Refuses not_found (snapshot), precondition_failed: not taken, not the latest taken
+// snapshot (a rollback to an older one would silently drop the newer ones), a replica
+// still active (deactivate the resource everywhere first), a disk without the snapshot
+// (added after it: remove it first), a snapshot under way.
+func (p *resourcePlan) rollback(name string) error {
+	s, ok := p.rd.Snapshot(name)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", p.rd.Name, name)
+	}
+	if s.Phase != projections.SnapshotTaken {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is %s; only a taken snapshot is rolled back to", name, p.rd.Name, s.Phase)
+	}
+	for _, o := range p.rd.Snapshots {
+		switch {
+		case o.Phase == projections.SnapshotSuspending || o.Phase == projections.SnapshotTaking:
+			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is under way", o.Name, p.rd.Name)
+		case o.Phase == projections.SnapshotTaken && o.StartedSeq > s.StartedSeq:
+			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is newer than %s: a rollback goes to the latest snapshot only (delete %s first)", o.Name, p.rd.Name, name, o.Name)
+		}
+	}
+	var added []string
+	for _, v := range p.rd.Volumes {
+		if !slices.ContainsFunc(s.Volumes, func(sv projections.VolumeDefinition) bool { return sv.Volume == v.Volume }) {
+			added = append(added, strconv.Itoa(v.Volume))
+		}
+	}
+	if len(added) > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "volume(s) %s of %s were added after snapshot %s, which holds no copy of them; delete them first (vd.delete)", strings.Join(added, ", "), p.rd.Name, name)
+	}
+	var active, missing []string
+	for _, r := range p.rd.Replicas {
+		if !r.Inactive {
+			active = append(active, r.Node)
+		}
+		if !r.Diskless && !slices.Contains(s.Nodes, r.Node) {
+			missing = append(missing, r.Node)
+		}
+	}
+	slices.Sort(active)
+	slices.Sort(missing)
+	if len(active) > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s is active on %s; deactivate it everywhere first (resource.deactivate)", p.rd.Name, strings.Join(active, ", ")).
+			WithDetails(map[string]any{"nodes": active})
+	}
+	if len(missing) > 0 {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "the disks of %s on %s were added after snapshot %s and do not hold it; remove them first", p.rd.Name, strings.Join(missing, ", "), name)
+	}
+	current := map[string]string{}
+	for _, v := range p.rd.Volumes {
+		day0, _ := drbd.ParseUUID(v.Day0GI)
+		u, err := drbd.NewDay0GI(p.rand, day0)
+		if err != nil {
+			return err
+		}
+		current[strconv.Itoa(v.Volume)] = u.String()
+	}
+	p.emit(&events.RDRolledBack{Resource: p.rd.Name, Name: name, Current: current})
+	p.warn("every disk of %s goes back to snapshot %s: what was written since is lost; activate the resource when the agents report it rolled back", p.rd.Name, name)
+	return nil
+}
+
+// snapshotName is what a snapshot name may be (the volume providers' rule).
+var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
+
+// CloneSnapshot is the name of the snapshot rd.clone takes for target.
+// It is "clone-<target>", or, where that would pass the 48 characters a snapshot name
+// may have (a target may have LINSTOR's 48 too), "clone-", the first 33 characters of
+// target, "-" and 8 hex digits of target's SHA-256: still one name per target.
+func CloneSnapshot(target string) string {
+	name := "clone-" + target
+	if len(name) <= 48 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(target))
+	return "clone-" + strings.TrimRight(target[:33], "-_") + "-" + hex.EncodeToString(sum[:4])
+}
+
+// clone starts a snapshot of the definition (CloneSnapshot(target)) that the serve
+// holding the lease restores into target once it is taken (rd.restore). Refuses
+// already_exists (target), invalid_argument naming target when its snapshot name would
+// not be valid, and what rd.snapshot refuses.
+func (p *resourcePlan) clone(target string) error {
+	// The target's subject is read and claimed (events.TargetClaimed): a concurrent
+	// rd.create of target conflicts with this append, and one decided later is refused
+	// until the clone's restore creates it (or its snapshot fails or is deleted).
+	if err := p.read(p.names.Event("rd", target)); err != nil {
+		return err
+	}
+	if _, exists, err := p.v.ResourceDefinition(target); err != nil || exists {
+		if err == nil {
+			err = cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already exists", target).About(cairn.ObjResourceDefinition)
+		}
+		return err
+	}
+	if err := p.unclaimed(target); err != nil {
+		return err
+	}
+	name := CloneSnapshot(target)
+	if !snapshotName.MatchString(name) {
+		return cairn.InvalidField("target", "target %q is too long for its snapshot's name %q (1-48 letters, digits, '_' or '-')", target, name)
+	}
+	if err := p.snapshot(name); err != nil {
+		return err
+	}
+	for i := range p.d.Events {
+		if ev, ok := p.d.Events[i].Payload.(*events.RDSnapshotStarted); ok && ev.Name == name {
+			ev.CloneTo = target
+		}
+	}
+	p.d = p.d.With(p.names.Event("rd", target), &events.TargetClaimed{Name: target, Resource: p.rd.Name, Snapshot: name}, nil)
+	return nil
+}
+
+// unclaimed refuses (already_exists) a definition name a clone under way holds, unless
+// this command is that clone's own restore (p.restoring).
+func (p *resourcePlan) unclaimed(name string) error {
+	c, claimed, err := p.v.TargetClaim(name)
+	switch {
+	case err != nil:
+		return err
+	case !claimed:
+		return nil
+	case p.restoring != nil && p.restoring.Resource == c.Resource && p.restoring.Snapshot == c.Snapshot:
+		return nil
+	}
+	return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s is the target of a clone of %s under way (snapshot %s): it is created when that snapshot is taken",
+		name, c.Resource, c.Snapshot).About(cairn.ObjResourceDefinition)
+}
+
+// ClonesDue returns the rd.restore commands of the clones whose snapshot is taken and
+// whose target was never created (exists reports whether a definition exists; a clone
+// restored once is never restored again, even after its target was deleted).
+func ClonesDue(rd projections.ResourceDefinition, exists func(string) bool) []SnapshotRestore {
+	var out []SnapshotRestore
+	for _, s := range rd.Snapshots {
+		if s.CloneTo != "" && s.Phase == projections.SnapshotTaken && !s.Cloned && !exists(s.CloneTo) {
+			out = append(out, SnapshotRestore{Resource: rd.Name, Snapshot: s.Name, Target: s.CloneTo})
+		}
+	}
+	return out
+}
+
+// CloneCleanupDue returns the clone snapshots of src to delete now: restored once into
+// their target (Cloned), and either the target is gone, or every disk of it that starts
+// from the snapshot reports its desired state carried out at its incarnation (its
+// backing volume was made from the snapshot). A source with a disk on ZFS keeps them
+// (a ZFS clone depends on its snapshot). target returns a definition and its replicas'
+// latest reports.
+func CloneCleanupDue(src projections.ResourceDefinition, target func(name string) (projections.ResourceDefinition, bool, map[string]drbd.Status)) []string {
+	if src.OnZFS() {
+		return nil
+	}
+	var out []string
+	for _, s := range src.Snapshots {
+		if s.CloneTo == "" || !s.Cloned {
+			continue
+		}
+		rd, exists, statuses := target(s.CloneTo)
+		done := true
+		for _, r := range rd.Replicas {
+			if !exists || r.RestoreFrom == nil || r.RestoreFrom.Resource != src.Name || r.RestoreFrom.Snapshot != s.Name {
+				continue
+			}
+			st, ok := statuses[r.Node]
+			if !ok || st.Phase != drbd.PhaseApplied || st.Incarnation != r.Incarnation {
+				done = false
+			}
+		}
+		if done {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// SnapshotNext decides, from the latest report of every node of a snapshot under way
+// (its disks' nodes and its diskless ones), what comes next: "take" once all report I/O
+// suspended, "taken" once all report it taken (each still holding I/O suspended: none
+// resumes before the order that follows "taken"), "failed" (with the reason) as soon as
+// one reports it aborted or failed. ok is false while some node has not reported (or
+// the snapshot is not under way).
+func SnapshotNext(s projections.RDSnapshot, statuses map[string]drbd.Status) (phase, reason string, ok bool) {
+	if s.Phase != projections.SnapshotSuspending && s.Phase != projections.SnapshotTaking {
+		return "", "", false
+	}
+	want := drbd.SnapSuspended
+	if s.Phase == projections.SnapshotTaking {
+		want = drbd.SnapTaken
+	}
+	all := true
+	nodes := append(slices.Clone(s.Nodes), s.Diskless...)
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		var mine *drbd.SnapshotStatus
+		st := statuses[n]
+		for i := range st.Snapshots {
+			if st.Snapshots[i].Name == s.Name && st.Snapshots[i].Seq == s.StartedSeq {
+				mine = &st.Snapshots[i]
+			}
+		}
+		switch {
+		case mine == nil:
+			all = false
+		case mine.Phase == drbd.SnapAborted || mine.Phase == drbd.SnapFailed:
+			return "failed", fmt.Sprintf("node %s: %s: %s", n, mine.Phase, mine.Error), true
+		case mine.Phase != want && !(want == drbd.SnapSuspended && mine.Phase == drbd.SnapTaken):
+			all = false
+		}
+	}
+	if !all {
+		return "", "", false
+	}
+	if want == drbd.SnapSuspended {
+		return "take", "", true
+	}
+	return "taken", "", true
+}

@@ -1,0 +1,114 @@
+package resources
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/stretchr/testify/assert"
+)
+
+// SnapshotNext: the next phase only once every node's report settles it, failure as
+// soon as one node aborted, and reports of an older snapshot of the same name ignored.
+func TestSnapshotNext(t *testing.T) {
+	report := func(seq uint64, phase string) drbd.Status {
+		return drbd.Status{Snapshots: []drbd.SnapshotStatus{{Name: "s1", Seq: seq, Phase: phase, Error: "why"}}}
+	}
+	suspending := projections.RDSnapshot{Name: "s1", Nodes: []string{"n1", "n2"}, Phase: projections.SnapshotSuspending, StartedSeq: 7}
+	taking := suspending
+	taking.Phase = projections.SnapshotTaking
+	tests := []struct {
+		name     string
+		snap     projections.RDSnapshot
+		statuses map[string]drbd.Status
+		phase    string
+		ok       bool
+	}{
+		{"one node has not reported", suspending, map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended)}, "", false},
+		{"all suspended", suspending, map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(7, drbd.SnapSuspended)}, "take", true},
+		{"an older snapshot's report", suspending, map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(3, drbd.SnapSuspended)}, "", false},
+		{"one aborted", suspending, map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(7, drbd.SnapAborted)}, "failed", true},
+		{"taking, one still suspended", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapSuspended)}, "", false},
+		{"all taken", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapTaken)}, "taken", true},
+		{"taking, one failed", taking, map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapFailed)}, "failed", true},
+		{"a diskless node has not reported", withDiskless(suspending), map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(7, drbd.SnapSuspended)}, "", false},
+		{"all suspended, the diskless node too", withDiskless(suspending), map[string]drbd.Status{"n1": report(7, drbd.SnapSuspended), "n2": report(7, drbd.SnapSuspended), "n3": report(7, drbd.SnapSuspended)}, "take", true},
+		{"taking, the diskless node not yet", withDiskless(taking), map[string]drbd.Status{"n1": report(7, drbd.SnapTaken), "n2": report(7, drbd.SnapTaken), "n3": report(7, drbd.SnapSuspended)}, "", false},
+		{"taken already", projections.RDSnapshot{Name: "s1", Nodes: []string{"n1"}, Phase: projections.SnapshotTaken, StartedSeq: 7},
+			map[string]drbd.Status{"n1": report(7, drbd.SnapTaken)}, "", false},
+	}
+	for _, tt := range tests {
+		if tt.phase == "failed" {
+			tt.snap.Diskless = nil
+		}
+		t.Run(tt.name, func(t *testing.T) {
+			phase, reason, ok := SnapshotNext(tt.snap, tt.statuses)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.phase, phase)
+			if phase == "failed" {
+				assert.Contains(t, reason, "node n2")
+			}
+		})
+	}
+}
+
+func withDiskless(s projections.RDSnapshot) projections.RDSnapshot {
+	s.Diskless = []string{"n3"}
+	return s
+}
+
+// A clone's snapshot name stays a valid snapshot name (at most 48 characters) for any
+// target LINSTOR allows (48 characters), and two long targets with one prefix get two
+// names (on the old code a target over 42 characters was refused).
+func TestCloneSnapshotNames(t *testing.T) {
+	assert.Equal(t, "clone-r1c", CloneSnapshot("r1c"))
+	a := CloneSnapshot("pvc-0123456789abcdef0123456789abcdef-0000000001")
+	b := CloneSnapshot("pvc-0123456789abcdef0123456789abcdef-0000000002")
+	assert.NotEqual(t, a, b)
+	for _, n := range []string{a, b, CloneSnapshot(strings.Repeat("x", 42)), CloneSnapshot(strings.Repeat("y", 63))} {
+		assert.LessOrEqual(t, len(n), 48, n)
+		assert.Regexp(t, snapshotName, n)
+	}
+}
+
+// A clone's snapshot is due for deletion once every disk restored from it reports its
+// desired state carried out at its incarnation, or its target is gone; never before,
+// never a snapshot not yet restored, never on ZFS.
+func TestCloneCleanupDue(t *testing.T) {
+	ref := &drbd.SnapshotRef{Resource: "r1", Snapshot: "clone-t1"}
+	src := projections.ResourceDefinition{Name: "r1",
+		Replicas:  []projections.Replica{{Node: "n1", Provider: "file_thin"}, {Node: "n2", Provider: "file_thin"}},
+		Snapshots: []projections.RDSnapshot{{Name: "clone-t1", CloneTo: "t1", Cloned: true}, {Name: "clone-t2", CloneTo: "t2"}, {Name: "s1"}}}
+	target := projections.ResourceDefinition{Name: "t1", Replicas: []projections.Replica{
+		{Node: "n1", RestoreFrom: ref, Incarnation: 7}, {Node: "n2", RestoreFrom: ref, Incarnation: 8}, {Node: "n3", Diskless: true, Incarnation: 9}}}
+	applied := func(inc uint64) drbd.Status { return drbd.Status{Phase: drbd.PhaseApplied, Incarnation: inc} }
+	for _, c := range []struct {
+		name     string
+		exists   bool
+		statuses map[string]drbd.Status
+		want     []string
+	}{
+		{"one disk not yet restored", true, map[string]drbd.Status{"n1": applied(7)}, nil},
+		{"one disk at an older incarnation", true, map[string]drbd.Status{"n1": applied(7), "n2": applied(3)}, nil},
+		{"one disk failed", true, map[string]drbd.Status{"n1": applied(7), "n2": {Phase: drbd.PhaseFailed, Incarnation: 8}}, nil},
+		{"every restored disk carried out", true, map[string]drbd.Status{"n1": applied(7), "n2": applied(8)}, []string{"clone-t1"}},
+		{"the target is gone", false, nil, []string{"clone-t1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := CloneCleanupDue(src, func(name string) (projections.ResourceDefinition, bool, map[string]drbd.Status) {
+				assert.Equal(t, "t1", name)
+				if !c.exists {
+					return projections.ResourceDefinition{}, false, nil
+				}
+				return target, true, c.statuses
+			})
+			assert.Equal(t, c.want, got)
+		})
+	}
+	zfs := src
+	zfs.Replicas = []projections.Replica{{Node: "n1", Provider: "zfs"}}
+	assert.Empty(t, CloneCleanupDue(zfs, func(string) (projections.ResourceDefinition, bool, map[string]drbd.Status) {
+		return projections.ResourceDefinition{}, false, nil
+	}), "a ZFS clone depends on its snapshot")
+}
