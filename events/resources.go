@@ -159,8 +159,11 @@ type ReplicaAdded struct {
 	DRBDOptions drbd.Options     `json:"drbd_options,omitzero"`
 	// RestoreFrom: the disk starts as this node's copy of a snapshot (rd.restore).
 	RestoreFrom *drbd.SnapshotRef `json:"restore_from,omitempty"`
-	// Reason: explicit, autoplace, tiebreaker or restore.
+	// Reason: explicit, autoplace, tiebreaker, restore or replace.
 	Reason string `json:"reason"`
+	// Replaces: the node whose replica this one replaces (replica.replace); that
+	// replica is removed once this one is UpToDate.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // ReplicaRemoved: a replica left its definition; its node id and minors are free again.

@@ -177,3 +177,28 @@ func init() {
 	Register(Type{Name: "node.address-changed", Version: 1, New: func() Payload { return new(NodeAddressChanged) }})
 	Register(Type{Name: "node.state-changed", Version: 1, New: func() Payload { return new(NodeStateChanged) }})
 }
+
+// Node maintenance modes (NodeMaintenanceChanged.Mode).
+const (
+	MaintenanceNone       = ""           // a placement target like any other
+	MaintenanceEvacuating = "evacuating" // node.evacuate: every replica moves off it
+	MaintenanceEvicted    = "evicted"    // node.evict (auto-evict): offline too long, replicas re-placed
+)
+
+// NodeMaintenanceChanged: a node was set to evacuate (node.evacuate), evicted
+// (node.evict, the auto-evict policy) or restored as a placement target (node.restore,
+// Mode ""). A node in either mode gets no new replicas, and the evacuation policy moves
+// its replicas off it: a replacement first, the old replica once the replacement is
+// UpToDate.
+type NodeMaintenanceChanged struct {
+	Name     string `json:"name"`
+	Mode     string `json:"mode"`
+	Previous string `json:"previous"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+func (*NodeMaintenanceChanged) EventType() string { return "node.maintenance-changed" }
+
+func init() {
+	Register(Type{Name: "node.maintenance-changed", Version: 1, New: func() Payload { return new(NodeMaintenanceChanged) }})
+}

@@ -234,6 +234,13 @@ func apply(t *tx, names events.Names, it Item) error {
 			return err
 		}
 		return requeueNodePeers(t, d.Name, ev.Seq)
+	case *events.NodeMaintenanceChanged:
+		spec, found, err := t.nodeSpec(d.Name)
+		if err != nil || !found {
+			return err
+		}
+		spec.Maintenance, spec.MaintenanceReason, spec.MaintenanceSeq, spec.MaintenanceSince = d.Mode, d.Reason, ev.Seq, ev.OccurredAt
+		return t.putNodeSpec(spec)
 	case *events.NodePropertiesChanged:
 		spec, found, err := t.nodeSpec(d.Name)
 		if err != nil || !found {

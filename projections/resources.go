@@ -140,7 +140,9 @@ type Replica struct {
 	Incarnation uint64    `json:"incarnation"`
 	AddedSeq    uint64    `json:"added_seq"`
 	AddedAt     time.Time `json:"added_at,omitzero"` // when replica.added occurred
-
+	// Replaces: the node whose replica this one replaces (replica.replace), until that
+	// replica is removed.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // Minor returns the replica's minor of a volume (ok false when it has none).
@@ -610,7 +612,8 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			}
 			r := Replica{Node: d.Node, NodeID: d.NodeID, Minors: d.Minors, Diskless: d.Diskless, Tiebreaker: d.Tiebreaker,
 				StoragePool: d.StoragePool, Provider: d.Provider, Pool: d.Pool, Seeds: d.Seeds, FullSync: d.FullSync,
-				DRBDOptions: d.DRBDOptions, RestoreFrom: d.RestoreFrom, Incarnation: ev.Seq, AddedSeq: ev.Seq, AddedAt: ev.OccurredAt}
+				DRBDOptions: d.DRBDOptions, RestoreFrom: d.RestoreFrom, Incarnation: ev.Seq, AddedSeq: ev.Seq, AddedAt: ev.OccurredAt,
+				Replaces: d.Replaces}
 			rd.Replicas = append(rd.Replicas, r)
 			slices.SortFunc(rd.Replicas, func(a, b Replica) int { return a.NodeID - b.NodeID })
 			for _, m := range d.Minors {
@@ -645,6 +648,11 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 				rd.Snapshots[i].Diskless = slices.DeleteFunc(rd.Snapshots[i].Diskless, func(n string) bool { return n == d.Node })
 			}
 			rd.Replicas = slices.DeleteFunc(rd.Replicas, func(x Replica) bool { return x.Node == d.Node })
+			for i := range rd.Replicas { // a replacement of the removed one is done
+				if rd.Replicas[i].Replaces == d.Node {
+					rd.Replicas[i].Replaces = ""
+				}
+			}
 			return nil
 		})
 	case *events.ReplicaDiskToggled:

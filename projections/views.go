@@ -49,6 +49,13 @@ type NodeSpec struct {
 	// AddressSeq is the sequence of the event that gave the node its address (node.added
 	// or node.address-changed): desired state naming it is at least that new.
 	AddressSeq uint64 `json:"address_seq,omitempty"`
+	// Maintenance is the node's maintenance mode (events.MaintenanceEvacuating or
+	// events.MaintenanceEvicted; "" for none), with its reason, the sequence and time
+	// of the node.maintenance-changed that set it.
+	Maintenance       string    `json:"maintenance,omitempty"`
+	MaintenanceReason string    `json:"maintenance_reason,omitempty"`
+	MaintenanceSeq    uint64    `json:"maintenance_seq,omitempty"`
+	MaintenanceSince  time.Time `json:"maintenance_since,omitempty"`
 }
 
 // NodeStatus is what is observed of a node; only node.state-changed writes it.

@@ -36,6 +36,9 @@ type Gateway struct {
 	Leader func() any
 	// Auth admits requests by token; nil: no authentication (loopback only, see serve).
 	Auth *Authenticator
+	// Policies reports what each policy is doing (its settings, what it waits for, its
+	// recent decisions); nil: no route.
+	Policies func() any
 	// Refusals lists the commands this serve refused lately (admission.Admission.
 	// RecentRefusals); nil: none.
 	Refusals func() []admission.Refusal
@@ -67,6 +70,9 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /cairn/v1/cluster", g.getCluster)
 	if g.Leader != nil {
 		mux.HandleFunc("GET /cairn/v1/leader", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Leader()) })
+	}
+	if g.Policies != nil {
+		mux.HandleFunc("GET /cairn/v1/policies", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Policies()) })
 	}
 	mux.HandleFunc("GET /cairn/v1/nodes", g.listNodes)
 	mux.HandleFunc("GET /cairn/v1/nodes/{name}", g.getNode)

@@ -164,10 +164,11 @@ func DecideNodeModify(v *projections.View, n *projections.Node, c NodeModify) (*
 }
 
 // Handlers decide the cluster and node verbs: cluster.create, cluster.activate,
-// node.add, node.remove, node.modify and node.set-state. Each reads its node's subject;
-// with failure domains, the cluster and the node's host too (readTopology).
+// node.add, node.remove, node.modify, node.set-state and the maintenance verbs
+// (node.evacuate, node.evict, node.restore). Each reads its node's subject; with failure
+// domains, the cluster and the node's host too (readTopology).
 func Handlers() []decide.Handler {
-	return []decide.Handler{activateHandler(),
+	return append(maintenanceHandlers(), []decide.Handler{activateHandler(),
 		{Verb: "node.modify", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
 			var c NodeModify
 			// The node's own subject. The address check against the other nodes is
@@ -229,7 +230,7 @@ func Handlers() []decide.Handler {
 			ev, warnings, err := DecideNodeSetState(decide.Ptr(n, found), c)
 			return d.With(names.Event("node", c.Name), ev, warnings), err
 		}},
-	}
+	}...)
 }
 
 // readTopology records the reads of a topology decision in a cluster with failure

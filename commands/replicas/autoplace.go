@@ -40,6 +40,25 @@ type Candidate struct {
 	// Props are the node's properties, built-ins included (see PropNode...).
 	Props map[string]string
 	Pools []StoragePool
+	// Cordoned says why the node takes no new replica (AutoplaceTarget=false, an
+	// evacuation, an eviction); "" when it may.
+	Cordoned string
+}
+
+// PropAutoplaceTarget is LINSTOR's node property that cordons a node: "false" keeps new
+// replicas (autoplaced, tiebreakers, replacements) off it.
+const PropAutoplaceTarget = "AutoplaceTarget"
+
+// CordonReason says why a node with props in maintenance mode maintenance takes no new
+// replica, "" when it may.
+func CordonReason(props map[string]string, maintenance string) string {
+	switch {
+	case maintenance != "":
+		return "cordoned: " + maintenance
+	case strings.EqualFold(props[PropAutoplaceTarget], "false"):
+		return "cordoned: " + PropAutoplaceTarget + "=false"
+	}
+	return ""
 }
 
 // Member is a replica a definition already has.
@@ -180,6 +199,8 @@ func disqualify(rules Rules, needKiB uint64, members []Member, holding map[strin
 		return "not a storage node"
 	case !c.Online:
 		return "offline"
+	case c.Cordoned != "":
+		return c.Cordoned
 	}
 	var matching []StoragePool
 	for _, p := range c.Pools {

@@ -28,7 +28,7 @@ func NeedsTiebreaker(members []Member) bool {
 
 // PlanTiebreaker applies the rule to members (the definition's replicas after the
 // change): with two diskful replicas and no diskless one, add a tiebreaker on an online
-// node without a replica, preferring a failure domain neither diskful replica is in,
+// node without a replica that is not cordoned, preferring a failure domain neither diskful replica is in,
 // then the name; remove an existing tiebreaker that is no longer needed.
 func PlanTiebreaker(members []Member, candidates []Candidate) TiebreakerPlan {
 	var tb string
@@ -48,7 +48,7 @@ func PlanTiebreaker(members []Member, candidates []Candidate) TiebreakerPlan {
 	case need && tb == "":
 		var eligible []Candidate
 		for _, c := range candidates {
-			if c.Online && !holding[c.Node] {
+			if c.Online && !holding[c.Node] && c.Cordoned == "" {
 				eligible = append(eligible, c)
 			}
 		}

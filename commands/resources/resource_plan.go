@@ -34,6 +34,9 @@ type resourcePlan struct {
 	cands   []replicas.Candidate
 	byNode  map[string]int // index into cands
 	d       decide.Decision
+	// replaces is the node whose replica the replica being added replaces
+	// (replica.replace), "" otherwise.
+	replaces string
 	// reads is the decision's read set: every subject whose state it depends on.
 	reads *decide.Reads
 	// claims are the node.claimed and port.claimed events, appended after the others.
@@ -127,7 +130,8 @@ func (p *resourcePlan) candidates() ([]replicas.Candidate, error) {
 		}
 		p.byNode[n.Spec.Name] = len(p.cands)
 		c := replicas.Candidate{Node: n.Spec.Name, Online: n.Status.State == events.StateOnline,
-			Storage: n.Spec.Role == events.RoleStorage, Domain: n.Spec.FailureDomain, Props: props}
+			Storage: n.Spec.Role == events.RoleStorage, Domain: n.Spec.FailureDomain, Props: props,
+			Cordoned: replicas.CordonReason(n.Spec.Properties, n.Spec.Maintenance)}
 		pools, err := p.v.NodeStoragePools(n.Spec.Name)
 		if err != nil {
 			return nil, err
@@ -333,7 +337,7 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 		return err
 	}
 	ev := &events.ReplicaAdded{Resource: p.rd.Name, Node: node, NodeID: id, Diskless: pool == nil,
-		Tiebreaker: tiebreaker, DRBDOptions: opts, Reason: reason}
+		Tiebreaker: tiebreaker, DRBDOptions: opts, Reason: reason, Replaces: p.replaces}
 	for i, vol := range p.rd.Volumes {
 		ev.Minors = append(ev.Minors, events.VolumeMinor{Volume: vol.Volume, Minor: minors[i]})
 	}
@@ -361,7 +365,7 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 	p.emit(ev)
 	p.rd.Replicas = append(p.rd.Replicas, projections.Replica{Node: node, NodeID: id, Minors: ev.Minors,
 		Diskless: ev.Diskless, Tiebreaker: tiebreaker, StoragePool: ev.StoragePool, Provider: ev.Provider, Pool: ev.Pool,
-		RestoreFrom: ev.RestoreFrom})
+		RestoreFrom: ev.RestoreFrom, Replaces: ev.Replaces})
 	return nil
 }
 

@@ -57,6 +57,9 @@ type Config struct {
 	// package natsauth). Refused together with NATSURL.
 	Auth             bool
 	HeartbeatTimeout time.Duration // node offline after this long without a heartbeat (15 s)
+	// MaxSyncingReplacements bounds the replicas the evacuation places that sync at once
+	// across the cluster (policy.DefaultMaxSyncing).
+	MaxSyncingReplacements int
 	// Name identifies this serve in the side-effect lease (hostname-pid); give each serve
 	// of one NATS cluster its own. LeaseTTL is the lease's time to live (5 s).
 	Name     string
@@ -79,6 +82,8 @@ type Server struct {
 	Projector *projections.Projector
 	Admission *admission.Admission
 	Watchdog  *policy.Watchdog
+	Evacuator *policy.Evacuator
+	Evictor   *policy.Evictor
 	// Dispatcher publishes per-node desired state from the views.
 	Dispatcher *dispatch.Dispatcher
 	// Lease elects the one serve that runs the side effects (dispatcher, watchdog
@@ -322,6 +327,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	hooks := statusfold.Hooks{Pool: onPool, DRBD: snaps.Hook(runCtx),
 		Capacity: policy.RecordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
 	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
+	s.Evacuator = &policy.Evacuator{Adm: s.Admission, DB: db, MaxSyncing: cfg.MaxSyncingReplacements,
+		Log: cfg.Log.With().Str("part", "evacuation").Logger()}
+	s.Evictor = &policy.Evictor{Adm: s.Admission, DB: db, Log: cfg.Log.With().Str("part", "auto-evict").Logger()}
+	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
+	s.background(func() { s.Lease.While(runCtx, "auto-evict", s.Evictor.Sweep) })
 	s.background(func() {
 		// Agents' status folds into the views of every serve; a contested pool report
 		// becomes pool.contest, a storage pool's capacity that moved sp.capacity-report,
@@ -353,7 +363,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if s.starting != nil {
 		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready,
-			Leader: func() any { return s.Lease.Info() }, Refusals: s.Admission.RecentRefusals}
+			Leader: func() any { return s.Lease.Info() }, Refusals: s.Admission.RecentRefusals, Policies: s.policies}
 		if cfg.HTTPAuth {
 			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger(), Ready: s.ready}
 		}
@@ -445,6 +455,16 @@ func (s *Server) waitCaughtUp(ctx context.Context) error {
 
 // ready reports whether the views have caught up with the stream as it was at start
 // and the projector still runs.
+// policies is what each policy is doing (GET /cairn/v1/policies).
+func (s *Server) policies() any {
+	_, leading := s.Lease.Leading()
+	return map[string]any{
+		"leading":    leading,
+		"evacuation": s.Evacuator.Status(),
+		"auto-evict": s.Evictor.Status(),
+	}
+}
+
 func (s *Server) ready() error {
 	select {
 	case err := <-s.done:

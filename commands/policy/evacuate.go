@@ -1,0 +1,357 @@
+package policy
+
+// Evacuation: replicas move off nodes in maintenance (node.evacuate, node.evict), a
+// replacement first and the old replica once the replacement is UpToDate.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-io/cairn/commands/admission"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/rs/zerolog"
+)
+
+// Actions of a Move.
+const (
+	MoveReplace = "replace" // place a replacement (replica.replace)
+	MoveRemove  = "remove"  // remove the leaving replica (replica.remove)
+	MoveWait    = "wait"    // a replacement is syncing, or the replica is in use
+	MoveQueued  = "queued"  // the cluster's limit of replacements syncing at once is reached
+)
+
+// Move is the evacuation's next step for one replica on a leaving node.
+type Move struct {
+	Resource string `json:"resource"`
+	Node     string `json:"node"` // the leaving node
+	Action   string `json:"action"`
+	Reason   string `json:"reason"`
+	// Replacement is the node of the replica replacing this one, once placed.
+	Replacement string `json:"replacement,omitempty"`
+	// Incarnation is the leaving replica's (its command ids derive from it, so a
+	// replica added again later is moved again).
+	Incarnation uint64 `json:"incarnation"`
+}
+
+// Definition is one definition with a replica on a leaving node, as the evacuation
+// reads it: the definition and its replicas' latest reports by node.
+type Definition struct {
+	RD       projections.ResourceDefinition
+	Statuses map[string]drbd.Status
+}
+
+// UpToDate reports whether replica r of rd is UpToDate by its own node's latest report:
+// the report is of r's current disk (its incarnation), carried out (applied), and every
+// volume of rd is UpToDate there. A report of an earlier disk of the node, one still
+// pending, or a missing volume is not UpToDate.
+func UpToDate(rd projections.ResourceDefinition, r projections.Replica, statuses map[string]drbd.Status) bool {
+	st, ok := statuses[r.Node]
+	if !ok || st.Incarnation != r.Incarnation || st.Phase != drbd.PhaseApplied || len(st.Volumes) < len(rd.Volumes) {
+		return false
+	}
+	for _, v := range st.Volumes {
+		if v.DiskState != "UpToDate" {
+			return false
+		}
+	}
+	return true
+}
+
+// PlanEvacuation decides the next step of every replica on the leaving nodes (nodes in
+// maintenance, by name) of defs. A tiebreaker is replaced at once (it moves). Another
+// diskless replica is removed (replica.remove keeps it as the tiebreaker when the
+// definition needs one; it then moves as one), unless it is Primary on a live node: it
+// waits, as LINSTOR's evacuation does for a resource in use. A diskful replica gets a
+// replacement first; it is removed only once its replacement is UpToDate and it is not
+// Primary on a live node, so the definition never has fewer UpToDate disks than before.
+// At most maxSyncing replacements (0: no limit) are syncing at once across the
+// cluster; further replacements are queued. Moves are sorted by node, then resource.
+func PlanEvacuation(leaving map[string]projections.Node, defs []Definition, maxSyncing int) []Move {
+	syncing := 0
+	for _, d := range defs {
+		for _, r := range d.RD.Replicas {
+			if r.Replaces != "" && !UpToDate(d.RD, r, d.Statuses) {
+				syncing++
+			}
+		}
+	}
+	var out []Move
+	var wantReplace []int
+	for _, d := range defs {
+		for _, r := range d.RD.Replicas {
+			n, ok := leaving[r.Node]
+			if !ok {
+				continue
+			}
+			m := Move{Resource: d.RD.Name, Node: r.Node, Incarnation: r.Incarnation}
+			live := n.Status.State == events.StateOnline
+			primary := live && d.Statuses[r.Node].Role == "Primary" && d.Statuses[r.Node].Incarnation == r.Incarnation
+			var repl *projections.Replica
+			for i := range d.RD.Replicas {
+				if d.RD.Replicas[i].Replaces == r.Node {
+					repl = &d.RD.Replicas[i]
+				}
+			}
+			switch {
+			case r.Tiebreaker:
+				m.Action, m.Reason = MoveReplace, "a tiebreaker moves at once"
+			case r.Diskless && primary:
+				m.Action, m.Reason = MoveWait, "in use: Primary on "+r.Node+" (demote it there to move it)"
+			case r.Diskless:
+				m.Action, m.Reason = MoveRemove, "diskless: holds no data"
+			case repl == nil:
+				m.Action, m.Reason = MoveReplace, "no replacement yet"
+				wantReplace = append(wantReplace, len(out))
+			case !UpToDate(d.RD, *repl, d.Statuses):
+				m.Action, m.Replacement, m.Reason = MoveWait, repl.Node, "replacement on "+repl.Node+" is not UpToDate yet"
+			case primary:
+				m.Action, m.Replacement, m.Reason = MoveWait, repl.Node, "in use: Primary on "+r.Node+" (demote it there to remove it)"
+			default:
+				m.Action, m.Replacement, m.Reason = MoveRemove, repl.Node, "replacement on "+repl.Node+" is UpToDate"
+			}
+			out = append(out, m)
+		}
+	}
+	sort.SliceStable(wantReplace, func(i, j int) bool { return lessMove(out[wantReplace[i]], out[wantReplace[j]]) })
+	for _, i := range wantReplace {
+		if maxSyncing > 0 && syncing >= maxSyncing {
+			out[i].Action = MoveQueued
+			out[i].Reason = fmt.Sprintf("%d replacement(s) syncing, the limit (--max-syncing-replacements)", syncing)
+			continue
+		}
+		syncing++
+	}
+	sort.SliceStable(out, func(i, j int) bool { return lessMove(out[i], out[j]) })
+	return out
+}
+
+func lessMove(a, b Move) bool {
+	if a.Node != b.Node {
+		return a.Node < b.Node
+	}
+	return a.Resource < b.Resource
+}
+
+// MoveRequest is the command a replace or remove Move calls for (ok false for wait and
+// queued). Its command id derives from the resource, the node, the leaving replica's
+// incarnation and the action, so two serves, or a sweep repeated after a restart or a
+// lease move, send each step once.
+func MoveRequest(m Move, actor string) (admission.Request, bool) {
+	var verb string
+	var body []byte
+	switch m.Action {
+	case MoveReplace:
+		verb = "replica.replace"
+		body, _ = json.Marshal(map[string]any{"resource": m.Resource, "node": m.Node})
+	case MoveRemove:
+		verb = "replica.remove"
+		body, _ = json.Marshal(map[string]any{"resource": m.Resource, "node": m.Node})
+	default:
+		return admission.Request{}, false
+	}
+	id := commandID("evacuate", m.Resource, m.Node, fmt.Sprint(m.Incarnation), m.Action)
+	return admission.Request{Verb: verb, Body: body, Actor: actor, CommandID: id, ForgetRefusals: true}, true
+}
+
+// commandID joins parts into a command id (a hash of them when that would be longer
+// than a command id may be).
+func commandID(parts ...string) string {
+	id := strings.Join(parts, "-")
+	if len(id) <= 100 && !strings.ContainsAny(id, " /") {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return parts[0] + "-" + hex.EncodeToString(sum[:16])
+}
+
+var (
+	metricMoves = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_policy_evacuation_commands_total", Help: "Commands the evacuation policy sent, by verb and outcome (ok or the error code)."},
+		[]string{"verb", "outcome"})
+	metricSyncing = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "cairn_policy_evacuation_replacements", Help: "Replicas on nodes in maintenance still to move (last sweep)."})
+)
+
+// Evacuator runs PlanEvacuation every EvacuateEvery while this serve holds the lease
+// and sends the commands it calls for as policy:evacuate. A refused command is retried
+// after a backoff (doubling from 2 s to 5 min) and reported, never in a loop.
+type Evacuator struct {
+	Adm *admission.Admission
+	DB  *projections.DB
+	Log zerolog.Logger
+	// MaxSyncing bounds the replacements syncing at once across the cluster (0:
+	// DefaultMaxSyncing).
+	MaxSyncing int
+	Now        func() time.Time
+
+	mu      sync.Mutex
+	last    []Move
+	at      time.Time
+	backoff map[string]backoff
+	recent  []Decision
+}
+
+type backoff struct {
+	until time.Time
+	wait  time.Duration
+}
+
+// Decision is a policy's recent decision, with its reason (GET /cairn/v1/policies).
+type Decision struct {
+	At        time.Time `json:"at"`
+	Verb      string    `json:"verb,omitempty"`
+	Subject   string    `json:"subject"`
+	Outcome   string    `json:"outcome"` // ok, the refusal's code, or "skipped"
+	Reason    string    `json:"reason"`
+	CommandID string    `json:"command_id,omitempty"`
+}
+
+// EvacuateEvery is how often the lease holder looks at the nodes in maintenance.
+var EvacuateEvery = time.Second
+
+// Sweep runs the evacuation every EvacuateEvery until ctx ends (run while holding the
+// lease).
+func (e *Evacuator) Sweep(ctx context.Context) {
+	t := time.NewTicker(EvacuateEvery)
+	defer t.Stop()
+	for {
+		if err := e.Once(ctx); err != nil {
+			e.Log.Warn().Err(err).Msg("evacuation: views unreadable")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Once plans the evacuation on the current views and sends what it calls for.
+func (e *Evacuator) Once(ctx context.Context) error {
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	leaving, defs, err := e.read()
+	if err != nil {
+		return err
+	}
+	moves := PlanEvacuation(leaving, defs, e.maxSyncing())
+	metricSyncing.Set(float64(len(moves)))
+	e.mu.Lock()
+	e.last, e.at = moves, now()
+	if e.backoff == nil {
+		e.backoff = map[string]backoff{}
+	}
+	e.mu.Unlock()
+	for _, m := range moves {
+		req, ok := MoveRequest(m, "policy:evacuate")
+		if !ok {
+			continue
+		}
+		e.mu.Lock()
+		b := e.backoff[req.CommandID]
+		e.mu.Unlock()
+		if now().Before(b.until) {
+			continue
+		}
+		r := e.Adm.Submit(ctx, req)
+		d := Decision{At: now(), Verb: req.Verb, Subject: m.Resource + " on " + m.Node, Reason: m.Reason, CommandID: req.CommandID, Outcome: "ok"}
+		if !r.OK {
+			d.Outcome = string(r.Error.Code)
+			d.Reason = m.Reason + "; refused: " + r.Error.Message
+			b.wait = min(max(2*b.wait, 2*time.Second), 5*time.Minute)
+			b.until = now().Add(b.wait)
+		} else {
+			b = backoff{}
+		}
+		metricMoves.WithLabelValues(req.Verb, d.Outcome).Inc()
+		e.Log.Info().Str("resource", m.Resource).Str("node", m.Node).Str("verb", req.Verb).Str("outcome", d.Outcome).Str("reason", d.Reason).Msg("evacuation step")
+		e.mu.Lock()
+		e.backoff[req.CommandID] = b
+		e.recent = append(e.recent, d)
+		if len(e.recent) > 50 {
+			e.recent = e.recent[len(e.recent)-50:]
+		}
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// read returns the nodes in maintenance and the definitions with a replica on them.
+func (e *Evacuator) read() (map[string]projections.Node, []Definition, error) {
+	v, err := e.DB.Read()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer v.Close()
+	nodes, err := v.Nodes()
+	if err != nil {
+		return nil, nil, err
+	}
+	leaving := map[string]projections.Node{}
+	seen := map[string]bool{}
+	var defs []Definition
+	for _, n := range nodes {
+		if n.Spec.Maintenance == "" {
+			continue
+		}
+		leaving[n.Spec.Name] = n
+		names, err := v.NodeResources(n.Spec.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, name := range names {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			rd, ok, err := v.ResourceDefinition(name)
+			if err != nil || !ok {
+				return nil, nil, err
+			}
+			st, err := v.ResourceStatus(name)
+			if err != nil {
+				return nil, nil, err
+			}
+			defs = append(defs, Definition{RD: rd, Statuses: st})
+		}
+	}
+	return leaving, defs, nil
+}
+
+// EvacuationStatus is what the evacuation policy shows (GET /cairn/v1/policies).
+type EvacuationStatus struct {
+	MaxSyncing int        `json:"max_syncing_replacements"`
+	At         time.Time  `json:"at,omitzero"`
+	Moves      []Move     `json:"moves"`
+	Recent     []Decision `json:"recent_decisions"`
+}
+
+// Status is the last sweep's plan and the recent decisions, newest last.
+func (e *Evacuator) Status() EvacuationStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return EvacuationStatus{MaxSyncing: e.maxSyncing(), At: e.at, Moves: append([]Move{}, e.last...), Recent: append([]Decision{}, e.recent...)}
+}
+
+// DefaultMaxSyncing is the default of Evacuator.MaxSyncing.
+const DefaultMaxSyncing = 8
+
+func (e *Evacuator) maxSyncing() int {
+	if e.MaxSyncing <= 0 {
+		return DefaultMaxSyncing
+	}
+	return e.MaxSyncing
+}

@@ -1,0 +1,274 @@
+package policy
+
+// Auto-evict: a node offline longer than DrbdOptions/AutoEvictAfterTime is evicted
+// (node.evict), and the evacuation moves its replicas to other nodes.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-io/cairn/commands/admission"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/rs/zerolog"
+)
+
+// LINSTOR's auto-evict settings (controller properties; AllowEviction on a node too).
+const (
+	PropAutoEvictAfterTime       = "DrbdOptions/AutoEvictAfterTime"            // minutes
+	PropAutoEvictMaxDisconnected = "DrbdOptions/AutoEvictMaxDisconnectedNodes" // percent
+	PropAutoEvictMinReplicaCount = "DrbdOptions/AutoEvictMinReplicaCount"
+	PropAutoEvictAllowEviction   = "DrbdOptions/AutoEvictAllowEviction"
+)
+
+// EvictSettings are the auto-evict policy's settings.
+type EvictSettings struct {
+	After                  time.Duration `json:"after"`                    // offline this long: evicted (60 min)
+	MaxDisconnectedPercent int           `json:"max_disconnected_percent"` // more offline than this: nobody is (34)
+	MinReplicaCount        int           `json:"min_replica_count"`        // copies that must stay online elsewhere (1)
+	Allow                  bool          `json:"allow"`                    // AllowEviction at the controller (true)
+}
+
+// EvictSettingsFrom reads the settings from the controller's properties; a value that
+// is not a number keeps the default and says so in the warnings.
+func EvictSettingsFrom(props map[string]string) (EvictSettings, []string) {
+	s := EvictSettings{After: time.Hour, MaxDisconnectedPercent: 34, MinReplicaCount: 1, Allow: true}
+	var warnings []string
+	num := func(key string, into *int, unit int) {
+		raw, ok := props[key]
+		if !ok {
+			return
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+		if err != nil || n < 0 {
+			warnings = append(warnings, fmt.Sprintf("%s=%q is not a number ≥ 0; the default is used", key, raw))
+			return
+		}
+		*into = int(n * float64(unit))
+	}
+	secs := int(s.After / time.Second)
+	num(PropAutoEvictAfterTime, &secs, 60)
+	s.After = time.Duration(secs) * time.Second
+	num(PropAutoEvictMaxDisconnected, &s.MaxDisconnectedPercent, 1)
+	num(PropAutoEvictMinReplicaCount, &s.MinReplicaCount, 1)
+	s.Allow = !strings.EqualFold(props[PropAutoEvictAllowEviction], "false")
+	return s, warnings
+}
+
+// Actions of an Eviction.
+const (
+	EvictNow     = "evict"   // node.evict now
+	EvictWait    = "wait"    // offline, not long enough yet (Due says when)
+	EvictBraked  = "braked"  // too many nodes offline: nobody is evicted
+	EvictNever   = "never"   // eviction is not allowed, or would leave too few copies
+	EvictAlready = "evicted" // evicted; its replicas are moved by the evacuation
+)
+
+// Eviction is the auto-evict policy's verdict on one offline node.
+type Eviction struct {
+	Node   string    `json:"node"`
+	Action string    `json:"action"`
+	Reason string    `json:"reason"`
+	Due    time.Time `json:"due,omitzero"`
+	// StatusSeq is the sequence of the node's state change (command ids derive from it).
+	StatusSeq uint64 `json:"-"`
+}
+
+// PlanEvictions decides for every offline node: evicted once offline for s.After; never
+// when more than s.MaxDisconnectedPercent of the nodes are offline (the brake: a
+// network split or a rack power loss is not a reason to re-place everything), never
+// for a node whose DrbdOptions/AutoEvictAllowEviction is false (or the controller's),
+// and never while one of its definitions has fewer than s.MinReplicaCount diskful
+// replicas on online nodes besides it (copiesElsewhere, by node: the fewest over its
+// definitions; absent: it holds no disk). Online nodes are not listed.
+func PlanEvictions(nodes []projections.Node, s EvictSettings, copiesElsewhere map[string]int, now time.Time) []Eviction {
+	offline := 0
+	for _, n := range nodes {
+		if n.Status.State != events.StateOnline {
+			offline++
+		}
+	}
+	braked := len(nodes) > 0 && offline*100 > s.MaxDisconnectedPercent*len(nodes)
+	var out []Eviction
+	for _, n := range nodes {
+		if n.Status.State == events.StateOnline {
+			continue
+		}
+		e := Eviction{Node: n.Spec.Name, StatusSeq: n.Status.Seq, Due: n.Status.Since.Add(s.After)}
+		copies, holds := copiesElsewhere[n.Spec.Name]
+		switch {
+		case n.Spec.Maintenance == events.MaintenanceEvicted:
+			e.Action, e.Reason, e.Due = EvictAlready, "evicted; its replicas move to other nodes", time.Time{}
+		case !s.Allow || strings.EqualFold(n.Spec.Properties[PropAutoEvictAllowEviction], "false"):
+			e.Action, e.Reason = EvictNever, PropAutoEvictAllowEviction+"=false"
+		case braked:
+			e.Action, e.Reason = EvictBraked, fmt.Sprintf("%d of %d nodes are offline, more than %s=%d%%: nobody is evicted",
+				offline, len(nodes), PropAutoEvictMaxDisconnected, s.MaxDisconnectedPercent)
+		case holds && copies < s.MinReplicaCount:
+			e.Action, e.Reason = EvictNever, fmt.Sprintf("a resource on it has %d diskful replica(s) online elsewhere, fewer than %s=%d",
+				copies, PropAutoEvictMinReplicaCount, s.MinReplicaCount)
+		case now.Before(e.Due):
+			e.Action, e.Reason = EvictWait, fmt.Sprintf("offline since %s; evicted after %s=%s", n.Status.Since.UTC().Format(time.RFC3339), PropAutoEvictAfterTime, s.After)
+		default:
+			e.Action, e.Reason = EvictNow, fmt.Sprintf("offline since %s, longer than %s=%s", n.Status.Since.UTC().Format(time.RFC3339), PropAutoEvictAfterTime, s.After)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Evictor runs PlanEvictions every EvacuateEvery while this serve holds the lease and
+// sends node.evict as policy:auto-evict (command id from the node and its state
+// change, so each outage evicts once).
+type Evictor struct {
+	Adm *admission.Admission
+	DB  *projections.DB
+	Log zerolog.Logger
+	Now func() time.Time
+
+	mu       sync.Mutex
+	settings EvictSettings
+	warnings []string
+	last     []Eviction
+	recent   []Decision
+	backoff  map[string]backoff
+}
+
+// Sweep runs the auto-evict policy every EvacuateEvery until ctx ends.
+func (e *Evictor) Sweep(ctx context.Context) {
+	t := time.NewTicker(EvacuateEvery)
+	defer t.Stop()
+	for {
+		if err := e.Once(ctx); err != nil {
+			e.Log.Warn().Err(err).Msg("auto-evict: views unreadable")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Once plans on the current views and evicts the nodes due.
+func (e *Evictor) Once(ctx context.Context) error {
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	nodes, props, copies, err := e.read()
+	if err != nil {
+		return err
+	}
+	s, warnings := EvictSettingsFrom(props)
+	plan := PlanEvictions(nodes, s, copies, now())
+	e.mu.Lock()
+	e.settings, e.warnings, e.last = s, warnings, plan
+	if e.backoff == nil {
+		e.backoff = map[string]backoff{}
+	}
+	e.mu.Unlock()
+	for _, ev := range plan {
+		if ev.Action != EvictNow {
+			continue
+		}
+		body, _ := json.Marshal(map[string]string{"name": ev.Node, "reason": ev.Reason})
+		req := admission.Request{Verb: "node.evict", Body: body, Actor: "policy:auto-evict", ForgetRefusals: true,
+			CommandID: commandID("evict", events.Token(ev.Node), strconv.FormatUint(ev.StatusSeq, 10))}
+		e.mu.Lock()
+		b := e.backoff[req.CommandID]
+		e.mu.Unlock()
+		if now().Before(b.until) {
+			continue
+		}
+		r := e.Adm.Submit(ctx, req)
+		d := Decision{At: now(), Verb: req.Verb, Subject: ev.Node, Outcome: "ok", Reason: ev.Reason, CommandID: req.CommandID}
+		if !r.OK {
+			d.Outcome, d.Reason = string(r.Error.Code), ev.Reason+"; refused: "+r.Error.Message
+			b.wait = min(max(2*b.wait, 2*time.Second), 5*time.Minute)
+			b.until = now().Add(b.wait)
+		} else {
+			b = backoff{}
+		}
+		e.Log.Info().Str("node", ev.Node).Str("outcome", d.Outcome).Str("reason", d.Reason).Msg("auto-evict")
+		e.mu.Lock()
+		e.backoff[req.CommandID] = b
+		e.recent = append(e.recent, d)
+		if len(e.recent) > 50 {
+			e.recent = e.recent[len(e.recent)-50:]
+		}
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// read returns the nodes, the controller's properties and, for every offline node
+// holding disks, the fewest diskful replicas online elsewhere over its definitions.
+func (e *Evictor) read() ([]projections.Node, map[string]string, map[string]int, error) {
+	v, err := e.DB.Read()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer v.Close()
+	nodes, err := v.Nodes()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	props, err := v.ControllerProperties()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	online := map[string]bool{}
+	for _, n := range nodes {
+		online[n.Spec.Name] = n.Status.State == events.StateOnline
+	}
+	copies := map[string]int{}
+	for _, n := range nodes {
+		if online[n.Spec.Name] || n.Spec.Maintenance == events.MaintenanceEvicted {
+			continue
+		}
+		names, err := v.NodeResources(n.Spec.Name)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, name := range names {
+			rd, ok, err := v.ResourceDefinition(name)
+			if err != nil || !ok {
+				return nil, nil, nil, err
+			}
+			if r, ok := rd.Replica(n.Spec.Name); !ok || r.Diskless {
+				continue
+			}
+			c := 0
+			for _, r := range rd.Replicas {
+				if r.Node != n.Spec.Name && !r.Diskless && online[r.Node] {
+					c++
+				}
+			}
+			if prev, seen := copies[n.Spec.Name]; !seen || c < prev {
+				copies[n.Spec.Name] = c
+			}
+		}
+	}
+	return nodes, props, copies, nil
+}
+
+// EvictionStatus is what the auto-evict policy shows (GET /cairn/v1/policies).
+type EvictionStatus struct {
+	Settings EvictSettings `json:"settings"`
+	Warnings []string      `json:"warnings,omitempty"`
+	Nodes    []Eviction    `json:"offline_nodes"`
+	Recent   []Decision    `json:"recent_decisions"`
+}
+
+// Status is the last sweep's verdicts and the recent decisions, newest last.
+func (e *Evictor) Status() EvictionStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return EvictionStatus{Settings: e.settings, Warnings: e.warnings, Nodes: append([]Eviction{}, e.last...), Recent: append([]Decision{}, e.recent...)}
+}

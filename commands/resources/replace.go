@@ -1,0 +1,81 @@
+package resources
+
+import (
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/drbd"
+)
+
+// ReplicaReplace is the body of replica.replace: the replica of Resource on Node is to
+// leave (an evacuation or eviction of its node).
+type ReplicaReplace struct {
+	Resource string `json:"resource"`
+	Node     string `json:"node"`
+}
+
+// replicaReplace starts moving the replica on c.Node elsewhere. A diskful one gets a
+// replacement: one new diskful replica autoplaced by the group's rules as if the leaving
+// one were gone (so replicas-on-different lets it into the leaving one's domain), never
+// on a cordoned node, marked as replacing c.Node. The leaving replica stays until the
+// replacement is UpToDate; then replica.remove takes it away (the evacuation policy
+// sends both), so the definition never has fewer UpToDate disks than before. A
+// tiebreaker moves at once: it is removed and the tiebreaker rule places one on another
+// node. Refuses not_found without such a replica and precondition_failed for a diskless
+// replica that is no tiebreaker (it holds no data: replica.remove it) or when no node
+// qualifies (the reasons per node in details). A replacement already under way is a
+// no-op with a warning.
+func (p *resourcePlan) replicaReplace(c ReplicaReplace) error {
+	r, ok := p.rd.Replica(c.Node)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.Node).About(cairn.ObjResource)
+	}
+	if r.Tiebreaker {
+		if err := p.removeReplica(c.Node, "tiebreaker moved off "+c.Node); err != nil {
+			return err
+		}
+		return p.tiebreaker()
+	}
+	if r.Diskless {
+		return cairn.Errorf(cairn.CodePreconditionFailed,
+			"the replica of %s on %s is diskless and no tiebreaker: it holds no data to replace (replica.remove it)", p.rd.Name, c.Node)
+	}
+	for _, x := range p.rd.Replicas {
+		if x.Replaces == c.Node {
+			p.warn("the replica of %s on %s already replaces the one on %s; nothing placed", p.rd.Name, x.Node, c.Node)
+			return nil
+		}
+	}
+	cands, err := p.candidates()
+	if err != nil {
+		return err
+	}
+	var staying []replicas.Member
+	for _, m := range p.members() {
+		if m.Node != c.Node {
+			staying = append(staying, m)
+		}
+	}
+	var idle []replicas.Candidate
+	for _, cand := range cands {
+		if cand.Node != c.Node && !p.cfg.Busy(p.names.Event("node", cand.Node)) {
+			idle = append(idle, cand)
+		}
+	}
+	// The leaving node holds a replica: listed as a member it is never chosen, but it
+	// is left out of the members so its properties rule nothing out; so it is left out
+	// of the candidates instead.
+	choices, err := replicas.Autoplace(p.rules(), p.rd.SizeKiB(), 1, staying, idle)
+	if err != nil {
+		return err
+	}
+	choice := choices[0]
+	if x, ok := p.rd.Replica(choice.Node); ok && x.Tiebreaker {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "the only node that qualifies to replace the replica of %s on %s is %s, which holds its tiebreaker", p.rd.Name, c.Node, choice.Node)
+	}
+	p.replaces = c.Node
+	defer func() { p.replaces = "" }()
+	if err := p.addReplica(choice.Node, &choice.Pool, false, "replace", false, drbd.Options{}); err != nil {
+		return err
+	}
+	return p.tiebreaker()
+}
