@@ -50,7 +50,9 @@ type Meta struct {
 }
 
 // Seal wraps drafts into envelopes at the current schema version of their types. It
-// returns an error if a payload's type is not registered.
+// returns an error if a payload's type is not registered or a payload does not pass
+// its type's schema (a decision's bug: appended, the projector would skip the event
+// and an accepted command would have changed nothing).
 func Seal(meta Meta, drafts []Draft) ([]Envelope, error) {
 	out := make([]Envelope, 0, len(drafts))
 	for _, d := range drafts {
@@ -61,6 +63,9 @@ func Seal(meta Meta, drafts []Draft) ([]Envelope, error) {
 		raw, err := json.Marshal(d.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", t.Name, err)
+		}
+		if _, err := validPayload(t, t.Version, raw); err != nil {
+			return nil, fmt.Errorf("decided an invalid event: %w", err)
 		}
 		id, err := uuid.NewV7()
 		if err != nil {

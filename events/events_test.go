@@ -366,3 +366,15 @@ func TestEnsureStreamsAllowsBatchesOnAnExistingNodesStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), ack.Sequence)
 }
+
+// Seal refuses a payload its type's schema refuses: appended, the projector would skip
+// it and the command would be acknowledged with nothing changed.
+func TestSealRefusesAnInvalidPayload(t *testing.T) {
+	_, err := events.Seal(events.Meta{CommandID: "c1"}, []events.Draft{{Subject: "cairn.ev.node.n1",
+		Payload: &events.NodeMaintenanceChanged{Name: "n1", Mode: "sideways"}}})
+	require.ErrorContains(t, err, "decided an invalid event: node.maintenance-changed v1 payload")
+	envs, err := events.Seal(events.Meta{CommandID: "c1"}, []events.Draft{{Subject: "cairn.ev.node.n1",
+		Payload: &events.NodeMaintenanceChanged{Name: "n1", Mode: events.MaintenanceEvacuating}}})
+	require.NoError(t, err)
+	require.Len(t, envs, 1)
+}

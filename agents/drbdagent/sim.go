@@ -69,6 +69,8 @@ type Sim struct {
 	overflow bool
 	views    map[string][]simObj
 	syncSeen map[string]map[string]int64
+	// deadPeers are the dead peers (simlive.go) of each resource at the last look.
+	deadPeers map[string]string
 }
 
 var _ Kernel = (*Sim)(nil)
@@ -312,16 +314,32 @@ func (s *Sim) Adjust(ctx context.Context, r Resource) error {
 			s.dropConn(d.Resource, reg, p)
 		}
 	}
-	ids := slices.Sorted(maps.Keys(reg.Peers))
-	for _, p := range ids {
+	if err := s.connect(ctx, reg); err != nil {
+		return err
+	}
+	if err := saveReg(s.Dir, reg); err != nil {
+		return err
+	}
+	// Only now that both ends are saved: the peers' views read this node's state.
+	for _, node := range reg.Peers {
+		notify(s.Dir, node, d.Resource)
+	}
+	return nil
+}
+
+// connect runs the handshake with every configured peer reg has no connection to that
+// is up, lists reg's node and is alive (simDead), saving each peer (the caller holds
+// the resource's lock and saves reg).
+func (s *Sim) connect(ctx context.Context, reg *simReg) error {
+	for _, p := range slices.Sorted(maps.Keys(reg.Peers)) {
 		if reg.Conns[p] != nil {
 			continue
 		}
-		peer, err := loadReg(s.regPath(d.Resource, reg.Peers[p]))
+		peer, err := loadReg(s.regPath(reg.Resource, reg.Peers[p]))
 		if err != nil {
 			return err
 		}
-		if peer == nil || !peer.Up || peer.Peers[reg.NodeID] != s.Node {
+		if peer == nil || !peer.Up || peer.Peers[reg.NodeID] != s.Node || simDead(s.Dir, peer.Node) {
 			continue
 		}
 		if err := s.handshake(ctx, reg, peer); err != nil {
@@ -331,12 +349,30 @@ func (s *Sim) Adjust(ctx context.Context, r Resource) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// reconnect connects rd to the peers that came back (a peer's agent restarted after
+// its host was gone: the writes meanwhile dropped the connection, see simWriteOnce).
+func (s *Sim) reconnect(ctx context.Context, rd string) error {
+	unlock, err := lockRD(s.Dir, rd)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	reg, err := loadReg(s.regPath(rd, s.Node))
+	if err != nil || reg == nil || !reg.Up {
+		return err
+	}
+	before := len(reg.Conns)
+	if err := s.connect(ctx, reg); err != nil || len(reg.Conns) == before {
+		return err
+	}
 	if err := saveReg(s.Dir, reg); err != nil {
 		return err
 	}
-	// Only now that both ends are saved: the peers' views read this node's state.
 	for _, node := range reg.Peers {
-		notify(s.Dir, node, d.Resource)
+		notify(s.Dir, node, rd)
 	}
 	return nil
 }

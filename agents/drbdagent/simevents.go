@@ -66,6 +66,9 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 			host = reg.Peers[p]
 		}
 		c := reg.Conns[p]
+		if simDead(s.Dir, reg.Peers[p]) {
+			c = nil // its host is gone: the connection is lost
+		}
 		var peer *simReg
 		state, role := "Connecting", "Unknown"
 		if c != nil {
@@ -252,6 +255,7 @@ func (s *Sim) Events(ctx context.Context, fn func(line string)) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	inbox := filepath.Join(s.Dir, ".inbox", s.Node)
+	ticks := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -259,6 +263,9 @@ func (s *Sim) Events(ctx context.Context, fn func(line string)) error {
 		case l := <-ch:
 			fn(l)
 		case <-tick.C:
+			if ticks++; ticks%10 == 1 {
+				s.checkPeers(ctx)
+			}
 			entries, _ := os.ReadDir(inbox)
 			for _, e := range entries {
 				_ = os.Remove(filepath.Join(inbox, e.Name()))
@@ -338,8 +345,21 @@ func simWriteOnce(ctx context.Context, exec execx.Executor, dir, root, rd string
 		group = append(group, me)
 	}
 	ids := map[int]bool{me.NodeID: true}
+	lost := false
 	for p, c := range me.Conns {
-		if peer := regs[me.Peers[p]]; c.State == "Connected" && peer != nil && peer.Up && !peer.Diskless {
+		peer := regs[me.Peers[p]]
+		if peer != nil && simDead(dir, peer.Node) {
+			// Its host is gone: the write does not reach it, and the connection is
+			// lost on both ends, so the two resync when it is back (Sim.reconnect).
+			delete(me.Conns, p)
+			delete(peer.Conns, me.NodeID)
+			if err := saveReg(dir, peer); err != nil {
+				return 0, err
+			}
+			lost = true
+			continue
+		}
+		if c.State == "Connected" && peer != nil && peer.Up && !peer.Diskless {
 			group = append(group, peer)
 			ids[p] = true
 		}
@@ -401,6 +421,12 @@ func simWriteOnce(ctx context.Context, exec execx.Executor, dir, root, rd string
 		}
 		notify(dir, n.Node, rd)
 	}
+	if lost && me.Diskless { // not in the group, but its connections changed
+		if err := saveReg(dir, me); err != nil {
+			return 0, err
+		}
+		notify(dir, me.Node, rd)
+	}
 	var total uint64
 	for _, n := range group {
 		for _, v := range n.Volumes {
@@ -438,4 +464,41 @@ func simWriteData(group []*simReg, v int, blocks uint64) error {
 		}
 	}
 	return nil
+}
+
+// checkPeers looks at the liveness of every resource's peers (simlive.go): when a peer
+// died or came back since the last look (or at the first look), it connects to the
+// peers that are back and emits the resource's lines again.
+func (s *Sim) checkPeers(ctx context.Context) {
+	s.mu.Lock()
+	rds := slices.Collect(maps.Keys(s.views))
+	if s.deadPeers == nil {
+		s.deadPeers = map[string]string{}
+	}
+	s.mu.Unlock()
+	for _, rd := range rds {
+		reg, err := loadReg(s.regPath(rd, s.Node))
+		if err != nil || reg == nil {
+			continue
+		}
+		var dead []string
+		for _, node := range reg.Peers {
+			if simDead(s.Dir, node) {
+				dead = append(dead, node)
+			}
+		}
+		slices.Sort(dead)
+		key := strings.Join(dead, ",")
+		s.mu.Lock()
+		prev, seen := s.deadPeers[rd]
+		s.deadPeers[rd] = key
+		s.mu.Unlock()
+		if seen && prev == key {
+			continue
+		}
+		if err := s.reconnect(ctx, rd); err != nil {
+			s.Log.Warn().Err(err).Str("resource", rd).Msg("sim: reconnecting to a peer that is back failed")
+		}
+		s.refresh(rd)
+	}
 }

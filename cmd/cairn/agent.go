@@ -142,9 +142,21 @@ func newDRBDAgent(ctx context.Context, opts agents.Options, nc *nats.Conn, root,
 		if err != nil {
 			return nil, nil, err
 		}
-		cfg.Kernel = &drbdagent.Sim{Node: opts.Node, Root: paths.Root, Dir: abs, Exec: exec, MainConf: paths.MainConf, Log: log}
-		cfg.PretendHost = true
+		sim := &drbdagent.Sim{Node: opts.Node, Root: paths.Root, Dir: abs, Exec: exec, MainConf: paths.MainConf, Log: log}
+		// The node is alive while this process runs: its peers see it gone when it
+		// ends, however it ends (the sim's model of a dead host).
+		release, err := sim.Hold()
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Kernel, cfg.PretendHost = sim, true
 		log.Info().Str("root", paths.Root).Str("sim_dir", abs).Msg("simulated DRBD kernel")
+		rec, err := drbdagent.New(cfg)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		return rec, func(ctx context.Context) { defer release(); rec.Run(ctx) }, nil
 	default:
 		return nil, nil, fmt.Errorf("--kernel %q: must be real or sim", kernel)
 	}

@@ -1,0 +1,97 @@
+package commands_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
+	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
+	"github.com/cairn-io/cairn/events"
+)
+
+func nodeMaintenance(t *testing.T, s *server.Server, node string) string {
+	t.Helper()
+	v, err := s.DB.Read()
+	require.NoError(t, err)
+	defer v.Close()
+	n, ok, err := v.Node(node)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return n.Spec.Maintenance
+}
+
+// node.evacuate, node.restore and node.evict set the node's maintenance mode (one
+// event, audited); a node in maintenance, or with AutoplaceTarget=false, is passed over
+// by autoplace with the reason, and gets no tiebreaker; an explicit replica.add still
+// may place there (the operator's choice). node.evict refuses an online node.
+func TestMaintenanceModesCordonANode(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 4, 1<<20)
+	r := must(t, s, "node.evacuate", `{"name":"n1"}`)
+	assert.Equal(t, []string{"node.maintenance-changed"}, eventTypes(r))
+	assert.Equal(t, events.MaintenanceEvacuating, nodeMaintenance(t, s, "n1"))
+	r = must(t, s, "node.evacuate", `{"name":"n1"}`)
+	assert.Empty(t, r.Events, "evacuating already: a no-op")
+	assert.Contains(t, r.Warnings[0], "evacuating already")
+	must(t, s, "node.modify", `{"name":"n2","properties":{"AutoplaceTarget":"false"}}`)
+	must(t, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+	refused(t, s, "rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`, cairn.CodePreconditionFailed,
+		"n1: cordoned: evacuating")
+	refused(t, s, "rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`, cairn.CodePreconditionFailed,
+		"n2: cordoned: AutoplaceTarget=false")
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r2","size_kib":4096}`)
+	assert.Equal(t, "n3:disk n4:disk", layout(definition(t, s, "r2")), "no tiebreaker on a cordoned node: none is left")
+	must(t, s, "replica.add", `{"resource":"r2","node":"n1"}`) // explicit: allowed
+	refused(t, s, "node.evict", `{"name":"n3"}`, cairn.CodePreconditionFailed, "n3 is online")
+	must(t, s, "node.restore", `{"name":"n1"}`)
+	assert.Equal(t, "", nodeMaintenance(t, s, "n1"))
+	refused(t, s, "node.restore", `{"name":"n9"}`, cairn.CodeNotFound, "n9")
+	must(t, s, "node.set-state", `{"name":"n3","state":"offline"}`)
+	must(t, s, "node.evict", `{"name":"n3","reason":"gone"}`)
+	assert.Equal(t, events.MaintenanceEvicted, nodeMaintenance(t, s, "n3"))
+}
+
+// replica.replace places one replacement for a diskful replica, by the group's rules
+// as if the leaving replica were gone, marked as replacing it (repeated: a no-op);
+// replica.remove of the leaving one then clears the mark. A tiebreaker moves at once.
+func TestReplicaReplace(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 4, 1<<20)
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	before := layout(definition(t, s, "r1"))
+	rd := definition(t, s, "r1")
+	var leaving, tb string
+	for _, r := range rd.Replicas {
+		switch {
+		case r.Tiebreaker:
+			tb = r.Node
+		case leaving == "":
+			leaving = r.Node
+		}
+	}
+	require.NotEmpty(t, tb, before)
+	must(t, s, "node.evacuate", `{"name":"`+leaving+`"}`)
+	r := must(t, s, "replica.replace", `{"resource":"r1","node":"`+leaving+`"}`)
+	assert.Contains(t, eventTypes(r), "replica.added")
+	var replacement string
+	for _, x := range definition(t, s, "r1").Replicas {
+		if x.Replaces == leaving {
+			replacement = x.Node
+		}
+	}
+	require.NotEmpty(t, replacement, "a replica replaces %s: %s", leaving, layout(definition(t, s, "r1")))
+	assert.NotEqual(t, leaving, replacement)
+	r = must(t, s, "replica.replace", `{"resource":"r1","node":"`+leaving+`"}`)
+	assert.Empty(t, r.Events)
+	must(t, s, "replica.remove", `{"resource":"r1","node":"`+leaving+`"}`)
+	for _, x := range definition(t, s, "r1").Replicas {
+		assert.Empty(t, x.Replaces, "the replacement is done once the old one is gone")
+		assert.NotEqual(t, leaving, x.Node)
+	}
+	refused(t, s, "replica.replace", `{"resource":"r1","node":"`+leaving+`"}`, cairn.CodeNotFound, "no replica on node")
+}

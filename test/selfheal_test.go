@@ -1,0 +1,324 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cairn-io/cairn/commands/gateway"
+	"github.com/cairn-io/cairn/test/testtools"
+)
+
+// simCluster is a serve with sim agents (cairn agent --kernel sim: real drbdadm and
+// drbdmeta on file_thin disks) on nodes n1..nN, each with a thin storage pool.
+type simCluster struct {
+	t      *testing.T
+	s      *serve
+	base   string
+	agents map[string]*exec.Cmd
+}
+
+func startSimCluster(t *testing.T, nodes int, serveFlags ...string) *simCluster {
+	testtools.Need(t, "drbdadm", "drbdmeta")
+	c := &simCluster{t: t, s: startServe(t, t.TempDir(), serveFlags...), base: t.TempDir(), agents: map[string]*exec.Cmd{}}
+	c.cmd("cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= nodes; i++ {
+		n := fmt.Sprintf("n%d", i)
+		c.cmd("node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, n, i, i))
+		c.cmd("sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, n))
+		c.startAgent(n)
+	}
+	return c
+}
+
+func (c *simCluster) root(node string) string { return filepath.Join(c.base, node) }
+
+// startAgent starts node's sim agent (again, after kill).
+func (c *simCluster) startAgent(node string) {
+	require.NoError(c.t, os.MkdirAll(filepath.Join(c.root(node), "var/lib/cairn/thin"), 0o755))
+	c.agents[node] = startAgent(c.t, c.s, agentOpts{node: node, root: c.root(node), kernel: "sim", extra: []string{"--heartbeat-interval", "300ms"}})
+}
+
+// kill ends node's agent with SIGKILL: in the sim, its host is gone.
+func (c *simCluster) kill(node string) {
+	a := c.agents[node]
+	require.NoError(c.t, a.Process.Kill())
+	_, _ = a.Process.Wait()
+}
+
+func (c *simCluster) cmd(verb, body string) string {
+	c.t.Helper()
+	out, code := run(c.t, "cmd", verb, body, "--nats", c.s.natsURL())
+	require.Equal(c.t, 0, code, "%s %s: %s", verb, body, out)
+	return out
+}
+
+func (c *simCluster) resource(name string) gateway.ResourceView {
+	c.t.Helper()
+	status, body := httpJSON(c.t, "GET", c.s.url("/cairn/v1/resources/"+name), "")
+	require.Equal(c.t, 200, status, body)
+	return decode[gateway.ResourceView](c.t, body)
+}
+
+// upToDate lists the nodes whose own latest report has every volume of rd UpToDate on
+// a disk of the replica's current incarnation.
+func upToDate(rv gateway.ResourceView) []string {
+	var out []string
+	for _, r := range rv.Replicas {
+		st := r.Observed
+		if r.Diskless || st == nil || st.Incarnation != r.Incarnation || len(st.Volumes) < len(rv.Volumes) {
+			continue
+		}
+		ok := true
+		for _, v := range st.Volumes {
+			ok = ok && v.DiskState == "UpToDate"
+		}
+		if ok {
+			out = append(out, r.Node)
+		}
+	}
+	return out
+}
+
+func diskfulNodes(rv gateway.ResourceView) []string {
+	var out []string
+	for _, r := range rv.Replicas {
+		if !r.Diskless {
+			out = append(out, r.Node)
+		}
+	}
+	return out
+}
+
+// sameData compares the data area (size_kib, the internal metadata after it left out)
+// of rd's volume 0 disk files on nodes, byte for byte: the oracle reads the files, not
+// GIs or the sim's bookkeeping.
+func (c *simCluster) sameData(rd string, sizeKiB uint64, nodes []string) {
+	c.t.Helper()
+	require.GreaterOrEqual(c.t, len(nodes), 2)
+	var first []byte
+	for i, n := range nodes {
+		f, err := os.Open(filepath.Join(c.root(n), "var/lib/cairn/thin", rd+"_00000.img"))
+		require.NoError(c.t, err)
+		buf := make([]byte, sizeKiB*1024)
+		_, err = f.ReadAt(buf, 0)
+		f.Close()
+		require.NoError(c.t, err)
+		if i == 0 {
+			first = buf
+			require.NotEqual(c.t, make([]byte, len(buf)), buf, "%s on %s holds the data written", rd, n)
+			continue
+		}
+		if !bytes.Equal(first, buf) {
+			at := 0
+			for at < len(buf) && first[at] == buf[at] {
+				at++
+			}
+			c.t.Fatalf("%s: the data on %s and %s differ at byte %d", rd, nodes[0], n, at)
+		}
+	}
+}
+
+// write writes blocks to rd from node's root.
+func (c *simCluster) write(rd, node string, blocks int) error {
+	out, code := run(c.t, "sim", "write", "--root", c.root(node), rd, fmt.Sprint(blocks))
+	if code != 0 {
+		return fmt.Errorf("sim write %s on %s: %s", rd, node, out)
+	}
+	return nil
+}
+
+func (c *simCluster) waitUpToDate(rd string, n int, timeout time.Duration) gateway.ResourceView {
+	c.t.Helper()
+	var rv gateway.ResourceView
+	require.Eventually(c.t, func() bool {
+		rv = c.resource(rd)
+		return len(upToDate(rv)) == n && len(diskfulNodes(rv)) == n
+	}, timeout, 200*time.Millisecond, "%s: %d UpToDate disks wanted: %+v", rd, n, rv)
+	return rv
+}
+
+// Evacuating a node while an application writes: every replica moves off it, the
+// definitions never have fewer UpToDate disks than before (sampled the whole time),
+// the data is byte-identical on the disks afterwards, the node is then removed, and the
+// node shows as cordoned to autoplace meanwhile.
+func TestEvacuateANodeWhileWritesGoOn(t *testing.T) {
+	c := startSimCluster(t, 4)
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	for _, rd := range []string{"r1", "r2", "r3"} {
+		c.cmd("rg.spawn", fmt.Sprintf(`{"resource_group":"rg2","name":%q,"size_kib":4096}`, rd))
+	}
+	// Make n1 hold a disk of each: move the replicas placed elsewhere there first.
+	for _, rd := range []string{"r1", "r2", "r3"} {
+		rv := c.waitUpToDate(rd, 2, 60*time.Second)
+		switch {
+		case contains(diskfulNodes(rv), "n1"):
+		case len(rv.Replicas) > 2: // n1 holds its tiebreaker
+			c.cmd("replica.toggle-disk", fmt.Sprintf(`{"resource":%q,"node":"n1","diskless":false,"storage_pool":"thin"}`, rd))
+			c.waitUpToDate(rd, 3, 60*time.Second)
+		default:
+			c.cmd("replica.add", fmt.Sprintf(`{"resource":%q,"node":"n1"}`, rd))
+			c.waitUpToDate(rd, 3, 60*time.Second)
+		}
+	}
+	before := map[string]int{}
+	for _, rd := range []string{"r1", "r2", "r3"} {
+		before[rd] = len(upToDate(c.resource(rd)))
+		writer := otherThan(diskfulNodes(c.resource(rd)), "n1")
+		require.NoError(t, c.write(rd, writer, 64))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var below []string
+	written := 0
+	wg.Add(2)
+	go func() { // the application: keeps writing to r1 from a node that stays
+		defer wg.Done()
+		writer := otherThan(diskfulNodes(c.resource("r1")), "n1")
+		for ctx.Err() == nil {
+			if err := c.write("r1", writer, 8); err == nil {
+				mu.Lock()
+				written++
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	go func() { // the sampler: UpToDate disks per definition, never below the start
+		defer wg.Done()
+		for ctx.Err() == nil {
+			for _, rd := range []string{"r1", "r2", "r3"} {
+				if n := len(upToDate(c.resource(rd))); n < before[rd] {
+					mu.Lock()
+					below = append(below, fmt.Sprintf("%s: %d UpToDate < %d", rd, n, before[rd]))
+					mu.Unlock()
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	out := c.cmd("node.evacuate", `{"name":"n1"}`)
+	require.Contains(t, out, "node.maintenance-changed")
+	// Cordoned: autoplace says why it passes n1 over.
+	c.cmd("rg.create", `{"name":"rg4","place_count":4,"storage_pool":"thin"}`)
+	out, code := run(t, "cmd", "rg.spawn", `{"resource_group":"rg4","name":"big","size_kib":4096}`, "--nats", c.s.natsURL())
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, "n1: cordoned: evacuating")
+
+	require.Eventually(t, func() bool {
+		for _, rd := range []string{"r1", "r2", "r3"} {
+			rv := c.resource(rd)
+			for _, r := range rv.Replicas {
+				if r.Node == "n1" {
+					return false
+				}
+			}
+		}
+		return true
+	}, 120*time.Second, 250*time.Millisecond, "every replica leaves n1")
+	for _, rd := range []string{"r1", "r2", "r3"} {
+		c.waitUpToDate(rd, before[rd], 60*time.Second)
+	}
+	cancel()
+	wg.Wait()
+	assert.Empty(t, below, "UpToDate disks dropped below the start during the evacuation")
+	assert.Greater(t, written, 3, "the application wrote during the evacuation")
+
+	for _, rd := range []string{"r1", "r2", "r3"} {
+		rv := c.resource(rd)
+		c.sameData(rd, 4096, diskfulNodes(rv))
+	}
+	out, code = run(t, "sim", "check", "--root", c.root("n2"))
+	require.Equal(t, 0, code, out)
+
+	status, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
+	require.Equal(t, 200, status)
+	assert.Contains(t, body, `"outcome": "ok"`)
+	assert.Contains(t, body, `"verb": "replica.replace"`)
+	c.cmd("node.remove", `{"name":"n1"}`)
+}
+
+// An agent killed (its host gone, in the sim): its peers report the connection lost;
+// with a third of the nodes down at once the brake holds and nothing is evicted (the
+// reason is shown); once only one is down past DrbdOptions/AutoEvictAfterTime, it is
+// evicted, its replicas re-placed, every definition back at its replica count with the
+// data written before the kill byte-identical on every UpToDate disk.
+func TestAutoEvictReplacesADeadNodesReplicas(t *testing.T) {
+	c := startSimCluster(t, 5, "--heartbeat-timeout", "2s")
+	c.cmd("controller.modify", `{"properties":{"DrbdOptions/AutoEvictAfterTime":"0.05"}}`) // 3 s
+	c.cmd("rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`)
+	rv := c.waitUpToDate("r1", 3, 60*time.Second)
+	holders := diskfulNodes(rv)
+	require.NoError(t, c.write("r1", holders[0], 100))
+	var spare []string
+	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		if !contains(holders, n) {
+			spare = append(spare, n)
+		}
+	}
+	victim := holders[2]
+
+	// Two of five down (40 % > 34 %): the brake.
+	c.kill(victim)
+	c.kill(spare[0])
+	require.Eventually(t, func() bool {
+		for _, r := range c.resource("r1").Replicas {
+			if r.Node == holders[0] && r.Observed != nil {
+				for _, p := range r.Observed.Peers {
+					if p.Node == victim {
+						return p.Connection == "Connecting"
+					}
+				}
+			}
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond, "the peers see %s's connection lost", victim)
+	require.Eventually(t, func() bool {
+		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
+		return strings.Contains(body, `"action": "braked"`) && strings.Contains(body, "2 of 5 nodes are offline")
+	}, 30*time.Second, 200*time.Millisecond)
+	time.Sleep(4 * time.Second) // past AutoEvictAfterTime: still nobody evicted
+	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/nodes/"+victim), "")
+	require.NotContains(t, body, `"maintenance": "evicted"`)
+	require.Contains(t, diskfulNodes(c.resource("r1")), victim)
+
+	// The spare comes back: one of five down, the victim is evicted and replaced.
+	c.startAgent(spare[0])
+	require.Eventually(t, func() bool {
+		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/nodes/"+victim), "")
+		return strings.Contains(body, `"maintenance": "evicted"`)
+	}, 60*time.Second, 200*time.Millisecond, "the dead node is evicted")
+	require.Eventually(t, func() bool {
+		rv = c.resource("r1")
+		return !contains(diskfulNodes(rv), victim) && len(upToDate(rv)) == 3
+	}, 120*time.Second, 250*time.Millisecond, "r1 is back at three UpToDate disks without %s: %+v", victim, rv)
+	c.sameData("r1", 4096, diskfulNodes(rv))
+	out, code := run(t, "sim", "check", "--root", c.root(holders[0]))
+	require.Equal(t, 0, code, out)
+	_, body = httpJSON(t, "GET", c.s.url("/cairn/v1/events?type=node.maintenance-changed"), "")
+	require.Contains(t, body, "policy:auto-evict")
+}
+
+// otherThan is the first of nodes that is not node.
+func otherThan(nodes []string, node string) string {
+	for _, n := range nodes {
+		if n != node {
+			return n
+		}
+	}
+	return ""
+}
