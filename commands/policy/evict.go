@@ -28,7 +28,8 @@ const (
 
 // EvictSettings are the auto-evict policy's settings.
 type EvictSettings struct {
-	After                  time.Duration `json:"after"`                    // offline this long: evicted (60 min)
+	After                  time.Duration `json:"-"`                        // offline this long: evicted (60 min)
+	AfterSeconds           float64       `json:"after_seconds"`            // After, for the status
 	MaxDisconnectedPercent int           `json:"max_disconnected_percent"` // more offline than this: nobody is (34)
 	MinReplicaCount        int           `json:"min_replica_count"`        // copies that must stay online elsewhere (1)
 	Allow                  bool          `json:"allow"`                    // AllowEviction at the controller (true)
@@ -57,6 +58,7 @@ func EvictSettingsFrom(props map[string]string) (EvictSettings, []string) {
 	num(PropAutoEvictMaxDisconnected, &s.MaxDisconnectedPercent, 1)
 	num(PropAutoEvictMinReplicaCount, &s.MinReplicaCount, 1)
 	s.Allow = !strings.EqualFold(props[PropAutoEvictAllowEviction], "false")
+	s.AfterSeconds = s.After.Seconds()
 	return s, warnings
 }
 
@@ -81,19 +83,24 @@ type Eviction struct {
 
 // PlanEvictions decides for every offline node: evicted once offline for s.After; never
 // when more than s.MaxDisconnectedPercent of the nodes are offline (the brake: a
-// network split or a rack power loss is not a reason to re-place everything), never
+// network split or a rack power loss is not a reason to re-place everything; evicted
+// nodes are not counted), never
 // for a node whose DrbdOptions/AutoEvictAllowEviction is false (or the controller's),
 // and never while one of its definitions has fewer than s.MinReplicaCount diskful
 // replicas on online nodes besides it (copiesElsewhere, by node: the fewest over its
 // definitions; absent: it holds no disk). Online nodes are not listed.
 func PlanEvictions(nodes []projections.Node, s EvictSettings, copiesElsewhere map[string]int, now time.Time) []Eviction {
-	offline := 0
+	offline, counted := 0, 0
 	for _, n := range nodes {
+		if n.Spec.Maintenance == events.MaintenanceEvicted {
+			continue // dealt with: neither offline nor a node the brake counts
+		}
+		counted++
 		if n.Status.State != events.StateOnline {
 			offline++
 		}
 	}
-	braked := len(nodes) > 0 && offline*100 > s.MaxDisconnectedPercent*len(nodes)
+	braked := counted > 0 && offline*100 > s.MaxDisconnectedPercent*counted
 	var out []Eviction
 	for _, n := range nodes {
 		if n.Status.State == events.StateOnline {
@@ -108,7 +115,7 @@ func PlanEvictions(nodes []projections.Node, s EvictSettings, copiesElsewhere ma
 			e.Action, e.Reason = EvictNever, PropAutoEvictAllowEviction+"=false"
 		case braked:
 			e.Action, e.Reason = EvictBraked, fmt.Sprintf("%d of %d nodes are offline, more than %s=%d%%: nobody is evicted",
-				offline, len(nodes), PropAutoEvictMaxDisconnected, s.MaxDisconnectedPercent)
+				offline, counted, PropAutoEvictMaxDisconnected, s.MaxDisconnectedPercent)
 		case holds && copies < s.MinReplicaCount:
 			e.Action, e.Reason = EvictNever, fmt.Sprintf("a resource on it has %d diskful replica(s) online elsewhere, fewer than %s=%d",
 				copies, PropAutoEvictMinReplicaCount, s.MinReplicaCount)

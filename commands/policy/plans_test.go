@@ -1,0 +1,211 @@
+package policy_test
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/cairn-io/cairn/commands/policy"
+	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+)
+
+// TestEvacuationPlans runs testdata/evacuation: nodes in maintenance, definitions with
+// their replicas and what each node reports, and the evacuation's plan. Regenerate
+// with -rewrite.
+//
+//	nodes                 one "name online|offline [evacuating|evicted]" a line
+//	rd name [volumes=N]   one replica a line: "node disk|diskless|tb [replaces=X]
+//	                      [uptodate|syncing|pending|old] [primary]"
+//	plan [max=N]          PlanEvacuation with at most N replacements syncing
+//	reset                 no definitions
+func TestEvacuationPlans(t *testing.T) {
+	leaving := map[string]projections.Node{}
+	var defs []policy.Definition
+	datadriven.RunTest(t, "testdata/evacuation", func(t *testing.T, d *datadriven.TestData) string {
+		switch d.Cmd {
+		case "nodes":
+			leaving = map[string]projections.Node{}
+			for _, line := range lines(d.Input) {
+				f := strings.Fields(line)
+				n := projections.Node{Spec: projections.NodeSpec{Name: f[0]}, Status: projections.NodeStatus{State: f[1]}}
+				if len(f) > 2 {
+					n.Spec.Maintenance = f[2]
+					leaving[f[0]] = n
+				}
+			}
+			return fmt.Sprintf("%d node(s) leaving\n", len(leaving))
+		case "reset":
+			defs = nil
+			return "ok\n"
+		case "rd":
+			vols := 1
+			if d.HasArg("volumes") {
+				d.ScanArgs(t, "volumes", &vols)
+			}
+			rd := projections.ResourceDefinition{Name: d.CmdArgs[0].Key}
+			for v := 0; v < vols; v++ {
+				rd.Volumes = append(rd.Volumes, projections.VolumeDefinition{Volume: v, SizeKiB: 4096})
+			}
+			statuses := map[string]drbd.Status{}
+			for i, line := range lines(d.Input) {
+				f := strings.Fields(line)
+				r := projections.Replica{Node: f[0], NodeID: i, Incarnation: uint64(10 + i)}
+				switch f[1] {
+				case "diskless":
+					r.Diskless = true
+				case "tb":
+					r.Diskless, r.Tiebreaker = true, true
+				}
+				st := drbd.Status{Resource: rd.Name, Node: f[0], Incarnation: r.Incarnation, Phase: drbd.PhaseApplied, Role: "Secondary"}
+				disk := "Diskless"
+				report := true
+				for _, w := range f[2:] {
+					switch {
+					case strings.HasPrefix(w, "replaces="):
+						r.Replaces = strings.TrimPrefix(w, "replaces=")
+					case w == "uptodate":
+						disk = "UpToDate"
+					case w == "syncing":
+						disk = "Inconsistent"
+					case w == "pending":
+						disk, st.Phase = "UpToDate", drbd.PhasePending
+					case w == "old": // a report of the node's previous disk
+						disk, st.Incarnation = "UpToDate", r.Incarnation-1
+					case w == "unreported":
+						report = false
+					case w == "primary":
+						st.Role = "Primary"
+					default:
+						t.Fatalf("unknown word %q", w)
+					}
+				}
+				for v := 0; v < vols; v++ {
+					st.Volumes = append(st.Volumes, drbd.VolumeStatus{Volume: v, DiskState: disk})
+				}
+				if report {
+					statuses[f[0]] = st
+				}
+				rd.Replicas = append(rd.Replicas, r)
+			}
+			defs = append(defs, policy.Definition{RD: rd, Statuses: statuses})
+			return fmt.Sprintf("%d replica(s)\n", len(rd.Replicas))
+		case "plan":
+			max := 0
+			if d.HasArg("max") {
+				d.ScanArgs(t, "max", &max)
+			}
+			var b strings.Builder
+			for _, m := range policy.PlanEvacuation(leaving, defs, max) {
+				fmt.Fprintf(&b, "%s %s %s", m.Node, m.Resource, m.Action)
+				if req, ok := policy.MoveRequest(m, "policy:evacuate"); ok {
+					fmt.Fprintf(&b, " (%s %s)", req.Verb, req.CommandID)
+				}
+				fmt.Fprintf(&b, ": %s\n", m.Reason)
+			}
+			if b.Len() == 0 {
+				return "nothing to move\n"
+			}
+			return b.String()
+		}
+		t.Fatalf("unknown command %s", d.Cmd)
+		return ""
+	})
+}
+
+// TestEvictionPlans runs testdata/evictions: the controller's settings, nodes and the
+// auto-evict verdicts at a moment. Regenerate with -rewrite.
+//
+//	settings        controller properties, one "key=value" a line: the settings read
+//	nodes           one "name online|offline [since=MINUTES_AGO] [evicted]
+//	                [allow=false] [copies=N]" a line
+//	plan            PlanEvictions now
+func TestEvictionPlans(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	var settings policy.EvictSettings
+	var nodes []projections.Node
+	copies := map[string]int{}
+	datadriven.RunTest(t, "testdata/evictions", func(t *testing.T, d *datadriven.TestData) string {
+		switch d.Cmd {
+		case "settings":
+			props := map[string]string{}
+			for _, line := range lines(d.Input) {
+				k, v, _ := strings.Cut(line, "=")
+				props[k] = v
+			}
+			var warnings []string
+			settings, warnings = policy.EvictSettingsFrom(props)
+			out := fmt.Sprintf("after=%s max-disconnected=%d%% min-replicas=%d allow=%t\n",
+				settings.After, settings.MaxDisconnectedPercent, settings.MinReplicaCount, settings.Allow)
+			for _, w := range warnings {
+				out += "warning: " + w + "\n"
+			}
+			return out
+		case "nodes":
+			nodes, copies = nil, map[string]int{}
+			for _, line := range lines(d.Input) {
+				f := strings.Fields(line)
+				n := projections.Node{Spec: projections.NodeSpec{Name: f[0], Properties: map[string]string{}},
+					Status: projections.NodeStatus{State: f[1], Since: now, Seq: uint64(len(nodes) + 1)}}
+				for _, w := range f[2:] {
+					k, v, _ := strings.Cut(w, "=")
+					switch k {
+					case "since":
+						mins, err := strconv.Atoi(v)
+						if err != nil {
+							t.Fatal(err)
+						}
+						n.Status.Since = now.Add(-time.Duration(mins) * time.Minute)
+					case "evicted":
+						n.Spec.Maintenance = events.MaintenanceEvicted
+					case "allow":
+						n.Spec.Properties[policy.PropAutoEvictAllowEviction] = v
+					case "copies":
+						c, err := strconv.Atoi(v)
+						if err != nil {
+							t.Fatal(err)
+						}
+						copies[f[0]] = c
+					default:
+						t.Fatalf("unknown word %q", w)
+					}
+				}
+				nodes = append(nodes, n)
+			}
+			return fmt.Sprintf("%d node(s)\n", len(nodes))
+		case "plan":
+			var b strings.Builder
+			plan := policy.PlanEvictions(nodes, settings, copies, now)
+			sort.SliceStable(plan, func(i, j int) bool { return plan[i].Node < plan[j].Node })
+			for _, e := range plan {
+				fmt.Fprintf(&b, "%s %s: %s", e.Node, e.Action, e.Reason)
+				if !e.Due.IsZero() && e.Action == policy.EvictWait {
+					fmt.Fprintf(&b, " (in %s)", e.Due.Sub(now))
+				}
+				b.WriteString("\n")
+			}
+			if b.Len() == 0 {
+				return "no node offline\n"
+			}
+			return b.String()
+		}
+		t.Fatalf("unknown command %s", d.Cmd)
+		return ""
+	})
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
