@@ -322,3 +322,53 @@ func otherThan(nodes []string, node string) string {
 	}
 	return ""
 }
+
+// The LINSTOR CLI's maintenance commands against Cairn: `node set-property …
+// AutoplaceTarget false` cordons, `node evacuate` moves every replica off (the node
+// listed EVACUATE meanwhile) after which `node delete` succeeds, `node restore` cancels,
+// and `controller set-property DrbdOptions/AutoEvictAfterTime` reaches the auto-evict
+// policy's settings.
+func TestLinstorCLIEvacuateAndRestore(t *testing.T) {
+	c := startSimCluster(t, 4)
+	linstor := linstorCLI(t, "http://"+c.s.httpAddr)
+	ok := func(args ...string) string {
+		t.Helper()
+		out, errb, code := linstor(args...)
+		require.Equal(t, 0, code, "linstor %s: %s%s", strings.Join(args, " "), out, errb)
+		return out
+	}
+	ok("controller", "set-property", "DrbdOptions/AutoEvictAfterTime", "1")
+	require.Eventually(t, func() bool {
+		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
+		return strings.Contains(body, `"after_seconds": 60`)
+	}, 10*time.Second, 200*time.Millisecond, "the policy reads the controller's setting")
+
+	ok("node", "set-property", "n4", "AutoplaceTarget", "false")
+	assert.Contains(t, ok("node", "list-properties", "n4"), "AutoplaceTarget")
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	rv := c.waitUpToDate("r1", 2, 60*time.Second)
+	for _, r := range rv.Replicas {
+		assert.NotEqual(t, "n4", r.Node, "a cordoned node gets no replica, not even a tiebreaker")
+	}
+	ok("resource-definition", "set-property", "r1", "DrbdOptions/auto-diskful", "1")
+	leaving := diskfulNodes(rv)[0]
+	ok("node", "set-property", "n4", "AutoplaceTarget")
+	require.NoError(t, c.write("r1", diskfulNodes(rv)[1], 32))
+
+	assert.Contains(t, ok("node", "evacuate", leaving), "is being evacuated")
+	assert.Contains(t, ok("node", "list"), "EVACUATE")
+	require.Eventually(t, func() bool {
+		for _, r := range c.resource("r1").Replicas {
+			if r.Node == leaving {
+				return false
+			}
+		}
+		return true
+	}, 90*time.Second, 250*time.Millisecond, "r1 leaves %s", leaving)
+	rv = c.waitUpToDate("r1", 2, 60*time.Second)
+	c.sameData("r1", 4096, diskfulNodes(rv))
+	ok("node", "restore", leaving)
+	assert.NotContains(t, ok("node", "list"), "EVACUATE")
+	assert.Contains(t, ok("node", "delete", leaving), "SUCCESS")
+}

@@ -61,6 +61,8 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /v1/nodes/{node}", a.modifyNode)
 	mux.HandleFunc("DELETE /v1/nodes/{node}", a.deleteNode)
 	mux.HandleFunc("DELETE /v1/nodes/{node}/lost", a.lostNode)
+	mux.HandleFunc("PUT /v1/nodes/{node}/evacuate", a.evacuateNode)
+	mux.HandleFunc("PUT /v1/nodes/{node}/restore", a.restoreNode)
 	mux.HandleFunc("GET /v1/nodes/{node}/net-interfaces", a.listNetInterfaces)
 	mux.HandleFunc("GET /v1/nodes/{node}/net-interfaces/{netif}", a.getNetInterface)
 	mux.HandleFunc("PUT /v1/nodes/{node}/net-interfaces/{netif}", a.modifyNetInterface)

@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/decide"
+	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -51,13 +54,24 @@ func nodeOf(n projections.Node) Node {
 		props[propPhysicalLabel] = n.Spec.PhysicalLabel
 	}
 	for k, v := range n.Spec.Properties {
-		props[propAuxPrefix+k] = v
+		if linstorNodeKey(k) {
+			props[k] = v
+		} else {
+			props[propAuxPrefix+k] = v
+		}
 	}
 	status := "OFFLINE"
 	if n.Status.State == "online" {
 		status = "ONLINE"
 	}
-	return Node{Name: n.Spec.Name, Type: "Satellite", Props: props, ConnectionStatus: status,
+	var flags []string
+	switch n.Spec.Maintenance {
+	case events.MaintenanceEvacuating:
+		flags = append(flags, "EVACUATE")
+	case events.MaintenanceEvicted:
+		flags = append(flags, "EVICTED")
+	}
+	return Node{Name: n.Spec.Name, Type: "Satellite", Props: props, ConnectionStatus: status, Flags: flags,
 		NetInterfaces: []NetInterface{{Name: "default", Address: n.Spec.Address, SatellitePort: 3366,
 			SatelliteEncryptionType: "PLAIN", IsActive: true}},
 		StorageProviders: []string{"DISKLESS", "LVM", "LVM_THIN", "ZFS", "ZFS_THIN", "FILE", "FILE_THIN"},
@@ -194,10 +208,21 @@ func (a *API) modifyNode(w http.ResponseWriter, r *http.Request) {
 	a.commit(w, r, "node.modify", cmd, opModify, objNode, fmt.Sprintf("Node '%s' modified.", name), map[string]string{"Node": name})
 }
 
-// auxKey is the Cairn node property of a LINSTOR Aux/<key> property.
+// linstorNodeKey reports whether k is one of LINSTOR's own node properties that Cairn
+// keeps under its name (AutoplaceTarget, the DrbdOptions/AutoEvict… settings): the
+// policies read them there.
+func linstorNodeKey(k string) bool {
+	return k == replicas.PropAutoplaceTarget || decide.LINSTORLevelOptions[k]
+}
+
+// auxKey is the Cairn node property of a LINSTOR Aux/<key> property, or of one of
+// LINSTOR's own that Cairn keeps (linstorNodeKey).
 func auxKey(k string) (string, error) {
 	if key, ok := strings.CutPrefix(k, propAuxPrefix); ok && key != "" {
 		return key, nil
+	}
+	if linstorNodeKey(k) {
+		return k, nil
 	}
 	if strings.HasPrefix(k, "Cairn/") {
 		return "", cairn.InvalidField("properties", "node property %s is set at node creation and stays", k)
@@ -237,6 +262,45 @@ func (a *API) lostNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeResults(w, append(out, results(success(opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name}), reply, opDelete, objNode)...))
+}
+
+// evacuateNode maps LINSTOR's node evacuate to node.evacuate: the node gets no new
+// replicas and the evacuation policy moves every replica off it (a replacement first,
+// the old one once the replacement is UpToDate). Target lists are not supported: a
+// node is kept out of placement with AutoplaceTarget=false.
+func (a *API) evacuateNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	var in struct {
+		Target      []string `json:"target"`
+		DoNotTarget []string `json:"do_not_target"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	if len(in.Target) > 0 || len(in.DoNotTarget) > 0 {
+		writeFailure(w, opModify, objNode, cairn.InvalidField("target", "evacuation target lists are not supported; set AutoplaceTarget=false on the nodes to leave out"))
+		return
+	}
+	a.commit(w, r, "node.evacuate", map[string]any{"name": name}, opModify, objNode,
+		fmt.Sprintf("Node '%s' is being evacuated: each replica moves once its replacement is UpToDate (GET /cairn/v1/policies shows the progress).", name),
+		map[string]string{"Node": name})
+}
+
+// restoreNode maps LINSTOR's node restore to node.restore: an evacuation is cancelled
+// (replacements already placed stay) or an evicted node is a placement target again.
+// An evicted node's replicas were moved off it already, so delete_resources and
+// delete_snapshots have nothing left to do.
+func (a *API) restoreNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	var in struct {
+		DeleteResources bool `json:"delete_resources"`
+		DeleteSnapshots bool `json:"delete_snapshots"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	a.commit(w, r, "node.restore", map[string]any{"name": name}, opModify, objNode,
+		fmt.Sprintf("Node '%s' restored: it is a placement target again.", name), map[string]string{"Node": name})
 }
 
 // listNetInterfaces serves a node's one network interface, "default": its replication
