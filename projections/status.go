@@ -89,3 +89,20 @@ func (v *View) StoragePoolReport(node, pool string) (backing.PoolReport, bool, e
 func (v *View) PoolStatus(pool string) (map[string]zpool.Status, error) {
 	return scanStatus(v, poolStatusPrefix+pool+"/", func(st zpool.Status) string { return st.Node })
 }
+
+// ReplicaUpToDate reports whether replica r of rd is UpToDate by its own node's latest report:
+// the report is of r's current disk (its incarnation), carried out (applied), and every
+// volume of rd is UpToDate there. A report of an earlier disk of the node, one still
+// pending, or a missing volume is not UpToDate.
+func ReplicaUpToDate(rd ResourceDefinition, r Replica, statuses map[string]drbd.Status) bool {
+	st, ok := statuses[r.Node]
+	if !ok || st.Incarnation != r.Incarnation || st.Phase != drbd.PhaseApplied || len(st.Volumes) < len(rd.Volumes) {
+		return false
+	}
+	for _, v := range st.Volumes {
+		if v.DiskState != "UpToDate" {
+			return false
+		}
+	}
+	return true
+}

@@ -291,8 +291,26 @@ func TestAutoEvictReplacesADeadNodesReplicas(t *testing.T) {
 		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
 		return strings.Contains(body, `"action": "braked"`) && strings.Contains(body, "2 of 5 nodes are offline")
 	}, 30*time.Second, 200*time.Millisecond)
+	// Honest status: the dead node's replica is not UpToDate, the definition is degraded,
+	// and LINSTOR shows no state for it (its CLI prints Unknown), not its last report.
+	rv = c.resource("r1")
+	assert.True(t, rv.Degraded, "%+v", rv)
+	assert.Equal(t, 2, rv.UpToDate)
+	for _, r := range rv.Replicas {
+		if r.Node == victim {
+			assert.Equal(t, "offline", r.NodeState)
+			assert.False(t, r.UpToDate)
+		}
+	}
+	_, body := httpJSON(t, "GET", c.s.url("/v1/resource-definitions/r1/resources"), "")
+	lr := decode[[]map[string]any](t, body)
+	require.Len(t, lr, 3)
+	for _, r := range lr {
+		_, hasState := r["state"]
+		assert.Equal(t, r["node_name"] != victim, hasState, "state of %v", r["node_name"])
+	}
 	time.Sleep(4 * time.Second) // past AutoEvictAfterTime: still nobody evicted
-	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/nodes/"+victim), "")
+	_, body = httpJSON(t, "GET", c.s.url("/cairn/v1/nodes/"+victim), "")
 	require.NotContains(t, body, `"maintenance": "evicted"`)
 	require.Contains(t, diskfulNodes(c.resource("r1")), victim)
 
@@ -306,6 +324,7 @@ func TestAutoEvictReplacesADeadNodesReplicas(t *testing.T) {
 		rv = c.resource("r1")
 		return !contains(diskfulNodes(rv), victim) && len(upToDate(rv)) == 3
 	}, 120*time.Second, 250*time.Millisecond, "r1 is back at three UpToDate disks without %s: %+v", victim, rv)
+	assert.False(t, rv.Degraded)
 	c.sameData("r1", 4096, diskfulNodes(rv))
 	out, code := run(t, "sim", "check", "--root", c.root(holders[0]))
 	require.Equal(t, 0, code, out)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/zpool"
 )
@@ -100,15 +101,24 @@ func (g *Gateway) listResources(w http.ResponseWriter, r *http.Request) {
 }
 
 // ReplicaView is a replica's desired state with what its node's agent last observed.
+// On a node that is not online, Observed is that agent's last report (stale: the host
+// may be gone), NodeState says so, and the replica does not count as UpToDate.
 type ReplicaView struct {
 	projections.Replica
-	Observed *drbd.Status `json:"observed,omitempty"`
+	NodeState string       `json:"node_state"`
+	UpToDate  bool         `json:"up_to_date"`
+	Observed  *drbd.Status `json:"observed,omitempty"`
 }
 
-// ResourceView is a resource definition whose replicas carry their observed state.
+// ResourceView is a resource definition whose replicas carry their observed state,
+// with how many disks are UpToDate (on online nodes, by their own current reports)
+// against the group's place count: degraded when fewer.
 type ResourceView struct {
 	projections.ResourceDefinition
-	Replicas []ReplicaView `json:"replicas"`
+	Replicas   []ReplicaView `json:"replicas"`
+	UpToDate   int           `json:"up_to_date"`
+	PlaceCount int           `json:"place_count,omitempty"`
+	Degraded   bool          `json:"degraded"`
 }
 
 // observedDefinition reads a definition (not_found when unknown) and what its nodes'
@@ -136,13 +146,34 @@ func (g *Gateway) getResource(w http.ResponseWriter, r *http.Request) {
 			return nil, err
 		}
 		out := ResourceView{ResourceDefinition: rd, Replicas: []ReplicaView{}}
+		diskful := 0
 		for _, rep := range rd.Replicas {
-			rv := ReplicaView{Replica: rep}
+			n, _, err := v.Node(rep.Node)
+			if err != nil {
+				return nil, err
+			}
+			rv := ReplicaView{Replica: rep, NodeState: n.Status.State}
 			if st, ok := observed[rep.Node]; ok {
 				rv.Observed = &st
 			}
+			rv.UpToDate = !rep.Diskless && n.Status.State == events.StateOnline && projections.ReplicaUpToDate(rd, rep, observed)
+			if rv.UpToDate {
+				out.UpToDate++
+			}
+			if !rep.Diskless {
+				diskful++
+			}
 			out.Replicas = append(out.Replicas, rv)
 		}
+		out.PlaceCount = diskful
+		if rd.ResourceGroup != "" {
+			if g, ok, err := v.ResourceGroup(rd.ResourceGroup); err != nil {
+				return nil, err
+			} else if ok && g.PlaceCount > 0 {
+				out.PlaceCount = g.PlaceCount
+			}
+		}
+		out.Degraded = out.UpToDate < out.PlaceCount
 		return out, nil
 	})
 }

@@ -51,23 +51,6 @@ type Definition struct {
 	Statuses map[string]drbd.Status
 }
 
-// UpToDate reports whether replica r of rd is UpToDate by its own node's latest report:
-// the report is of r's current disk (its incarnation), carried out (applied), and every
-// volume of rd is UpToDate there. A report of an earlier disk of the node, one still
-// pending, or a missing volume is not UpToDate.
-func UpToDate(rd projections.ResourceDefinition, r projections.Replica, statuses map[string]drbd.Status) bool {
-	st, ok := statuses[r.Node]
-	if !ok || st.Incarnation != r.Incarnation || st.Phase != drbd.PhaseApplied || len(st.Volumes) < len(rd.Volumes) {
-		return false
-	}
-	for _, v := range st.Volumes {
-		if v.DiskState != "UpToDate" {
-			return false
-		}
-	}
-	return true
-}
-
 // PlanEvacuation decides the next step of every replica on the leaving nodes (nodes in
 // maintenance, by name) of defs. A tiebreaker is replaced at once (it moves). Another
 // diskless replica is removed (replica.remove keeps it as the tiebreaker when the
@@ -81,7 +64,7 @@ func PlanEvacuation(leaving map[string]projections.Node, defs []Definition, maxS
 	syncing := 0
 	for _, d := range defs {
 		for _, r := range d.RD.Replicas {
-			if r.Replaces != "" && !UpToDate(d.RD, r, d.Statuses) {
+			if r.Replaces != "" && !projections.ReplicaUpToDate(d.RD, r, d.Statuses) {
 				syncing++
 			}
 		}
@@ -113,7 +96,7 @@ func PlanEvacuation(leaving map[string]projections.Node, defs []Definition, maxS
 			case repl == nil:
 				m.Action, m.Reason = MoveReplace, "no replacement yet"
 				wantReplace = append(wantReplace, len(out))
-			case !UpToDate(d.RD, *repl, d.Statuses):
+			case !projections.ReplicaUpToDate(d.RD, *repl, d.Statuses):
 				m.Action, m.Replacement, m.Reason = MoveWait, repl.Node, "replacement on "+repl.Node+" is not UpToDate yet"
 			case primary:
 				m.Action, m.Replacement, m.Reason = MoveWait, repl.Node, "in use: Primary on "+r.Node+" (demote it there to remove it)"

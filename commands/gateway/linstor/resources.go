@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -147,7 +148,9 @@ func millis(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// resourcesOf renders the replicas of rd passing the node filter, by node name.
+// resourcesOf renders the replicas of rd passing the node filter, by node name. A
+// replica on a node that is not online has no state (LINSTOR's Unknown): its agent's
+// last report may be long out of date, its host gone.
 func resourcesOf(v *projections.View, rd projections.ResourceDefinition, nodes map[string]bool) ([]Resource, error) {
 	observed, err := v.ResourceStatus(rd.Name)
 	if err != nil {
@@ -160,7 +163,13 @@ func resourcesOf(v *projections.View, rd projections.ResourceDefinition, nodes m
 		}
 		var st *drbd.Status
 		if s, ok := observed[rep.Node]; ok {
-			st = &s
+			n, _, err := v.Node(rep.Node)
+			if err != nil {
+				return nil, err
+			}
+			if n.Status.State == events.StateOnline {
+				st = &s
+			}
 		}
 		out = append(out, resourceOf(rd, rep, st))
 	}
