@@ -391,3 +391,35 @@ func TestLinstorCLIEvacuateAndRestore(t *testing.T) {
 	assert.NotContains(t, ok("node", "list"), "EVACUATE")
 	assert.Contains(t, ok("node", "delete", leaving), "SUCCESS")
 }
+
+// Keeping the replica count: a disk removed by hand comes back elsewhere, and a group
+// whose place count went up beyond the nodes there are gets the missing replica as soon
+// as a node joins (LINSTOR #255), not at the next sweep.
+func TestKeepReplicaCount(t *testing.T) {
+	c := startSimCluster(t, 3, "--keep-count-interval", "1s")
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	rv := c.waitUpToDate("r1", 2, 60*time.Second)
+	require.NoError(t, c.write("r1", diskfulNodes(rv)[0], 40))
+	gone := diskfulNodes(rv)[1]
+	c.cmd("replica.remove", fmt.Sprintf(`{"resource":"r1","node":%q}`, gone))
+	require.Eventually(t, func() bool {
+		rv = c.resource("r1")
+		return len(upToDate(rv)) == 2 && len(diskfulNodes(rv)) == 2
+	}, 60*time.Second, 200*time.Millisecond, "r1 is back at two disks: %+v", rv)
+	c.sameData("r1", 4096, diskfulNodes(rv))
+
+	c.cmd("rg.modify", `{"name":"rg2","place_count":4}`)
+	require.Eventually(t, func() bool {
+		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
+		return strings.Contains(body, `"verb": "replica.add"`) && strings.Contains(body, "autoplace needs")
+	}, 30*time.Second, 200*time.Millisecond, "the refusal (no fourth node) is shown")
+	require.Eventually(t, func() bool { return len(upToDate(c.resource("r1"))) == 3 }, 60*time.Second, 200*time.Millisecond)
+	c.cmd("node.add", `{"name":"n4","host":"h4","address":"10.0.0.4"}`)
+	c.cmd("sp.create", `{"node":"n4","name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`)
+	c.startAgent("n4")
+	rv = c.waitUpToDate("r1", 4, 60*time.Second)
+	c.sameData("r1", 4096, diskfulNodes(rv))
+	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/events?type=replica.added"), "")
+	assert.Contains(t, body, "policy:keep-count")
+}

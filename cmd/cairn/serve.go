@@ -77,6 +77,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "require HTTPS clients to present a certificate signed by this CA (PEM)")
 	f.IntVar(&cfg.Replicas, "replicas", 1, "stream replicas (3 on a NATS cluster)")
 	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 15*time.Second, "mark a node offline after this long without a heartbeat")
+	f.DurationVar(&cfg.KeepCountInterval, "keep-count-interval", policy.DefaultKeepCountEvery, "check every definition against its group's place count this often (and at once when the online nodes change)")
 	f.IntVar(&cfg.MaxSyncingReplacements, "max-syncing-replacements", policy.DefaultMaxSyncing, "at most this many replicas placed by evacuations and evictions sync at once across the cluster; the rest wait their turn")
 	f.BoolVar(&cfg.NoSyncAlways, "no-sync-always", false, "do not fsync every JetStream write (benchmarks only: acknowledged commands may be lost on power loss)")
 	f.BoolVar(&cfg.Auth, "auth", false, "require credentials on the embedded NATS server: a control user (<data>/auth/cairn.creds) and one user per node (cairn auth node-creds NODE)")

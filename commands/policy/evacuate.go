@@ -29,6 +29,7 @@ const (
 	MoveRemove  = "remove"  // remove the leaving replica (replica.remove)
 	MoveWait    = "wait"    // a replacement is syncing, or the replica is in use
 	MoveQueued  = "queued"  // the cluster's limit of replacements syncing at once is reached
+	MoveAdd     = "add"     // keep-count: add replicas up to the place count (replica.add)
 )
 
 // Move is the evacuation's next step for one replica on a leaving node.
@@ -61,14 +62,7 @@ type Definition struct {
 // At most maxSyncing replacements (0: no limit) are syncing at once across the
 // cluster; further replacements are queued. Moves are sorted by node, then resource.
 func PlanEvacuation(leaving map[string]projections.Node, defs []Definition, maxSyncing int) []Move {
-	syncing := 0
-	for _, d := range defs {
-		for _, r := range d.RD.Replicas {
-			if r.Replaces != "" && !projections.ReplicaUpToDate(d.RD, r, d.Statuses) {
-				syncing++
-			}
-		}
-	}
+	syncing := syncingReplacements(defs)
 	var out []Move
 	var wantReplace []int
 	for _, d := range defs {
@@ -117,6 +111,19 @@ func PlanEvacuation(leaving map[string]projections.Node, defs []Definition, maxS
 	}
 	sort.SliceStable(out, func(i, j int) bool { return lessMove(out[i], out[j]) })
 	return out
+}
+
+// syncingReplacements counts the replacements of defs that are not UpToDate yet.
+func syncingReplacements(defs []Definition) int {
+	n := 0
+	for _, d := range defs {
+		for _, r := range d.RD.Replicas {
+			if r.Replaces != "" && !projections.ReplicaUpToDate(d.RD, r, d.Statuses) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func lessMove(a, b Move) bool {
@@ -176,14 +183,25 @@ type Evacuator struct {
 	// MaxSyncing bounds the replacements syncing at once across the cluster (0:
 	// DefaultMaxSyncing).
 	MaxSyncing int
-	Now        func() time.Time
+	// KeepCountEvery is how often every definition is checked against its group's
+	// place count (DefaultKeepCountEvery); at once too when the online nodes change.
+	KeepCountEvery time.Duration
+	Now            func() time.Time
 
 	mu      sync.Mutex
 	last    []Move
 	at      time.Time
 	backoff map[string]backoff
 	recent  []Decision
+	short   []Short
+	shortAt time.Time
+	online  string          // the online storage nodes at the last keep-count sweep
+	topped  map[string]bool // definitions given replicas by keep-count, until UpToDate
+	syncing int             // replacements syncing at the last sweep
 }
+
+// DefaultKeepCountEvery is the default of Evacuator.KeepCountEvery.
+const DefaultKeepCountEvery = 30 * time.Second
 
 type backoff struct {
 	until time.Time
@@ -232,10 +250,11 @@ func (e *Evacuator) Once(ctx context.Context) error {
 	}
 	moves := PlanEvacuation(leaving, defs, e.maxSyncing())
 	metricSyncing.Set(float64(len(moves)))
+	syncing := syncingReplacements(defs)
 	e.mu.Lock()
-	e.last, e.at = moves, now()
+	e.last, e.at, e.syncing = moves, now(), syncing
 	if e.backoff == nil {
-		e.backoff = map[string]backoff{}
+		e.backoff, e.topped = map[string]backoff{}, map[string]bool{}
 	}
 	e.mu.Unlock()
 	for _, m := range moves {
@@ -243,33 +262,44 @@ func (e *Evacuator) Once(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		e.mu.Lock()
-		b := e.backoff[req.CommandID]
-		e.mu.Unlock()
-		if now().Before(b.until) {
-			continue
-		}
-		r := e.Adm.Submit(ctx, req)
-		d := Decision{At: now(), Verb: req.Verb, Subject: m.Resource + " on " + m.Node, Reason: m.Reason, CommandID: req.CommandID, Outcome: "ok"}
-		if !r.OK {
-			d.Outcome = string(r.Error.Code)
-			d.Reason = m.Reason + "; refused: " + r.Error.Message
-			b.wait = min(max(2*b.wait, 2*time.Second), 5*time.Minute)
-			b.until = now().Add(b.wait)
-		} else {
-			b = backoff{}
-		}
-		metricMoves.WithLabelValues(req.Verb, d.Outcome).Inc()
-		e.Log.Info().Str("resource", m.Resource).Str("node", m.Node).Str("verb", req.Verb).Str("outcome", d.Outcome).Str("reason", d.Reason).Msg("evacuation step")
-		e.mu.Lock()
-		e.backoff[req.CommandID] = b
-		e.recent = append(e.recent, d)
-		if len(e.recent) > 50 {
-			e.recent = e.recent[len(e.recent)-50:]
-		}
-		e.mu.Unlock()
+		e.submit(ctx, req, m.Resource+" on "+m.Node, m.Reason)
 	}
-	return nil
+	return e.keepCount(ctx, leaving)
+}
+
+// submit sends one of the policy's commands unless it is backing off from a refusal of
+// it, and records the decision.
+func (e *Evacuator) submit(ctx context.Context, req admission.Request, subject, reason string) bool {
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	e.mu.Lock()
+	b := e.backoff[req.CommandID]
+	e.mu.Unlock()
+	if now().Before(b.until) {
+		return false
+	}
+	r := e.Adm.Submit(ctx, req)
+	d := Decision{At: now(), Verb: req.Verb, Subject: subject, Reason: reason, CommandID: req.CommandID, Outcome: "ok"}
+	if !r.OK {
+		d.Outcome = string(r.Error.Code)
+		d.Reason = reason + "; refused: " + r.Error.Message
+		b.wait = min(max(2*b.wait, 2*time.Second), 5*time.Minute)
+		b.until = now().Add(b.wait)
+	} else {
+		b = backoff{}
+	}
+	metricMoves.WithLabelValues(req.Verb, d.Outcome).Inc()
+	e.Log.Info().Str("subject", subject).Str("verb", req.Verb).Str("actor", req.Actor).Str("outcome", d.Outcome).Str("reason", d.Reason).Msg("policy step")
+	e.mu.Lock()
+	e.backoff[req.CommandID] = b
+	e.recent = append(e.recent, d)
+	if len(e.recent) > 50 {
+		e.recent = e.recent[len(e.recent)-50:]
+	}
+	e.mu.Unlock()
+	return r.OK
 }
 
 // read returns the nodes in maintenance and the definitions with a replica on them.
@@ -316,17 +346,21 @@ func (e *Evacuator) read() (map[string]projections.Node, []Definition, error) {
 
 // EvacuationStatus is what the evacuation policy shows (GET /cairn/v1/policies).
 type EvacuationStatus struct {
-	MaxSyncing int        `json:"max_syncing_replacements"`
-	At         time.Time  `json:"at,omitzero"`
-	Moves      []Move     `json:"moves"`
-	Recent     []Decision `json:"recent_decisions"`
+	MaxSyncing int       `json:"max_syncing_replacements"`
+	At         time.Time `json:"at,omitzero"`
+	Moves      []Move    `json:"moves"`
+	// Short are the definitions below their place count at the last keep-count sweep.
+	Short   []Short    `json:"short"`
+	ShortAt time.Time  `json:"short_at,omitzero"`
+	Recent  []Decision `json:"recent_decisions"`
 }
 
 // Status is the last sweep's plan and the recent decisions, newest last.
 func (e *Evacuator) Status() EvacuationStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return EvacuationStatus{MaxSyncing: e.maxSyncing(), At: e.at, Moves: append([]Move{}, e.last...), Recent: append([]Decision{}, e.recent...)}
+	return EvacuationStatus{MaxSyncing: e.maxSyncing(), At: e.at, Moves: append([]Move{}, e.last...),
+		Short: append([]Short{}, e.short...), ShortAt: e.shortAt, Recent: append([]Decision{}, e.recent...)}
 }
 
 // DefaultMaxSyncing is the default of Evacuator.MaxSyncing.

@@ -25,11 +25,56 @@ import (
 //	                      [uptodate|syncing|pending|old] [primary]"
 //	plan [max=N]          PlanEvacuation with at most N replacements syncing
 //	reset                 no definitions
+//
+// and testdata/keepcount, with the same commands and
+//
+//	groups                one "name place_count" a line
+//	rd name group=G …     a definition of group G
+//	keep [budget=N]       PlanReplicaCount (budget -1: no limit)
 func TestEvacuationPlans(t *testing.T) {
+	for _, path := range []string{"testdata/evacuation", "testdata/keepcount"} {
+		runPlans(t, path)
+	}
+}
+
+func runPlans(t *testing.T, path string) {
 	leaving := map[string]projections.Node{}
 	var defs []policy.Definition
-	datadriven.RunTest(t, "testdata/evacuation", func(t *testing.T, d *datadriven.TestData) string {
+	placeCount := map[string]int{}
+	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 		switch d.Cmd {
+		case "groups":
+			placeCount = map[string]int{}
+			for _, line := range lines(d.Input) {
+				f := strings.Fields(line)
+				n, err := strconv.Atoi(f[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				placeCount[f[0]] = n
+			}
+			return fmt.Sprintf("%d group(s)\n", len(placeCount))
+		case "keep":
+			budget := -1
+			if d.HasArg("budget") {
+				d.ScanArgs(t, "budget", &budget)
+			}
+			var rds []projections.ResourceDefinition
+			for _, def := range defs {
+				rds = append(rds, def.RD)
+			}
+			var b strings.Builder
+			for _, s := range policy.PlanReplicaCount(rds, placeCount, leaving, budget) {
+				fmt.Fprintf(&b, "%s %s", s.Resource, s.Action)
+				if req, ok := policy.ShortRequest(s); ok {
+					fmt.Fprintf(&b, " (%s %s %s)", req.Verb, req.CommandID, req.Body)
+				}
+				fmt.Fprintf(&b, ": %s\n", s.Reason)
+			}
+			if b.Len() == 0 {
+				return "none short\n"
+			}
+			return b.String()
 		case "nodes":
 			leaving = map[string]projections.Node{}
 			for _, line := range lines(d.Input) {
@@ -49,7 +94,10 @@ func TestEvacuationPlans(t *testing.T) {
 			if d.HasArg("volumes") {
 				d.ScanArgs(t, "volumes", &vols)
 			}
-			rd := projections.ResourceDefinition{Name: d.CmdArgs[0].Key}
+			rd := projections.ResourceDefinition{Name: d.CmdArgs[0].Key, Seq: uint64(100 + len(defs))}
+			if d.HasArg("group") {
+				d.ScanArgs(t, "group", &rd.ResourceGroup)
+			}
 			for v := 0; v < vols; v++ {
 				rd.Volumes = append(rd.Volumes, projections.VolumeDefinition{Volume: v, SizeKiB: 4096})
 			}

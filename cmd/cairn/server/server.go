@@ -60,6 +60,9 @@ type Config struct {
 	// MaxSyncingReplacements bounds the replicas the evacuation places that sync at once
 	// across the cluster (policy.DefaultMaxSyncing).
 	MaxSyncingReplacements int
+	// KeepCountInterval is how often every definition is checked against its group's
+	// place count (policy.DefaultKeepCountEvery).
+	KeepCountInterval time.Duration
 	// Name identifies this serve in the side-effect lease (hostname-pid); give each serve
 	// of one NATS cluster its own. LeaseTTL is the lease's time to live (5 s).
 	Name     string
@@ -327,7 +330,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	hooks := statusfold.Hooks{Pool: onPool, DRBD: snaps.Hook(runCtx),
 		Capacity: policy.RecordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
 	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
-	s.Evacuator = &policy.Evacuator{Adm: s.Admission, DB: db, MaxSyncing: cfg.MaxSyncingReplacements,
+	s.Evacuator = &policy.Evacuator{Adm: s.Admission, DB: db, MaxSyncing: cfg.MaxSyncingReplacements, KeepCountEvery: cfg.KeepCountInterval,
 		Log: cfg.Log.With().Str("part", "evacuation").Logger()}
 	s.Evictor = &policy.Evictor{Adm: s.Admission, DB: db, Log: cfg.Log.With().Str("part", "auto-evict").Logger()}
 	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
