@@ -95,3 +95,50 @@ func TestReplicaReplace(t *testing.T) {
 	}
 	refused(t, s, "replica.replace", `{"resource":"r1","node":"`+leaving+`"}`, cairn.CodeNotFound, "no replica on node")
 }
+
+// replica.migrate places a disk on the target that replaces the one on from: a new
+// replica, or the target's diskless replica given the disk; repeated, a no-op; the
+// refusals name what is wrong and append nothing.
+func TestReplicaMigrate(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 4, 1<<20)
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	rd := definition(t, s, "r1")
+	var disks []string
+	var tb, free string
+	for _, r := range rd.Replicas {
+		if r.Tiebreaker {
+			tb = r.Node
+		} else {
+			disks = append(disks, r.Node)
+		}
+	}
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		if _, ok := rd.Replica(n); !ok {
+			free = n
+		}
+	}
+	require.NotEmpty(t, tb)
+	require.NotEmpty(t, free)
+	refused(t, s, "replica.migrate", `{"resource":"r1","node":"`+free+`","from":"`+tb+`"}`, cairn.CodePreconditionFailed, "no disk to migrate")
+	refused(t, s, "replica.migrate", `{"resource":"r1","node":"`+disks[1]+`","from":"`+disks[0]+`"}`, cairn.CodeAlreadyExists, "already has a disk")
+	refused(t, s, "replica.migrate", `{"resource":"r1","node":"n9","from":"`+disks[0]+`"}`, cairn.CodeNotFound, "n9")
+	r := must(t, s, "replica.migrate", `{"resource":"r1","node":"`+tb+`","from":"`+disks[0]+`"}`)
+	assert.Contains(t, eventTypes(r), "replica.disk-toggled", "the tiebreaker gets the disk")
+	after := definition(t, s, "r1")
+	got, _ := after.Replica(tb)
+	assert.Equal(t, disks[0], got.Replaces)
+	assert.False(t, got.Diskless)
+	r = must(t, s, "replica.migrate", `{"resource":"r1","node":"`+free+`","from":"`+disks[0]+`"}`)
+	assert.Empty(t, r.Events, "a migration of that disk is under way")
+	must(t, s, "replica.migrate", `{"resource":"r1","node":"`+free+`","from":"`+disks[1]+`"}`)
+	after = definition(t, s, "r1")
+	got, _ = after.Replica(free)
+	assert.Equal(t, disks[1], got.Replaces)
+	// The migrated-from disk given up: its replacement is an ordinary disk again.
+	must(t, s, "replica.toggle-disk", `{"resource":"r1","node":"`+disks[1]+`","diskless":true}`)
+	after = definition(t, s, "r1")
+	got, _ = after.Replica(free)
+	assert.Empty(t, got.Replaces)
+}

@@ -161,7 +161,8 @@ type ReplicaAdded struct {
 	RestoreFrom *drbd.SnapshotRef `json:"restore_from,omitempty"`
 	// Reason: explicit, autoplace, tiebreaker, restore or replace.
 	Reason string `json:"reason"`
-	// Replaces: the node whose replica this one replaces (replica.replace); that
+	// Replaces: the node whose replica this one replaces (replica.replace,
+	// replica.migrate); that
 	// replica is removed once this one is UpToDate.
 	Replaces string `json:"replaces,omitempty"`
 }
@@ -185,6 +186,9 @@ type ReplicaDiskToggled struct {
 	Provider    backing.Provider `json:"provider,omitempty"`
 	Pool        string           `json:"pool,omitempty"`
 	FullSync    bool             `json:"full_sync,omitempty"`
+	// Replaces: the node whose disk the new disk replaces (replica.migrate of a
+	// diskless replica's node, LINSTOR's toggle-disk --migrate-from).
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // ReplicaTiebreakerChanged: a diskless replica became the definition's tiebreaker (an

@@ -140,7 +140,8 @@ type Replica struct {
 	Incarnation uint64    `json:"incarnation"`
 	AddedSeq    uint64    `json:"added_seq"`
 	AddedAt     time.Time `json:"added_at,omitzero"` // when replica.added occurred
-	// Replaces: the node whose replica this one replaces (replica.replace), until that
+	// Replaces: the node whose replica this one replaces (replica.replace or
+	// replica.migrate), until that
 	// replica is removed.
 	Replaces string `json:"replaces,omitempty"`
 }
@@ -332,9 +333,18 @@ func rdKey(name string) string       { return "v/rd/" + name }
 
 // rgRDKey indexes a definition under its group (what rg.delete reads). Views built
 // before the index existed lack it: run cairn views rebuild once after upgrading.
-func rgRDKey(rg, rd string) string     { return rgRDPrefix(rg) + rd }
-func rgRDPrefix(rg string) string      { return "v/rg-rd/" + rg + "/" }
-func nodeRDPrefix(node string) string  { return "v/node-rd/" + node + "/" }
+func rgRDKey(rg, rd string) string    { return rgRDPrefix(rg) + rd }
+func rgRDPrefix(rg string) string     { return "v/rg-rd/" + rg + "/" }
+func nodeRDPrefix(node string) string { return "v/node-rd/" + node + "/" }
+
+// replacingKey marks a definition with a replica that replaces another (replica.replace,
+// replica.migrate) until the replaced one is removed: what the evacuation policy reads
+// besides the nodes in maintenance. Only events newer than the key's introduction set
+// Replica.Replaces, so views built before it need no rebuild.
+func replacingKey(rd string) string { return replacingPrefix + rd }
+
+const replacingPrefix = "v/replacing/"
+
 func nodeRDKey(node, rd string) string { return nodeRDPrefix(node) + rd }
 
 const (
@@ -419,6 +429,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		}
 		freePort(t, rd.Port)
 		t.del(rdKey(d.Name))
+		if err := delIfPresent(t, replacingKey(d.Name)); err != nil {
+			return true, err
+		}
 		if rd.ResourceGroup != "" {
 			t.del(rgRDKey(rd.ResourceGroup, d.Name))
 		}
@@ -622,6 +635,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 				}
 			}
 			t.mark(nodeRDKey(d.Node, d.Resource))
+			if d.Replaces != "" {
+				t.mark(replacingKey(d.Resource))
+			}
 			if !d.Diskless {
 				return allocate(t, d.Node, d.StoragePool, int64(rd.SizeKiB()))
 			}
@@ -648,12 +664,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 				rd.Snapshots[i].Diskless = slices.DeleteFunc(rd.Snapshots[i].Diskless, func(n string) bool { return n == d.Node })
 			}
 			rd.Replicas = slices.DeleteFunc(rd.Replicas, func(x Replica) bool { return x.Node == d.Node })
-			for i := range rd.Replicas { // a replacement of the removed one is done
-				if rd.Replicas[i].Replaces == d.Node {
-					rd.Replicas[i].Replaces = ""
-				}
-			}
-			return nil
+			return replaced(t, rd, d.Node) // a replacement of the removed one is done
 		})
 	case *events.ReplicaDiskToggled:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
@@ -667,6 +678,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 					return err
 				}
 				r.Diskless, r.StoragePool, r.Provider, r.Pool, r.Seeds, r.FullSync = true, "", "", "", nil, false
+				if err := replaced(t, rd, d.Node); err != nil { // no disk left to replace
+					return err
+				}
 				for i := range rd.Snapshots { // the agent deletes the disk's copies with it
 					rd.Snapshots[i].Nodes = slices.DeleteFunc(rd.Snapshots[i].Nodes, func(n string) bool { return n == d.Node })
 				}
@@ -675,6 +689,10 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			r.Diskless, r.Tiebreaker = false, false
 			r.StoragePool, r.Provider, r.Pool, r.Seeds, r.FullSync = d.StoragePool, d.Provider, d.Pool, nil, d.FullSync
 			r.Incarnation = ev.Seq
+			if d.Replaces != "" {
+				r.Replaces = d.Replaces
+				t.mark(replacingKey(d.Resource))
+			}
 			return allocate(t, d.Node, d.StoragePool, size)
 		})
 	case *events.ReplicaTiebreakerChanged:
@@ -807,6 +825,23 @@ func snapshotPhase(t *tx, rdName, name string, ev events.Event, phase, reason st
 		}
 		return nil
 	})
+}
+
+// replaced ends the replacement of node's disk in rd (the disk was removed or gave up):
+// the replicas that replaced it are ordinary ones now, and rd leaves the index of
+// definitions replacing a disk when none is left.
+func replaced(t *tx, rd *ResourceDefinition, node string) error {
+	replacing := false
+	for i := range rd.Replicas {
+		if rd.Replicas[i].Replaces == node {
+			rd.Replicas[i].Replaces = ""
+		}
+		replacing = replacing || rd.Replicas[i].Replaces != ""
+	}
+	if !replacing {
+		return delIfPresent(t, replacingKey(rd.Name))
+	}
+	return nil
 }
 
 // updateRD reads a definition, changes it, writes it back and queues its desired state
@@ -1038,6 +1073,17 @@ func (v *View) EachStoragePool(fn func(sp StoragePool) (more bool, err error)) e
 // until fn returns false or an error (which EachResourceGroup returns).
 func (v *View) EachResourceGroup(fn func(g ResourceGroup) (more bool, err error)) error {
 	return eachOf(v, "v/rg/", fn)
+}
+
+// DefinitionsReplacing lists the definitions with a replica that replaces another one
+// still there (replica.replace, replica.migrate), by name.
+func (v *View) DefinitionsReplacing() ([]string, error) {
+	var out []string
+	err := v.scan(replacingPrefix, func(key string, _ []byte) error {
+		out = append(out, strings.TrimPrefix(key, replacingPrefix))
+		return nil
+	})
+	return out, err
 }
 
 // NodeResources lists the definitions with a replica on node, by name.

@@ -390,6 +390,28 @@ func TestLinstorCLIEvacuateAndRestore(t *testing.T) {
 	ok("node", "restore", leaving)
 	assert.NotContains(t, ok("node", "list"), "EVACUATE")
 	assert.Contains(t, ok("node", "delete", leaving), "SUCCESS")
+
+	// toggle-disk --migrate-from: the disk moves to a node holding no replica; the old
+	// one is removed once the new one is UpToDate.
+	rv = c.resource("r1")
+	from := diskfulNodes(rv)[0]
+	var to string
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		if n != leaving && !contains(diskfulNodes(rv), n) {
+			to = n
+		}
+	}
+	for _, r := range rv.Replicas {
+		if r.Node == to {
+			require.True(t, r.Diskless) // its tiebreaker: it gets the disk
+		}
+	}
+	ok("resource", "toggle-disk", "--storage-pool", "thin", "--migrate-from", from, to, "r1")
+	require.Eventually(t, func() bool {
+		rv = c.resource("r1")
+		return !contains(diskfulNodes(rv), from) && contains(diskfulNodes(rv), to) && len(upToDate(rv)) == 2
+	}, 90*time.Second, 250*time.Millisecond, "r1's disk moves from %s to %s: %+v", from, to, rv)
+	c.sameData("r1", 4096, diskfulNodes(rv))
 }
 
 // Keeping the replica count: a disk removed by hand comes back elsewhere, and a group

@@ -52,34 +52,36 @@ type Definition struct {
 	Statuses map[string]drbd.Status
 }
 
-// PlanEvacuation decides the next step of every replica on the leaving nodes (nodes in
-// maintenance, by name) of defs. A tiebreaker is replaced at once (it moves). Another
-// diskless replica is removed (replica.remove keeps it as the tiebreaker when the
-// definition needs one; it then moves as one), unless it is Primary on a live node: it
-// waits, as LINSTOR's evacuation does for a resource in use. A diskful replica gets a
-// replacement first; it is removed only once its replacement is UpToDate and it is not
-// Primary on a live node, so the definition never has fewer UpToDate disks than before.
-// At most maxSyncing replacements (0: no limit) are syncing at once across the
-// cluster; further replacements are queued. Moves are sorted by node, then resource.
-func PlanEvacuation(leaving map[string]projections.Node, defs []Definition, maxSyncing int) []Move {
+// PlanEvacuation decides the next step of every replica on a leaving node (nodes, by
+// name, with their maintenance mode) and of every replica another one replaces
+// (replica.migrate) in defs. A tiebreaker on a leaving node is replaced at once (it
+// moves). Another diskless replica there is removed (replica.remove keeps it as the
+// tiebreaker when the definition needs one; it then moves as one), unless it is
+// Primary on a live node: it waits, as LINSTOR's evacuation does for a resource in
+// use. A diskful replica gets a replacement first; it is removed only once its
+// replacement is UpToDate and it is not Primary on a live node, so the definition never
+// has fewer UpToDate disks than before. At most maxSyncing replacements (0: no limit)
+// are syncing at once across the cluster; further replacements are queued. Moves are
+// sorted by node, then resource.
+func PlanEvacuation(nodes map[string]projections.Node, defs []Definition, maxSyncing int) []Move {
 	syncing := syncingReplacements(defs)
 	var out []Move
 	var wantReplace []int
 	for _, d := range defs {
 		for _, r := range d.RD.Replicas {
-			n, ok := leaving[r.Node]
-			if !ok {
-				continue
-			}
-			m := Move{Resource: d.RD.Name, Node: r.Node, Incarnation: r.Incarnation}
-			live := n.Status.State == events.StateOnline
-			primary := live && d.Statuses[r.Node].Role == "Primary" && d.Statuses[r.Node].Incarnation == r.Incarnation
+			n := nodes[r.Node]
 			var repl *projections.Replica
 			for i := range d.RD.Replicas {
 				if d.RD.Replicas[i].Replaces == r.Node {
 					repl = &d.RD.Replicas[i]
 				}
 			}
+			if n.Spec.Maintenance == "" && repl == nil {
+				continue // staying, and not migrating
+			}
+			m := Move{Resource: d.RD.Name, Node: r.Node, Incarnation: r.Incarnation}
+			live := n.Status.State == events.StateOnline
+			primary := live && d.Statuses[r.Node].Role == "Primary" && d.Statuses[r.Node].Incarnation == r.Incarnation
 			switch {
 			case r.Tiebreaker:
 				m.Action, m.Reason = MoveReplace, "a tiebreaker moves at once"
@@ -244,11 +246,11 @@ func (e *Evacuator) Once(ctx context.Context) error {
 	if e.Now != nil {
 		now = e.Now
 	}
-	leaving, defs, err := e.read()
+	nodes, leaving, defs, err := e.read()
 	if err != nil {
 		return err
 	}
-	moves := PlanEvacuation(leaving, defs, e.maxSyncing())
+	moves := PlanEvacuation(nodes, defs, e.maxSyncing())
 	metricSyncing.Set(float64(len(moves)))
 	syncing := syncingReplacements(defs)
 	e.mu.Lock()
@@ -302,46 +304,57 @@ func (e *Evacuator) submit(ctx context.Context, req admission.Request, subject, 
 	return r.OK
 }
 
-// read returns the nodes in maintenance and the definitions with a replica on them.
-func (e *Evacuator) read() (map[string]projections.Node, []Definition, error) {
+// read returns every node, the nodes in maintenance, and the definitions with a replica
+// on one of those or a replica that replaces another (DefinitionsReplacing).
+func (e *Evacuator) read() (map[string]projections.Node, map[string]projections.Node, []Definition, error) {
 	v, err := e.DB.Read()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer v.Close()
-	nodes, err := v.Nodes()
+	all, err := v.Nodes()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	leaving := map[string]projections.Node{}
-	seen := map[string]bool{}
-	var defs []Definition
-	for _, n := range nodes {
+	nodes, leaving := map[string]projections.Node{}, map[string]projections.Node{}
+	var names []string
+	for _, n := range all {
+		nodes[n.Spec.Name] = n
 		if n.Spec.Maintenance == "" {
 			continue
 		}
 		leaving[n.Spec.Name] = n
-		names, err := v.NodeResources(n.Spec.Name)
+		on, err := v.NodeResources(n.Spec.Name)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		for _, name := range names {
-			if seen[name] {
-				continue
-			}
-			seen[name] = true
-			rd, ok, err := v.ResourceDefinition(name)
-			if err != nil || !ok {
-				return nil, nil, err
-			}
-			st, err := v.ResourceStatus(name)
-			if err != nil {
-				return nil, nil, err
-			}
-			defs = append(defs, Definition{RD: rd, Statuses: st})
-		}
+		names = append(names, on...)
 	}
-	return leaving, defs, nil
+	replacing, err := v.DefinitionsReplacing()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	seen := map[string]bool{}
+	var defs []Definition
+	for _, name := range append(names, replacing...) {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		rd, ok, err := v.ResourceDefinition(name)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if !ok {
+			continue
+		}
+		st, err := v.ResourceStatus(name)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		defs = append(defs, Definition{RD: rd, Statuses: st})
+	}
+	return nodes, leaving, defs, nil
 }
 
 // EvacuationStatus is what the evacuation policy shows (GET /cairn/v1/policies).

@@ -39,6 +39,7 @@ func TestEvacuationPlans(t *testing.T) {
 
 func runPlans(t *testing.T, path string) {
 	leaving := map[string]projections.Node{}
+	all := map[string]projections.Node{}
 	var defs []policy.Definition
 	placeCount := map[string]int{}
 	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
@@ -76,13 +77,15 @@ func runPlans(t *testing.T, path string) {
 			}
 			return b.String()
 		case "nodes":
-			leaving = map[string]projections.Node{}
+			leaving, all = map[string]projections.Node{}, map[string]projections.Node{}
 			for _, line := range lines(d.Input) {
 				f := strings.Fields(line)
 				n := projections.Node{Spec: projections.NodeSpec{Name: f[0]}, Status: projections.NodeStatus{State: f[1]}}
+				all[f[0]] = n
 				if len(f) > 2 {
 					n.Spec.Maintenance = f[2]
 					leaving[f[0]] = n
+					all[f[0]] = n
 				}
 			}
 			return fmt.Sprintf("%d node(s) leaving\n", len(leaving))
@@ -150,7 +153,7 @@ func runPlans(t *testing.T, path string) {
 				d.ScanArgs(t, "max", &max)
 			}
 			var b strings.Builder
-			for _, m := range policy.PlanEvacuation(leaving, defs, max) {
+			for _, m := range policy.PlanEvacuation(all, defs, max) {
 				fmt.Fprintf(&b, "%s %s %s", m.Node, m.Resource, m.Action)
 				if req, ok := policy.MoveRequest(m, "policy:evacuate"); ok {
 					fmt.Fprintf(&b, " (%s %s)", req.Verb, req.CommandID)

@@ -79,3 +79,72 @@ func (p *resourcePlan) replicaReplace(c ReplicaReplace) error {
 	}
 	return p.tiebreaker()
 }
+
+// ReplicaMigrate is the body of replica.migrate: the disk of Resource on From moves to
+// Node (on StoragePool, or the pool pickPool chooses).
+type ReplicaMigrate struct {
+	Resource    string `json:"resource"`
+	Node        string `json:"node"`
+	From        string `json:"from"`
+	StoragePool string `json:"storage_pool"`
+}
+
+// replicaMigrate places a diskful replica on c.Node that replaces the one on c.From
+// (LINSTOR's migrate-disk): the evacuation policy removes the old one once the new one
+// is UpToDate and not while it is Primary, as for an evacuation. The node is the
+// operator's choice: a cordoned one is allowed. A diskless replica there gets the disk
+// (LINSTOR's toggle-disk --migrate-from). Refuses not_found for an unknown node or no
+// replica on c.From, already_exists when c.Node holds a disk, and
+// precondition_failed for a diskless replica on c.From, a node that is no storage node
+// or a pool without room. A migration of c.From already under way is a no-op with a
+// warning.
+func (p *resourcePlan) replicaMigrate(c ReplicaMigrate) error {
+	from, ok := p.rd.Replica(c.From)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", p.rd.Name, c.From).About(cairn.ObjResource)
+	}
+	if from.Diskless {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "the replica of %s on %s is diskless: it has no disk to migrate", p.rd.Name, c.From)
+	}
+	for _, x := range p.rd.Replicas {
+		if x.Replaces == c.From {
+			p.warn("the replica of %s on %s already replaces the one on %s; nothing placed", p.rd.Name, x.Node, c.From)
+			return nil
+		}
+	}
+	target, exists := p.rd.Replica(c.Node)
+	if exists && !target.Diskless {
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource %s already has a disk on node %s (node id %d)", p.rd.Name, c.Node, target.NodeID).About(cairn.ObjResource)
+	}
+	if err := p.read(p.names.Event("node", c.Node)); err != nil {
+		return err
+	}
+	if _, err := p.candidates(); err != nil {
+		return err
+	}
+	cand, ok := p.candidate(c.Node)
+	if !ok {
+		return cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node).About(cairn.ObjNode)
+	}
+	if !cand.Storage {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "node %s is not a storage node; it can hold no disk", c.Node)
+	}
+	sp, err := p.pickPool(c.Node, c.StoragePool)
+	if err != nil {
+		return err
+	}
+	if !cand.Online {
+		p.warn("node %s is offline: the migration starts when its agent is back", c.Node)
+	}
+	p.replaces = c.From
+	defer func() { p.replaces = "" }()
+	if exists { // its diskless replica gets the disk (LINSTOR's toggle-disk --migrate-from)
+		err = p.giveDisk(target, sp)
+	} else {
+		err = p.addReplica(c.Node, &sp, false, "migrate", false, drbd.Options{})
+	}
+	if err != nil {
+		return err
+	}
+	return p.tiebreaker()
+}

@@ -509,8 +509,9 @@ func (p *resourcePlan) giveDisk(r *projections.Replica, sp replicas.StoragePool)
 		return err
 	}
 	p.emit(&events.ReplicaDiskToggled{Resource: p.rd.Name, Node: r.Node, Diskless: false,
-		StoragePool: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FullSync: true})
+		StoragePool: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FullSync: true, Replaces: p.replaces})
 	r.Diskless, r.Tiebreaker, r.StoragePool, r.Provider, r.Pool = false, false, sp.Name, sp.Provider, sp.Pool
+	r.Replaces = p.replaces
 	if c, ok := p.candidate(r.Node); ok {
 		for i := range c.Pools {
 			if c.Pools[i].Name == sp.Name {

@@ -106,6 +106,8 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /v1/resource-definitions/{rd}/resources/{node}/toggle-disk/diskless/{pool}", a.toggleDisk(true))
 	mux.HandleFunc("PUT /v1/resource-definitions/{rd}/resources/{node}/toggle-disk/diskful", a.toggleDisk(false))
 	mux.HandleFunc("PUT /v1/resource-definitions/{rd}/resources/{node}/toggle-disk/diskful/{pool}", a.toggleDisk(false))
+	mux.HandleFunc("PUT /v1/resource-definitions/{rd}/resources/{node}/migrate-disk/{fromnode}", a.migrateDisk)
+	mux.HandleFunc("PUT /v1/resource-definitions/{rd}/resources/{node}/migrate-disk/{fromnode}/{pool}", a.migrateDisk)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources/{node}/activate", a.activation("resource.activate"))
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources/{node}/deactivate", a.activation("resource.deactivate"))
 

@@ -574,6 +574,24 @@ func (a *API) toggleDisk(diskless bool) http.HandlerFunc {
 	}
 }
 
+// migrateDisk maps LINSTOR's migrate-disk (toggle-disk --migrate-from) to
+// replica.migrate: a disk on node (its diskless replica's, or a new replica's) replaces
+// the one on fromnode, which the evacuation policy removes once the new one is UpToDate.
+func (a *API) migrateDisk(w http.ResponseWriter, r *http.Request) {
+	name, node, from := r.PathValue("rd"), r.PathValue("node"), r.PathValue("fromnode")
+	cmd := map[string]any{"resource": name, "node": node, "from": from}
+	if pool := r.PathValue("pool"); pool != "" {
+		cmd["storage_pool"] = pool
+	}
+	reply, err := a.command(r, "replica.migrate", cmd)
+	if err != nil {
+		writeFailure(w, opModify, objRsc, err)
+		return
+	}
+	writeResults(w, results(success(opModify, objRsc, fmt.Sprintf("Resource '%s' on node %s gets the disk of %s; the one on %s is removed once it is UpToDate.", name, node, from, from),
+		map[string]string{"RscDfn": name, "Node": node}), reply, opModify, objRsc))
+}
+
 // activation maps activate and deactivate of a resource on a node.
 func (a *API) activation(verb string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
