@@ -200,6 +200,7 @@ type Evacuator struct {
 	online  string          // the online storage nodes at the last keep-count sweep
 	topped  map[string]bool // definitions given replicas by keep-count, until UpToDate
 	syncing int             // replacements syncing at the last sweep
+	wake    chan struct{}
 }
 
 // DefaultKeepCountEvery is the default of Evacuator.KeepCountEvery.
@@ -220,14 +221,41 @@ type Decision struct {
 	CommandID string    `json:"command_id,omitempty"`
 }
 
-// EvacuateEvery is how often the lease holder looks at the nodes in maintenance.
-var EvacuateEvery = time.Second
+// EvacuateEvery is how often the lease holder looks at the nodes in maintenance; a
+// replica's status report wakes it sooner (Wake), at most every EvacuateAtMost.
+var EvacuateEvery, EvacuateAtMost = time.Second, 100 * time.Millisecond
 
-// Sweep runs the evacuation every EvacuateEvery until ctx ends (run while holding the
-// lease).
+// Wake asks for a sweep soon: a replica's status changed (a replacement may be UpToDate
+// now). Without moves under way at the last sweep it does nothing (the ticker finds new
+// ones). It never blocks.
+func (e *Evacuator) Wake() {
+	e.mu.Lock()
+	if len(e.last) == 0 {
+		e.mu.Unlock()
+		return
+	}
+	if e.wake == nil {
+		e.wake = make(chan struct{}, 1)
+	}
+	w := e.wake
+	e.mu.Unlock()
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// Sweep runs the evacuation every EvacuateEvery, and after a Wake (at most every
+// EvacuateAtMost), until ctx ends (run while holding the lease).
 func (e *Evacuator) Sweep(ctx context.Context) {
 	t := time.NewTicker(EvacuateEvery)
 	defer t.Stop()
+	e.mu.Lock()
+	if e.wake == nil {
+		e.wake = make(chan struct{}, 1)
+	}
+	wake := e.wake
+	e.mu.Unlock()
 	for {
 		if err := e.Once(ctx); err != nil {
 			e.Log.Warn().Err(err).Msg("evacuation: views unreadable")
@@ -236,6 +264,12 @@ func (e *Evacuator) Sweep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
+			select { // a burst of reports makes one sweep
+			case <-ctx.Done():
+				return
+			case <-time.After(EvacuateAtMost):
+			}
 		}
 	}
 }

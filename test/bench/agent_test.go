@@ -29,8 +29,9 @@ import (
 )
 
 // simAgent runs an in-process agent with the simulated kernel under root; hook sees
-// every step of every reconcile.
-func simAgent(b *testing.B, natsURL, node, root string, hook func(rd, step string) bool) {
+// every step of every reconcile. stop ends it as a dead host would end (its peers see
+// it gone, it sends no heartbeat); it is also stopped when the benchmark ends.
+func simAgent(b *testing.B, natsURL, node, root string, hook func(rd, step string) bool) (stop func()) {
 	names := events.NewNames("")
 	nc, err := nats.Connect(natsURL, nats.CustomInboxPrefix(names.NodeInbox(node)))
 	if err != nil {
@@ -49,14 +50,22 @@ func simAgent(b *testing.B, natsURL, node, root string, hook func(rd, step strin
 		b.Fatal(err)
 	}
 	workers, _ := strconv.Atoi(os.Getenv("CAIRN_BENCH_AGENT_WORKERS")) // 0: the default (8)
-	a, err := agents.New(nc, agents.Options{Node: node, Names: names, Reconciler: rec, Log: zerolog.Nop(), Workers: workers})
+	a, err := agents.New(nc, agents.Options{Node: node, Names: names, Reconciler: rec, Log: zerolog.Nop(), Workers: workers,
+		HeartbeatInterval: 300 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	release, err := sim.Hold() // alive for its peers until stopped (the sim's dead host)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); nc.Close(); release() }) }
+	b.Cleanup(stop)
 	go rec.Run(ctx)
 	go func() { _ = a.Run(ctx) }()
+	return stop
 }
 
 // BenchmarkReplicaAddToResourceFile: 100 resources have a replica on n1; 100

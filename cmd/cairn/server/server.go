@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/gateway"
 	"github.com/cairn-io/cairn/commands/policy"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/projections/dispatch"
@@ -327,12 +328,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	poolLog := cfg.Log.With().Str("part", "pools").Logger()
 	onPool := policy.ContestPools(runCtx, s.Admission, s.Lease.Leading, poolLog)
 	snaps := policy.SnapshotAdvancer{Adm: s.Admission, DB: db, Leading: s.Lease.Leading, Log: cfg.Log.With().Str("part", "snapshots").Logger()}
-	hooks := statusfold.Hooks{Pool: onPool, DRBD: snaps.Hook(runCtx),
-		Capacity: policy.RecordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
-	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
 	s.Evacuator = &policy.Evacuator{Adm: s.Admission, DB: db, MaxSyncing: cfg.MaxSyncingReplacements, KeepCountEvery: cfg.KeepCountInterval,
 		Log: cfg.Log.With().Str("part", "evacuation").Logger()}
 	s.Evictor = &policy.Evictor{Adm: s.Admission, DB: db, Log: cfg.Log.With().Str("part", "auto-evict").Logger()}
+	snapHook := snaps.Hook(runCtx)
+	hooks := statusfold.Hooks{Pool: onPool, DRBD: func(st drbd.Status) { snapHook(st); s.Evacuator.Wake() },
+		Capacity: policy.RecordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
+	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "auto-evict", s.Evictor.Sweep) })
 	s.background(func() {
