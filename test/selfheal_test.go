@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -444,4 +445,113 @@ func TestKeepReplicaCount(t *testing.T) {
 	c.sameData("r1", 4096, diskfulNodes(rv))
 	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/events?type=replica.added"), "")
 	assert.Contains(t, body, "policy:keep-count")
+}
+
+// An evacuation resumes from the events: the serve holding the lease is killed (-9)
+// after the first replacement was placed, and the agent of a replacement's node is
+// killed mid-sync and restarted; the other serve takes the lease and finishes, every
+// step sent once (deterministic command ids), the data byte-identical afterwards.
+func TestEvacuationSurvivesALeaseMoveAndAKilledAgent(t *testing.T) {
+	testtools.Need(t, "drbdadm", "drbdmeta")
+	ns := singleNATS(t)
+	serveOn := func(name string) *serve {
+		s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
+		s.args = []string{"serve", "--data", s.data, "--nats", ns.url, "--http", s.httpAddr, "--name", name,
+			"--lease-ttl", "2s", "--heartbeat-timeout", "5s", "--max-syncing-replacements", "1"}
+		s.run(name)
+		s.natsAddr = strings.TrimPrefix(ns.url, "nats://")
+		return s
+	}
+	a := serveOn("a")
+	require.Eventually(t, func() bool { l, ok := getLeader(a); return ok && l.This }, 20*time.Second, 50*time.Millisecond)
+	b := serveOn("b")
+	c := &simCluster{t: t, s: a, base: t.TempDir(), agents: map[string]*exec.Cmd{}}
+	c.cmd("cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i := 1; i <= 4; i++ {
+		n := fmt.Sprintf("n%d", i)
+		c.cmd("node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, n, i, i))
+		c.cmd("sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, n))
+		c.startAgent(n)
+	}
+	c.cmd("rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+	rds := []string{"r1", "r2", "r3", "r4"}
+	for _, rd := range rds {
+		c.cmd("rg.spawn", fmt.Sprintf(`{"resource_group":"rg3","name":%q,"size_kib":4096}`, rd))
+	}
+	for _, rd := range rds {
+		rv := c.waitUpToDate(rd, 3, 60*time.Second)
+		require.NoError(t, c.write(rd, diskfulNodes(rv)[0], 32))
+	}
+	leaving := ""
+	for _, n := range []string{"n1", "n2", "n3", "n4"} { // the node holding the most disks
+		if leaving == "" || countOn(c, rds, n) > countOn(c, rds, leaving) {
+			leaving = n
+		}
+	}
+	before := countOn(c, rds, leaving)
+	c.cmd("node.evacuate", fmt.Sprintf(`{"name":%q}`, leaving))
+
+	// The first replacement is placed: kill the lease holder, and the replacement's
+	// agent while it syncs.
+	var target string
+	require.Eventually(t, func() bool {
+		for _, rd := range rds {
+			for _, r := range c.resource(rd).Replicas {
+				if r.Replaces == leaving {
+					target = r.Node
+					return true
+				}
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond)
+	a.kill9()
+	c.s = b
+	c.kill(target)
+	require.Eventually(t, func() bool { l, ok := getLeader(b); return ok && l.This }, 30*time.Second, 50*time.Millisecond, "b takes the lease")
+	time.Sleep(time.Second) // the agent stays dead a moment: its sync starts again when it is back
+	c.startAgent(target)
+
+	require.Eventually(t, func() bool { return countOn(c, rds, leaving) == 0 }, 3*time.Minute, 250*time.Millisecond,
+		"every replica leaves %s", leaving)
+	for _, rd := range rds {
+		rv := c.waitUpToDate(rd, 3, 60*time.Second)
+		c.sameData(rd, 4096, diskfulNodes(rv))
+	}
+	out, code := run(t, "sim", "check", "--root", c.root(target))
+	require.Equal(t, 0, code, out)
+	// Every step once: one replacement added per disk that was on the node.
+	_, body := httpJSON(t, "GET", b.url("/cairn/v1/events?type=replica.added&actor=policy:evacuate&limit=1000"), "")
+	var audit struct {
+		Events []struct {
+			Payload struct {
+				Resource string `json:"resource"`
+				Replaces string `json:"replaces"`
+			} `json:"payload"`
+		} `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &audit))
+	added := map[string]int{}
+	for _, e := range audit.Events {
+		require.Equal(t, leaving, e.Payload.Replaces)
+		added[e.Payload.Resource]++
+	}
+	assert.Len(t, added, before, "a replacement for every disk on %s", leaving)
+	for rd, n := range added {
+		assert.Equal(t, 1, n, "%s: replaced once", rd)
+	}
+	c.cmd("node.remove", fmt.Sprintf(`{"name":%q}`, leaving))
+}
+
+// countOn counts the definitions of rds with a replica on node.
+func countOn(c *simCluster, rds []string, node string) int {
+	n := 0
+	for _, rd := range rds {
+		for _, r := range c.resource(rd).Replicas {
+			if r.Node == node {
+				n++
+			}
+		}
+	}
+	return n
 }
