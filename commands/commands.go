@@ -42,7 +42,30 @@ func Handlers(opts Options, busy func(subject string) bool) []decide.Handler {
 	out = append(out, pools.Handlers(pools.Config{FailoverTimeout: opts.PoolFailoverTimeout, Now: opts.Now})...)
 	out = append(out, volumes.Handlers()...)
 	out = append(out, tokens.Handlers()...)
+	out = append(out, lostHandler(resources.Config{Ports: opts.Ports, Minors: opts.Minors, Busy: busy}))
 	return append(out, kv.Handlers()...)
+}
+
+// lostHandler decides node.lost (LINSTOR's node lost): a node gone for good leaves the
+// cluster with every replica it held, in one decision, so it is all or nothing: when the
+// node's removal is refused (a failure-domain rule, the online hosts), no replica is
+// removed either. Its read set is both parts'.
+func lostHandler(cfg resources.Config) decide.Handler {
+	return decide.Handler{Verb: "node.lost", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+		var c nodes.NodeRemove
+		if err := decide.DecodeBody(body, &c); err != nil {
+			return decide.Decision{}, err
+		}
+		r := decide.NewReads(v, names)
+		removal, err := nodes.DecideLostNodeRemoval(r, c)
+		removal = r.Decide(removal)
+		if err != nil {
+			return removal, err
+		}
+		replicas, err := resources.RemoveLostReplicas(v, names, cfg, c.Name)
+		// The replicas go first: the node's removal follows them in the same append.
+		return decide.Merge(replicas, removal), err
+	}}
 }
 
 // New returns admission over the store, the views and the projector that feeds them,

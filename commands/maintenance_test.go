@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -141,4 +142,31 @@ func TestReplicaMigrate(t *testing.T) {
 	after = definition(t, s, "r1")
 	got, _ = after.Replica(free)
 	assert.Empty(t, got.Replaces)
+}
+
+// node.lost (LINSTOR's node lost) removes a node with every replica it held in one
+// append, or nothing: when the node's removal is refused (here the failure-domain rule:
+// a domain would be left without hosts), no replica is removed either. On the old code
+// LINSTOR's node lost removed the replicas one command each and then failed on the node.
+func TestNodeLostIsAllOrNothing(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 6, 1<<20) // RACK1: n1 n4, RACK2: n2 n5, RACK3: n3 n6
+	must(t, s, "cluster.activate", `{}`)
+	must(t, s, "rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	for _, n := range []string{"n1", "n4"} {
+		if _, ok := func() (any, bool) { rd := definition(t, s, "r1"); return rd.Replica(n) }(); !ok {
+			must(t, s, "replica.add", `{"resource":"r1","node":"`+n+`"}`)
+		}
+	}
+	r := must(t, s, "node.lost", `{"name":"n1"}`)
+	types := eventTypes(r)
+	assert.Greater(t, slices.Index(types, "node.removed"), slices.Index(types, "replica.removed"), "the node goes after its replicas: %v", types)
+	assert.Contains(t, types, "replica.removed")
+	_, ok := func() (any, bool) { rd := definition(t, s, "r1"); return rd.Replica("n1") }()
+	assert.False(t, ok)
+
+	before := layout(definition(t, s, "r1"))
+	refused(t, s, "node.lost", `{"name":"n4"}`, cairn.CodeDomainUnbalanced, "")
+	assert.Equal(t, before, layout(definition(t, s, "r1")), "a refused node.lost removes no replica")
 }

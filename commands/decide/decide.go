@@ -85,3 +85,21 @@ func Ptr[T any](v T, ok bool) *T {
 type NameOnly struct {
 	Name string `json:"name"`
 }
+
+// Merge joins decisions of one command taken on the same view (a composite verb): their
+// events in order, their warnings, and the union of their read sets. Every decision's
+// boundary must be a read set (Reads); Merge panics otherwise (a programming error).
+func Merge(ds ...Decision) Decision {
+	out := Decision{Expect: events.Expect{Kind: events.ExpectChecks}}
+	for _, d := range ds {
+		if d.Expect.Kind != events.ExpectChecks && d.Expect.Kind != 0 {
+			panic("decide.Merge: a decision whose boundary is not a read set")
+		}
+		out.Events = append(out.Events, d.Events...)
+		out.Warnings = append(out.Warnings, d.Warnings...)
+		for _, c := range d.Expect.Checks {
+			out.Expect.Checks = out.Expect.Checks.Add(c.Subject, c.Seq)
+		}
+	}
+	return out
+}

@@ -313,6 +313,17 @@ func decideNodeAdd(r *decide.Reads, c NodeAdd) (decide.Decision, error) {
 // every node (the online hosts that must stay above k + m); while the cluster holds no
 // data, every definition and volume (the two-host floor starts with the first).
 func decideNodeRemove(r *decide.Reads, c NodeRemove) (decide.Decision, error) {
+	return decideRemoval(r, c, false)
+}
+
+// DecideLostNodeRemoval decides the node.remove part of node.lost: as node.remove, but
+// the node's replicas are removed by the same command (their removal is the other part
+// of its decision), so holding replicas does not refuse it.
+func DecideLostNodeRemoval(r *decide.Reads, c NodeRemove) (decide.Decision, error) {
+	return decideRemoval(r, c, true)
+}
+
+func decideRemoval(r *decide.Reads, c NodeRemove, lost bool) (decide.Decision, error) {
 	v, names := r.View(), r.Names()
 	var d decide.Decision
 	if err := r.Of("node", c.Name); err != nil {
@@ -350,7 +361,7 @@ func decideNodeRemove(r *decide.Reads, c NodeRemove) (decide.Decision, error) {
 	}
 	if rds, err := v.NodeResources(c.Name); err != nil {
 		return d, err
-	} else if len(rds) > 0 {
+	} else if len(rds) > 0 && !lost {
 		return d, cairn.Errorf(cairn.CodePreconditionFailed, "node %s holds replicas of %d resource(s) (%s); remove them first",
 			c.Name, len(rds), strings.Join(rds[:min(len(rds), 10)], ", ")).WithDetails(map[string]any{"resources": rds})
 	}

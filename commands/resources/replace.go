@@ -2,8 +2,11 @@ package resources
 
 import (
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/decide"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
 )
 
 // ReplicaReplace is the body of replica.replace: the replica of Resource on Node is to
@@ -147,4 +150,41 @@ func (p *resourcePlan) replicaMigrate(c ReplicaMigrate) error {
 		return err
 	}
 	return p.tiebreaker()
+}
+
+// RemoveLostReplicas decides the replica part of node.lost: every replica on node is
+// removed (replica.removed; its disk's data is gone with the node), one definition at a
+// time on v, reading each definition. Nothing is placed instead: no tiebreaker (each
+// definition's plan would take minors from the same view, so two could pick the same
+// one) and no disk; the keep-count policy and the next change of a definition's
+// replicas do that. Warnings name the definitions left without a disk or a tiebreaker
+// they need.
+func RemoveLostReplicas(v *projections.View, names events.Names, cfg Config, node string) (decide.Decision, error) {
+	rds, err := v.NodeResources(node)
+	if err != nil {
+		return decide.Decision{}, err
+	}
+	var ds []decide.Decision
+	for _, name := range rds {
+		p, err := newResourcePlan(v, names, cfg)
+		if err == nil {
+			err = p.load(name)
+		}
+		if err == nil {
+			err = p.removeReplica(node, "node "+node+" lost")
+		}
+		if err != nil {
+			return decide.Merge(append(ds, p.decision())...), err
+		}
+		switch {
+		case !p.hasDisk() && len(p.rd.Replicas) > 0:
+			p.warn("%s has no disk left: its diskless replicas have no data", name)
+		case !p.hasDisk():
+			p.warn("%s has no replica left", name)
+		case replicas.NeedsTiebreaker(p.members()):
+			p.warn("%s has two disks and no tiebreaker now", name)
+		}
+		ds = append(ds, p.decision())
+	}
+	return decide.Merge(ds...), nil
 }

@@ -235,31 +235,27 @@ func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) {
 	a.commit(w, r, "node.remove", map[string]any{"name": name}, opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name})
 }
 
-// lostNode removes a node that is gone for good: each of its replicas (replica.remove,
-// one command each, so a refusal stops with what was removed reported), then the node.
+// lostNode maps LINSTOR's node lost to node.lost: the node leaves the cluster with every
+// replica it held in one command, all or nothing (a refused removal removes no replica).
+// The answer has one entry per resource removed, then the node's, as LINSTOR's.
 func (a *API) lostNode(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("node")
 	var rds []string
-	err := a.read(func(v *projections.View) (err error) {
+	if err := a.read(func(v *projections.View) (err error) {
 		rds, err = v.NodeResources(name)
 		return err
-	})
+	}); err != nil {
+		writeFailure(w, opDelete, objNode, err)
+		return
+	}
+	reply, err := a.command(r, "node.lost", map[string]any{"name": name})
 	if err != nil {
 		writeFailure(w, opDelete, objNode, err)
 		return
 	}
 	var out []ApiCallRc
 	for _, rd := range rds {
-		if _, err := a.command(r, "replica.remove", map[string]any{"resource": rd, "node": name}); err != nil {
-			writeResults(w, append(out, fromError(opDelete, objRsc, err)))
-			return
-		}
 		out = append(out, success(opDelete, objRsc, fmt.Sprintf("Resource '%s' on the lost node deleted.", rd), map[string]string{"RscDfn": rd, "Node": name}))
-	}
-	reply, err := a.command(r, "node.remove", map[string]any{"name": name})
-	if err != nil {
-		writeResults(w, append(out, fromError(opDelete, objNode, err)))
-		return
 	}
 	writeResults(w, append(out, results(success(opDelete, objNode, fmt.Sprintf("Node '%s' deleted.", name), map[string]string{"Node": name}), reply, opDelete, objNode)...))
 }
