@@ -555,3 +555,47 @@ func countOn(c *simCluster, rds []string, node string) int {
 	}
 	return n
 }
+
+// A storage pool its agent cannot use (a directory that does not exist) is reported
+// with the agent's error: LINSTOR lists it with an error report (its CLI shows the
+// pool's state as Error), autoplace passes it over saying why, and placing on it by name
+// is refused; before, it was listed Ok with free space and a replica placed there failed.
+func TestAnUnusablePoolIsSkipped(t *testing.T) {
+	c := startSimCluster(t, 2)
+	c.cmd("sp.create", `{"node":"n1","name":"bad","provider":"file_thin","pool":"/var/lib/cairn/nowhere","capacity_kib":10485760}`)
+	c.cmd("sp.create", `{"node":"n2","name":"bad","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`)
+	var pools []struct {
+		Reports []struct {
+			RetCode int64  `json:"ret_code"`
+			Message string `json:"message"`
+		} `json:"reports"`
+	}
+	require.Eventually(t, func() bool {
+		_, body := httpJSON(t, "GET", c.s.url("/v1/nodes/n1/storage-pools?storage_pools=bad"), "")
+		pools = decode[[]struct {
+			Reports []struct {
+				RetCode int64  `json:"ret_code"`
+				Message string `json:"message"`
+			} `json:"reports"`
+		}](t, body)
+		return len(pools) == 1 && len(pools[0].Reports) == 1
+	}, 60*time.Second, 200*time.Millisecond, "n1's agent reports the pool it cannot use")
+	assert.Contains(t, pools[0].Reports[0].Message, "cannot use storage pool bad")
+	assert.Less(t, pools[0].Reports[0].RetCode, int64(0), "an error report")
+
+	c.cmd("rg.create", `{"name":"rgbad","place_count":2,"storage_pool":"bad"}`)
+	out, code := run(t, "cmd", "rg.spawn", `{"resource_group":"rgbad","name":"r1","size_kib":4096}`, "--nats", c.s.natsURL())
+	require.NotEqual(t, 0, code)
+	assert.Contains(t, out, "n1: its agent cannot use storage pool bad")
+	c.cmd("rd.create", `{"name":"r2"}`)
+	c.cmd("vd.create", `{"resource":"r2","volume":0,"size_kib":4096}`)
+	out, code = run(t, "cmd", "replica.add", `{"resource":"r2","node":"n1","storage_pool":"bad"}`, "--nats", c.s.natsURL())
+	require.NotEqual(t, 0, code)
+	assert.Contains(t, out, "the agent of node n1 cannot use storage pool bad")
+	c.cmd("replica.add", `{"resource":"r2","node":"n2","storage_pool":"bad"}`) // n2's is fine
+
+	linstor := linstorCLI(t, "http://"+c.s.httpAddr)
+	out, errb, code := linstor("storage-pool", "list", "--storage-pools", "bad")
+	require.Equal(t, 0, code, out+errb)
+	assert.Contains(t, out, "Error")
+}

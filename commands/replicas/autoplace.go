@@ -29,6 +29,10 @@ type StoragePool struct {
 	// NoCapacity: the operator has not given the pool's capacity yet (sp.modify), so
 	// nothing is placed on it.
 	NoCapacity bool `json:"no_capacity,omitempty"`
+	// Unusable is why the node's agent cannot use the pool (its latest report's error:
+	// a path that does not exist, a volume group that is gone); "" when it can. Nothing
+	// is placed on it.
+	Unusable string `json:"unusable,omitempty"`
 }
 
 // Candidate is a node placement may choose.
@@ -211,6 +215,16 @@ func disqualify(rules Rules, needKiB uint64, members []Member, holding map[strin
 	if len(matching) == 0 {
 		return strings.TrimSpace("no storage pool " + describePool(rules))
 	}
+	usable := matching[:0:0]
+	for _, p := range matching {
+		if p.Unusable == "" {
+			usable = append(usable, p)
+		}
+	}
+	if len(usable) == 0 {
+		return fmt.Sprintf("its agent cannot use storage pool %s: %s", matching[0].Name, matching[0].Unusable)
+	}
+	matching = usable
 	if bestPool(rules, needKiB, c.Pools).Name == "" {
 		most, unknown := uint64(0), true
 		for _, p := range matching {
@@ -252,12 +266,12 @@ func describePool(rules Rules) string {
 	return strings.Join(parts, " ")
 }
 
-// bestPool is the matching pool with the most free space that fits needKiB (zero
-// StoragePool when none fits).
+// bestPool is the matching usable pool with the most free space that fits needKiB
+// (zero StoragePool when none fits).
 func bestPool(rules Rules, needKiB uint64, pools []StoragePool) StoragePool {
 	var best StoragePool
 	for _, p := range pools {
-		if rules.StoragePool != "" && p.Name != rules.StoragePool || rules.Provider != "" && p.Provider != rules.Provider {
+		if rules.StoragePool != "" && p.Name != rules.StoragePool || rules.Provider != "" && p.Provider != rules.Provider || p.Unusable != "" {
 			continue
 		}
 		if p.FreeKiB >= needKiB && (best.Name == "" || p.FreeKiB > best.FreeKiB || p.FreeKiB == best.FreeKiB && p.Name < best.Name) {

@@ -137,8 +137,14 @@ func (p *resourcePlan) candidates() ([]replicas.Candidate, error) {
 			return nil, err
 		}
 		for _, sp := range pools {
-			c.Pools = append(c.Pools, replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB(),
-				NoCapacity: !sp.Known()})
+			pool := replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB(),
+				NoCapacity: !sp.Known()}
+			if rep, ok, err := p.v.StoragePoolReport(n.Spec.Name, sp.Name); err != nil {
+				return nil, err
+			} else if ok && rep.Error != "" {
+				pool.Unusable = rep.Error
+			}
+			c.Pools = append(c.Pools, pool)
 		}
 		p.cands = append(p.cands, c)
 	}
@@ -275,7 +281,8 @@ func (p *resourcePlan) rules() replicas.Rules {
 }
 
 // pickPool chooses the storage pool of node for a new disk: the named one, else the
-// group's, else the matching pool with most free space; refuses when none fits.
+// group's, else the matching pool with most free space; refuses when none fits or the
+// node's agent reports it cannot use them.
 func (p *resourcePlan) pickPool(node, named string) (replicas.StoragePool, error) {
 	c, _ := p.candidate(node)
 	rules := p.rules()
@@ -299,6 +306,17 @@ func (p *resourcePlan) pickPool(node, named string) (replicas.StoragePool, error
 		}
 		return replicas.StoragePool{}, cairn.Errorf(cairn.CodePreconditionFailed, "node %s has no %s for a disk of %s", node, what, p.rd.Name)
 	}
+	usable := matching[:0:0]
+	for _, sp := range matching {
+		if sp.Unusable == "" {
+			usable = append(usable, sp)
+		}
+	}
+	if len(usable) == 0 {
+		return replicas.StoragePool{}, cairn.Errorf(cairn.CodePreconditionFailed, "the agent of node %s cannot use storage pool %s: %s", node, matching[0].Name, matching[0].Unusable).
+			WithDetails(map[string]any{"node": node, "storage_pool": matching[0].Name})
+	}
+	matching = usable
 	best := matching[0]
 	for _, sp := range matching[1:] {
 		if sp.FreeKiB > best.FreeKiB {

@@ -83,6 +83,7 @@ const (
 	codeExistsStorPool   uint64 = 510
 	codeExistsRscGrp     uint64 = 522
 	codeNotEnoughSpace   uint64 = 980
+	codeStorPoolUnusable uint64 = 990 // FAIL_STOR_POOL_CONFIGURATION_ERROR
 	codeNotEnoughNodes   uint64 = 996
 	codeInUse            uint64 = 997
 	codeUnknownError     uint64 = 998

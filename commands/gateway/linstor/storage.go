@@ -48,7 +48,10 @@ func providerOf(kind string) (backing.Provider, bool) {
 	return "", false
 }
 
-func storagePoolOf(sp projections.StoragePool) StoragePool {
+// storagePoolOf renders a storage pool; rep is its agent's latest report (nil: none
+// yet): a report with an error is the pool's ERROR report, which LINSTOR's CLI shows
+// as the pool's state.
+func storagePoolOf(sp projections.StoragePool, rep *backing.PoolReport) StoragePool {
 	out := StoragePool{StoragePoolName: sp.Name, NodeName: sp.Node, ProviderKind: providerKinds[sp.Provider],
 		Props:        map[string]string{propStorPoolName: sp.Pool},
 		FreeCapacity: int64(sp.FreeKiB()), TotalCapacity: int64(sp.CapacityKiB),
@@ -61,6 +64,11 @@ func storagePoolOf(sp projections.StoragePool) StoragePool {
 	}
 	if sp.Thin() {
 		out.Props[propOversubscription] = strconv.FormatFloat(sp.OverprovisionRatio(), 'f', -1, 64)
+	}
+	if rep != nil && rep.Error != "" {
+		out.Reports = []ApiCallRc{rc(maskError, 0, objStorPool, codeStorPoolUnusable,
+			"the agent of node "+sp.Node+" cannot use storage pool "+sp.Name+": "+rep.Error)}
+		out.FreeCapacity = 0
 	}
 	return out
 }
@@ -78,7 +86,11 @@ func (a *API) streamPools(w http.ResponseWriter, r *http.Request, nodes, pools m
 			if !matches(nodes, sp.Node) || !matches(pools, sp.Name) {
 				return true, nil
 			}
-			return emit(storagePoolOf(sp))
+			rep, err := poolReport(v, sp)
+			if err != nil {
+				return false, err
+			}
+			return emit(storagePoolOf(sp, rep))
 		})
 	})
 }
@@ -105,8 +117,18 @@ func (a *API) getStoragePool(w http.ResponseWriter, r *http.Request) {
 		if err != nil || !ok {
 			return nil, orNotFound(err, cairn.ObjStoragePool, "node %s has no storage pool %s", node, pool)
 		}
-		return storagePoolOf(sp), nil
+		rep, err := poolReport(v, sp)
+		return storagePoolOf(sp, rep), err
 	})
+}
+
+// poolReport is the latest report of sp's agent, nil before the first.
+func poolReport(v *projections.View, sp projections.StoragePool) (*backing.PoolReport, error) {
+	rep, ok, err := v.StoragePoolReport(sp.Node, sp.Name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &rep, nil
 }
 
 // orNotFound is err, or a not_found about object when err is nil.
