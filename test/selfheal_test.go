@@ -327,7 +327,11 @@ func TestAutoEvictReplacesADeadNodesReplicas(t *testing.T) {
 	}, 120*time.Second, 250*time.Millisecond, "r1 is back at three UpToDate disks without %s: %+v", victim, rv)
 	assert.False(t, rv.Degraded)
 	c.sameData("r1", 4096, diskfulNodes(rv))
-	out, code := run(t, "sim", "check", "--root", c.root(holders[0]))
+	// The dead node cannot tear its replica down: `cairn wait` does not wait for it once
+	// its agent is gone (before, it never settled).
+	out, code := run(t, "wait", "resource", "r1", "--timeout", "60s", "--node-gone-after", "3s", "--nats", c.s.natsURL())
+	require.Equal(t, 0, code, out)
+	out, code = run(t, "sim", "check", "--root", c.root(holders[0]))
 	require.Equal(t, 0, code, out)
 	_, body = httpJSON(t, "GET", c.s.url("/cairn/v1/events?type=node.maintenance-changed"), "")
 	require.Contains(t, body, "policy:auto-evict")

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/storage/zpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 )
@@ -25,6 +27,8 @@ func waitCmd() *cobra.Command {
 	c.PersistentFlags().StringVar(&natsURL, "nats", defaultNATS, "NATS server URL")
 	c.PersistentFlags().StringVar(&creds, "creds", "", "NATS credentials file")
 	c.PersistentFlags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait")
+	var goneAfter time.Duration
+	c.PersistentFlags().DurationVar(&goneAfter, "node-gone-after", 15*time.Second, "a node the resource left whose agent sends no heartbeat for this long is not waited for (it tears the resource down when it is back)")
 	names := func() events.Names { return events.NewNames(prefix) }
 	c.AddCommand(&cobra.Command{
 		Use:   "resource NAME",
@@ -32,19 +36,21 @@ func waitCmd() *cobra.Command {
 		Long: `Wait until every node of resource NAME carried out the desired state that reflects the
 definition's last event (its agent reports it applied at that revision or later), every
 disk is UpToDate (Diskless on diskless replicas), every peer sharing a disk is Connected
-with no resync under way, and nodes the resource left have torn it down. Progress goes to
-stderr whenever what it waits for changes.
+with no resync under way, and nodes the resource left have torn it down, unless their
+agent is gone (no heartbeat for --node-gone-after: it tears the resource down when it is
+back). Progress goes to stderr whenever what it waits for changes.
 
 Exit status: 0 settled, 1 not settled within --timeout (the message says what is
 missing) or no such resource, 2 no answer from NATS.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
+			hb := newHeartbeats(goneAfter)
 			return watch(cmd, natsURL, creds, timeout, name, names().Event("rd", name), "resource definition "+name, "drbd",
 				func(last uint64, lastType string) watcher {
 					return &resourceState{name: name, lastSeq: last, desired: map[string]drbd.Desired{}, statuses: map[string]*drbd.Status{},
-						deleted: lastType == (*events.ResourceDefinitionDeleted)(nil).EventType()}
-				})
+						deleted: lastType == (*events.ResourceDefinitionDeleted)(nil).EventType(), gone: hb.gone}
+				}, hb)
 		},
 	})
 	c.AddCommand(&cobra.Command{
@@ -63,7 +69,7 @@ Exit status: 0 imported, 1 refused, contested, no grant within --timeout or no s
 			return watch(cmd, natsURL, creds, timeout, name, names().Event("pool", name), "pool "+name, "zpool",
 				func(last uint64, _ string) watcher {
 					return &poolState{name: name, lastSeq: last, desired: map[string]zpool.Desired{}, statuses: map[string]zpool.Status{}}
-				})
+				}, nil)
 		},
 	})
 	return c
@@ -72,6 +78,10 @@ Exit status: 0 imported, 1 refused, contested, no grant within --timeout or no s
 // resourceState is what `cairn wait resource` has read: the definition's last event,
 // the latest desired state per node (nil Local: leaving) and the latest status per node.
 type resourceState struct {
+	// gone reports whether a node's agent is gone (no heartbeat for --node-gone-after):
+	// a node the resource left that is gone cannot tear it down and is not waited for.
+	// nil: none is.
+	gone     func(node string) bool
 	name     string
 	lastSeq  uint64 // the sequence of the definition's last event
 	deleted  bool   // that event deleted it
@@ -80,7 +90,7 @@ type resourceState struct {
 }
 
 // settled decides whether the resource has settled (see waitCmd), and if not, what it
-// still waits for. Pure.
+// still waits for. Pure but for gone.
 func (s resourceState) settled() (bool, string) {
 	nodes := make([]string, 0, len(s.desired))
 	for n := range s.desired {
@@ -91,7 +101,7 @@ func (s resourceState) settled() (bool, string) {
 	for _, n := range nodes {
 		d := s.desired[n]
 		if d.Local == nil {
-			if ok, why := drbd.Converged(d, s.statuses[n]); !ok {
+			if ok, why := drbd.Converged(d, s.statuses[n]); !ok && (s.gone == nil || !s.gone(n)) {
 				return false, why
 			}
 			continue
@@ -128,12 +138,23 @@ type watcher interface {
 // every node, and every new one, asking w after each once every subject that existed at the start was
 // read (so that one not delivered yet is not mistaken for one that does not exist).
 func watch(cmd *cobra.Command, natsURL, creds string, timeout time.Duration, name, lastSubject, what, kind string,
-	newWatcher func(lastSeq uint64, lastType string) watcher) error {
+	newWatcher func(lastSeq uint64, lastType string) watcher, hb *heartbeats) error {
 	nc, err := connect(natsURL, creds, "cairn-wait")
 	if err != nil {
 		return exitWith(2, "%v", err)
 	}
 	defer nc.Close()
+	if hb != nil {
+		sub, err := nc.Subscribe(events.NewNames(prefix).HeartbeatFilter(), func(m *nats.Msg) {
+			if node, _, _, ok := events.NewNames(prefix).ParseStatus(m.Subject); ok {
+				hb.heard(node)
+			}
+		})
+		if err != nil {
+			return exitWith(2, "subscribe to heartbeats: %v", err)
+		}
+		defer sub.Unsubscribe()
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -186,6 +207,8 @@ func watch(cmd *cobra.Command, natsURL, creds string, timeout time.Duration, nam
 		defer cc.Stop()
 	}
 	started, said := time.Now(), ""
+	tick := time.NewTicker(time.Second) // heartbeats age: look again
+	defer tick.Stop()
 	for {
 		if len(pending) == 0 {
 			ok, why := w.settled()
@@ -207,6 +230,7 @@ func watch(cmd *cobra.Command, natsURL, creds string, timeout time.Duration, nam
 				said = fmt.Sprintf("%d subjects not read", len(pending))
 			}
 			return exitWith(1, "%s: not settled after %s: %s", name, timeout, said)
+		case <-tick.C:
 		case m := <-msgs:
 			delete(pending, m.Subject())
 			if err := w.fold(names, m.Subject(), m.Data()); err != nil {
@@ -329,4 +353,34 @@ func (p *poolState) fold(names events.Names, subject string, data []byte) error 
 			}
 			return nil
 		})
+}
+
+// heartbeats is when each node's agent was last heard from since the wait started.
+type heartbeats struct {
+	mu    sync.Mutex
+	start time.Time
+	after time.Duration
+	last  map[string]time.Time
+}
+
+func newHeartbeats(after time.Duration) *heartbeats {
+	return &heartbeats{start: time.Now(), after: after, last: map[string]time.Time{}}
+}
+
+func (h *heartbeats) heard(node string) {
+	h.mu.Lock()
+	h.last[node] = time.Now()
+	h.mu.Unlock()
+}
+
+// gone reports whether node sent no heartbeat for h.after (counted from the start of
+// the wait for a node not heard from at all).
+func (h *heartbeats) gone(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	last, ok := h.last[node]
+	if !ok {
+		last = h.start
+	}
+	return time.Since(last) > h.after
 }

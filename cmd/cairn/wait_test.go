@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
@@ -48,6 +49,12 @@ func TestResourceSettled(t *testing.T) {
 		{"deleted, a node still up", resourceState{name: "r1", lastSeq: 12, deleted: true,
 			desired:  map[string]drbd.Desired{"n1": {Resource: "r1", Node: "n1"}},
 			statuses: map[string]*drbd.Status{"n1": up("n1", "n2", 7)}}, "n1: being removed (phase applied)"},
+		{"left by the resource, its agent gone", resourceState{name: "r1", lastSeq: 7, gone: func(n string) bool { return n == "n3" },
+			desired:  map[string]drbd.Desired{"n1": desired("n1", 7), "n2": desired("n2", 7), "n3": {Resource: "r1", Node: "n3"}},
+			statuses: map[string]*drbd.Status{"n1": up("n1", "n2", 7), "n2": up("n2", "n1", 7), "n3": up("n3", "n1", 5)}}, ""},
+		{"left by the resource, its agent alive", resourceState{name: "r1", lastSeq: 7, gone: func(n string) bool { return false },
+			desired:  map[string]drbd.Desired{"n1": desired("n1", 7), "n2": desired("n2", 7), "n3": {Resource: "r1", Node: "n3"}},
+			statuses: map[string]*drbd.Status{"n1": up("n1", "n2", 7), "n2": up("n2", "n1", 7), "n3": up("n3", "n1", 5)}}, "n3: being removed (phase applied)"},
 	} {
 		ok, why := c.s.settled()
 		assert.Equal(t, c.why == "", ok, c.name)
@@ -103,4 +110,18 @@ func TestWaitFoldsMessages(t *testing.T) {
 	assert.NotContains(t, s.statuses, "n1", "an empty status: the report is gone")
 	require.Error(t, s.fold(names, "cairn.ev.rd.r1", []byte(`{}`)), "not a watched subject")
 	require.Error(t, s.fold(names, "cairn.node.n1.drbd.r1", []byte(`{`)), "malformed JSON")
+}
+
+// A node never heard from is gone once --node-gone-after passed since the wait started;
+// one heard from, that long after its last heartbeat.
+func TestHeartbeatsGone(t *testing.T) {
+	h := newHeartbeats(400 * time.Millisecond)
+	h.heard("n1")
+	assert.False(t, h.gone("n1"))
+	assert.False(t, h.gone("n2"), "not heard from, but the wait just started")
+	time.Sleep(500 * time.Millisecond)
+	assert.True(t, h.gone("n2"))
+	assert.True(t, h.gone("n1"))
+	h.heard("n1")
+	assert.False(t, h.gone("n1"))
 }
