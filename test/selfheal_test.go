@@ -603,3 +603,48 @@ func TestAnUnusablePoolIsSkipped(t *testing.T) {
 	require.Equal(t, 0, code, out+errb)
 	assert.Contains(t, out, "Error")
 }
+
+// Auto-diskful, set with the LINSTOR CLI on the definition: a diskless replica Primary
+// longer than DrbdOptions/auto-diskful (here 0.05 min) gets a disk on its node; with
+// DrbdOptions/auto-diskful-allow-cleanup a disk above the place count goes once the
+// new one is UpToDate; the data is the same on the disks left, the Primary stays.
+func TestAutoDiskful(t *testing.T) {
+	c := startSimCluster(t, 3, "--keep-count-interval", "1s")
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	rv := c.waitUpToDate("r1", 2, 60*time.Second)
+	var app string
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if !contains(diskfulNodes(rv), n) {
+			app = n
+		}
+	}
+	c.cmd("replica.add", fmt.Sprintf(`{"resource":"r1","node":%q,"diskless":true}`, app)) // the tiebreaker becomes the application's
+	linstor := linstorCLI(t, "http://"+c.s.httpAddr)
+	for _, kv := range [][2]string{{"DrbdOptions/auto-diskful", "0.05"}, {"DrbdOptions/auto-diskful-allow-cleanup", "true"}} {
+		out, errb, code := linstor("resource-definition", "set-property", "r1", kv[0], kv[1])
+		require.Equal(t, 0, code, out+errb)
+	}
+	require.Eventually(t, func() bool {
+		out, code := run(t, "sim", "promote", "--root", c.root(app), "r1")
+		return code == 0 && strings.Contains(out, "promoted")
+	}, 30*time.Second, 200*time.Millisecond, "the application opens r1 on %s", app)
+	require.NoError(t, c.write("r1", app, 64)) // a diskless Primary writes through its peers
+
+	require.Eventually(t, func() bool {
+		rv = c.resource("r1")
+		return contains(upToDate(rv), app) && len(diskfulNodes(rv)) == 2
+	}, 90*time.Second, 250*time.Millisecond, "%s gets a disk, a surplus one goes: %+v", app, rv)
+	for _, r := range rv.Replicas {
+		if r.Node == app {
+			require.NotNil(t, r.Observed)
+			assert.Equal(t, "Primary", r.Observed.Role, "still Primary")
+		}
+	}
+	c.sameData("r1", 4096, diskfulNodes(rv))
+	out, code := run(t, "sim", "check", "--root", c.root(app))
+	require.Equal(t, 0, code, out)
+	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/events?actor=policy:auto-diskful"), "")
+	assert.Contains(t, body, "replica.disk-toggled")
+	assert.Contains(t, body, "replica.removed")
+}

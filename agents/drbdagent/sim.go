@@ -96,6 +96,10 @@ type simReg struct {
 	Volumes     map[int]*simVolume `json:"volumes"`
 	Conns       map[int]*simConn   `json:"conns"` // handshakes done, by peer node id
 	Suspended   bool               `json:"suspended,omitempty"`
+	// Primary: an application opened the device (cairn sim promote): the role events2
+	// shows, kept when the replica gets or gives up its disk; down refuses it, as the
+	// kernel refuses to take down a device in use.
+	Primary bool `json:"primary,omitempty"`
 	Seen        map[int]bool       `json:"seen"` // node ids this disk has connected to
 }
 
@@ -266,7 +270,8 @@ func (s *Sim) Adjust(ctx context.Context, r Resource) error {
 		return err
 	}
 	if reg == nil || reg.Incarnation != d.Local.Incarnation {
-		reg = &simReg{Conns: map[int]*simConn{}, Seen: map[int]bool{}, Volumes: map[int]*simVolume{}}
+		primary := reg != nil && reg.Up && reg.Primary // the device stays open across a new disk
+		reg = &simReg{Conns: map[int]*simConn{}, Seen: map[int]bool{}, Volumes: map[int]*simVolume{}, Primary: primary}
 	}
 	reg.Resource, reg.Node, reg.NodeID, reg.Host, reg.Root, reg.Incarnation = d.Resource, s.Node, d.Local.NodeID, host, s.Root, d.Local.Incarnation
 	minors := localMinors(&d)
@@ -629,6 +634,9 @@ func (s *Sim) Down(ctx context.Context, rd string) error {
 	reg, err := loadReg(s.regPath(rd, s.Node))
 	if err != nil || reg == nil || !reg.Up {
 		return err
+	}
+	if reg.Primary {
+		return fmt.Errorf("sim: %s is Primary on %s (in use): demote it first (cairn sim demote)", rd, s.Node)
 	}
 	for p := range reg.Conns {
 		s.dropConn(rd, reg, p)

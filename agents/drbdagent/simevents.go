@@ -76,6 +76,9 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 			if c.State == "Connected" {
 				role = "Secondary"
 				peer, _ = loadReg(s.regPath(rd, reg.Peers[p]))
+				if peer != nil && peer.Primary {
+					role = "Primary"
+				}
 				connected++
 				if peer != nil && !peer.Diskless && len(peer.Volumes) > 0 {
 					up := true
@@ -115,7 +118,11 @@ func (s *Sim) view(rd string) ([]simObj, *simReg) {
 			score += 10000
 		}
 	}
-	objs[0].fields = fmt.Sprintf("role:Secondary suspended:%s may_promote:%s promotion_score:%d", suspended, may, score)
+	role := "Secondary"
+	if reg.Primary {
+		role, may = "Primary", "no" // DRBD's may_promote is no while it is Primary
+	}
+	objs[0].fields = fmt.Sprintf("role:%s suspended:%s may_promote:%s promotion_score:%d", role, suspended, may, score)
 	return objs, reg
 }
 
@@ -501,4 +508,73 @@ func (s *Sim) checkPeers(ctx context.Context) {
 		}
 		s.refresh(rd)
 	}
+}
+
+// SimSetRole promotes (an application opens the device) or demotes rd on the node whose
+// root is root, as drbdsetup primary/secondary would. Promotion needs UpToDate data, on
+// its own disk or a connected peer's, and no connected peer Primary (DRBD's single
+// Primary). Errors: no such node, rd not up there, and those refusals.
+func SimSetRole(dir, root, rd string, primary bool) error {
+	unlock, err := lockRD(dir, rd)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	entries, err := os.ReadDir(filepath.Join(dir, rd))
+	if err != nil {
+		return fmt.Errorf("sim: resource %s: %w", rd, err)
+	}
+	regs := map[string]*simReg{}
+	var me *simReg
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		r, err := loadReg(filepath.Join(dir, rd, e.Name()))
+		if err != nil || r == nil {
+			continue
+		}
+		regs[r.Node] = r
+		if filepath.Clean(r.Root) == filepath.Clean(root) {
+			me = r
+		}
+	}
+	switch {
+	case me == nil:
+		return fmt.Errorf("sim: no node with root %s has resource %s", root, rd)
+	case !me.Up:
+		return fmt.Errorf("sim: %s is not up on node %s", rd, me.Node)
+	}
+	if primary {
+		data := !me.Diskless && len(me.Volumes) > 0
+		for _, v := range me.Volumes {
+			data = data && v.DiskState == "UpToDate"
+		}
+		for p, c := range me.Conns {
+			peer := regs[me.Peers[p]]
+			if c.State != "Connected" || peer == nil || !peer.Up || simDead(dir, peer.Node) {
+				continue
+			}
+			if peer.Primary {
+				return fmt.Errorf("sim: %s is Primary on %s: one Primary at a time", rd, peer.Node)
+			}
+			up := !peer.Diskless && len(peer.Volumes) > 0
+			for _, v := range peer.Volumes {
+				up = up && v.DiskState == "UpToDate"
+			}
+			data = data || up
+		}
+		if !data {
+			return fmt.Errorf("sim: %s on %s has no UpToDate data to promote on (its own or a connected peer's)", rd, me.Node)
+		}
+	}
+	me.Primary = primary
+	if err := saveReg(dir, me); err != nil {
+		return err
+	}
+	notify(dir, me.Node, rd)
+	for _, node := range me.Peers {
+		notify(dir, node, rd)
+	}
+	return nil
 }

@@ -225,6 +225,29 @@ func simCmd() *cobra.Command {
 	}
 	check.Flags().StringVar(&checkDir, "sim-dir", "", "shared simulation directory")
 	check.Flags().StringVar(&checkRoot, "root", "", "root of any node of the simulation (its sim directory is beside it)")
-	c.AddCommand(w, check)
+	role := func(primary bool) *cobra.Command {
+		use, short := "demote", "Demote the resource on the node with --root to Secondary (the application closed the device)"
+		if primary {
+			use, short = "promote", "Promote the resource on the node with --root to Primary (an application opened the device): needs UpToDate data and no other Primary"
+		}
+		var root, dir string
+		cc := &cobra.Command{Use: use + " RESOURCE", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if dir == "" {
+					dir = drbdagent.DefaultSimDir(drbdagent.NewPaths(root).Root)
+				}
+				abs, _ := filepath.Abs(root)
+				if err := drbdagent.SimSetRole(dir, abs, args[0], primary); err != nil {
+					return exitWith(1, "%v", err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %sd\n", args[0], use)
+				return nil
+			}}
+		cc.Flags().StringVar(&root, "root", "", "root of the node (as given to cairn agent --root)")
+		cc.Flags().StringVar(&dir, "sim-dir", "", "shared simulation directory (default: a \"sim\" directory beside --root)")
+		_ = cc.MarkFlagRequired("root")
+		return cc
+	}
+	c.AddCommand(w, check, role(true), role(false))
 	return c
 }

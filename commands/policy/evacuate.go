@@ -201,6 +201,11 @@ type Evacuator struct {
 	topped  map[string]bool // definitions given replicas by keep-count, until UpToDate
 	syncing int             // replacements syncing at the last sweep
 	wake    chan struct{}
+	// auto-diskful: when each diskless Primary was first seen, the definitions given a
+	// disk (cleanup may follow), the last plan.
+	primarySince map[string]time.Time
+	toggled      map[string]bool
+	diskful      []DiskfulStep
 }
 
 // DefaultKeepCountEvery is the default of Evacuator.KeepCountEvery.
@@ -290,7 +295,7 @@ func (e *Evacuator) Once(ctx context.Context) error {
 	e.mu.Lock()
 	e.last, e.at, e.syncing = moves, now(), syncing
 	if e.backoff == nil {
-		e.backoff, e.topped = map[string]backoff{}, map[string]bool{}
+		e.backoff, e.topped, e.toggled = map[string]backoff{}, map[string]bool{}, map[string]bool{}
 	}
 	e.mu.Unlock()
 	for _, m := range moves {
@@ -397,9 +402,12 @@ type EvacuationStatus struct {
 	At         time.Time `json:"at,omitzero"`
 	Moves      []Move    `json:"moves"`
 	// Short are the definitions below their place count at the last keep-count sweep.
-	Short   []Short    `json:"short"`
-	ShortAt time.Time  `json:"short_at,omitzero"`
-	Recent  []Decision `json:"recent_decisions"`
+	Short []Short `json:"short"`
+	// AutoDiskful are the diskless Primaries counting down to a disk, and the disks
+	// given or removed, at that sweep.
+	AutoDiskful []DiskfulStep `json:"auto_diskful"`
+	ShortAt     time.Time     `json:"short_at,omitzero"`
+	Recent      []Decision    `json:"recent_decisions"`
 }
 
 // Status is the last sweep's plan and the recent decisions, newest last.
@@ -407,7 +415,8 @@ func (e *Evacuator) Status() EvacuationStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return EvacuationStatus{MaxSyncing: e.maxSyncing(), At: e.at, Moves: append([]Move{}, e.last...),
-		Short: append([]Short{}, e.short...), ShortAt: e.shortAt, Recent: append([]Decision{}, e.recent...)}
+		Short: append([]Short{}, e.short...), ShortAt: e.shortAt, AutoDiskful: append([]DiskfulStep{}, e.diskful...),
+		Recent: append([]Decision{}, e.recent...)}
 }
 
 // DefaultMaxSyncing is the default of Evacuator.MaxSyncing.

@@ -79,7 +79,9 @@ func ShortRequest(s Short) (admission.Request, bool) {
 		CommandID: commandID("keep-count", s.Resource, strconv.FormatUint(s.Seq, 10))}, true
 }
 
-// keepCount runs PlanReplicaCount over every definition every KeepCountEvery, and at
+// keepCount runs PlanReplicaCount and PlanAutoDiskful over every definition every
+// KeepCountEvery (auto-diskful's countdown is in this serve's memory: a lease move starts
+// it again), and at
 // once when the online storage nodes changed (a node that joins or returns takes the
 // definitions still short: LINSTOR #255), sending replica.add as policy:keep-count.
 // Its budget is the evacuation's limit less the replacements syncing and the
@@ -155,8 +157,37 @@ func (e *Evacuator) keepCount(ctx context.Context, leaving map[string]projection
 	}); err != nil {
 		return err
 	}
+	groupProps := map[string]map[string]string{}
+	if err := v.EachResourceGroup(func(g projections.ResourceGroup) (bool, error) {
+		groupProps[g.Name] = g.Properties
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	controllerProps, err := v.ControllerProperties()
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	toggled := maps.Clone(e.toggled)
+	e.mu.Unlock()
+	var diskfulDefs []DiskfulDefinition
 	var defs []projections.ResourceDefinition
 	if err := v.EachResourceDefinition(func(rd projections.ResourceDefinition) (bool, error) {
+		if after, cleanup := AutoDiskfulSettings(rd.Properties, groupProps[rd.ResourceGroup], controllerProps); after > 0 {
+			candidate := toggled[rd.Name]
+			for _, r := range rd.Replicas {
+				candidate = candidate || r.Diskless && !r.Tiebreaker
+			}
+			if candidate {
+				st, err := v.ResourceStatus(rd.Name)
+				if err != nil {
+					return false, err
+				}
+				diskfulDefs = append(diskfulDefs, DiskfulDefinition{RD: rd, Statuses: st, After: after, Cleanup: cleanup,
+					PlaceCount: placeCount[rd.ResourceGroup], Toggled: toggled[rd.Name]})
+			}
+		}
 		if placeCount[rd.ResourceGroup] > 0 {
 			diskful := 0
 			for _, r := range rd.Replicas {
@@ -187,6 +218,21 @@ func (e *Evacuator) keepCount(ctx context.Context, leaving map[string]projection
 		if e.submit(ctx, req, s.Resource, s.Reason) {
 			e.mu.Lock()
 			e.topped[s.Resource] = true
+			e.mu.Unlock()
+		}
+	}
+	e.mu.Lock()
+	steps, since := PlanAutoDiskful(diskfulDefs, e.primarySince, now())
+	e.diskful, e.primarySince = steps, since
+	e.mu.Unlock()
+	for _, s := range steps {
+		req, ok := DiskfulRequest(s)
+		if !ok {
+			continue
+		}
+		if e.submit(ctx, req, s.Resource+" on "+s.Node, s.Reason) {
+			e.mu.Lock()
+			e.toggled[s.Resource] = s.Action == DiskfulToggle
 			e.mu.Unlock()
 		}
 	}

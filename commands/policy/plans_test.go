@@ -31,8 +31,13 @@ import (
 //	groups                one "name place_count" a line
 //	rd name group=G …     a definition of group G
 //	keep [budget=N]       PlanReplicaCount (budget -1: no limit)
+//
+// and testdata/autodiskful, with
+//
+//	diskful at=MIN after=MIN [cleanup] [toggled]   PlanAutoDiskful MIN minutes after
+//	                      the file's start; what it saw Primary is kept between commands
 func TestEvacuationPlans(t *testing.T) {
-	for _, path := range []string{"testdata/evacuation", "testdata/keepcount"} {
+	for _, path := range []string{"testdata/evacuation", "testdata/keepcount", "testdata/autodiskful"} {
 		runPlans(t, path)
 	}
 }
@@ -42,8 +47,33 @@ func runPlans(t *testing.T, path string) {
 	all := map[string]projections.Node{}
 	var defs []policy.Definition
 	placeCount := map[string]int{}
+	since := map[string]time.Time{}
+	start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 		switch d.Cmd {
+		case "diskful":
+			var at, after int
+			d.ScanArgs(t, "at", &at)
+			d.ScanArgs(t, "after", &after)
+			var dds []policy.DiskfulDefinition
+			for _, def := range defs {
+				dds = append(dds, policy.DiskfulDefinition{RD: def.RD, Statuses: def.Statuses, After: time.Duration(after) * time.Minute,
+					Cleanup: d.HasArg("cleanup"), Toggled: d.HasArg("toggled"), PlaceCount: placeCount[def.RD.ResourceGroup]})
+			}
+			var steps []policy.DiskfulStep
+			steps, since = policy.PlanAutoDiskful(dds, since, start.Add(time.Duration(at)*time.Minute))
+			var b strings.Builder
+			for _, st := range steps {
+				fmt.Fprintf(&b, "%s %s %s", st.Resource, st.Node, st.Action)
+				if req, ok := policy.DiskfulRequest(st); ok {
+					fmt.Fprintf(&b, " (%s %s %s)", req.Verb, req.CommandID, req.Body)
+				}
+				fmt.Fprintf(&b, ": %s\n", st.Reason)
+			}
+			if b.Len() == 0 {
+				return "nothing\n"
+			}
+			return b.String()
 		case "groups":
 			placeCount = map[string]int{}
 			for _, line := range lines(d.Input) {
