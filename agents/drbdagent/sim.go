@@ -99,8 +99,8 @@ type simReg struct {
 	// Primary: an application opened the device (cairn sim promote): the role events2
 	// shows, kept when the replica gets or gives up its disk; down refuses it, as the
 	// kernel refuses to take down a device in use.
-	Primary bool `json:"primary,omitempty"`
-	Seen        map[int]bool       `json:"seen"` // node ids this disk has connected to
+	Primary bool         `json:"primary,omitempty"`
+	Seen    map[int]bool `json:"seen"` // node ids this disk has connected to
 }
 
 type simVolume struct {
