@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,6 +78,14 @@ func TestReplicaReplace(t *testing.T) {
 	}
 	require.NotEmpty(t, tb, before)
 	must(t, s, "node.evacuate", `{"name":"`+leaving+`"}`)
+	var others []string
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		if _, ok := rd.Replica(n); !ok {
+			others = append(others, `"`+n+`"`)
+		}
+	}
+	refused(t, s, "replica.replace", `{"resource":"r1","node":"`+leaving+`","avoid":[`+strings.Join(others, ",")+`]}`,
+		cairn.CodePreconditionFailed, "at its limit of replacements syncing at once")
 	r := must(t, s, "replica.replace", `{"resource":"r1","node":"`+leaving+`"}`)
 	assert.Contains(t, eventTypes(r), "replica.added")
 	var replacement string

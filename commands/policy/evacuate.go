@@ -43,6 +43,9 @@ type Move struct {
 	// Incarnation is the leaving replica's (its command ids derive from it, so a
 	// replica added again later is moved again).
 	Incarnation uint64 `json:"incarnation"`
+	// Avoid are the nodes a replacement must not go to: at their limit of replacements
+	// syncing (--max-syncing-per-node).
+	Avoid []string `json:"avoid,omitempty"`
 }
 
 // Definition is one definition with a replica on a leaving node, as the evacuation
@@ -61,10 +64,28 @@ type Definition struct {
 // use. A diskful replica gets a replacement first; it is removed only once its
 // replacement is UpToDate and it is not Primary on a live node, so the definition never
 // has fewer UpToDate disks than before. At most maxSyncing replacements (0: no limit)
-// are syncing at once across the cluster; further replacements are queued. Moves are
-// sorted by node, then resource.
-func PlanEvacuation(nodes map[string]projections.Node, defs []Definition, maxSyncing int) []Move {
+// are syncing at once across the cluster; further replacements are queued. A node with
+// perNode replacements syncing (0: no limit) is one a new replacement avoids (Avoid).
+// Moves are sorted by node, then resource.
+func PlanEvacuation(nodes map[string]projections.Node, defs []Definition, maxSyncing, perNode int) []Move {
 	syncing := syncingReplacements(defs)
+	var avoid []string
+	if perNode > 0 {
+		onNode := map[string]int{}
+		for _, d := range defs {
+			for _, r := range d.RD.Replicas {
+				if r.Replaces != "" && !projections.ReplicaUpToDate(d.RD, r, d.Statuses) {
+					onNode[r.Node]++
+				}
+			}
+		}
+		for n, c := range onNode {
+			if c >= perNode {
+				avoid = append(avoid, n)
+			}
+		}
+		sort.Strings(avoid)
+	}
 	var out []Move
 	var wantReplace []int
 	for _, d := range defs {
@@ -109,6 +130,7 @@ func PlanEvacuation(nodes map[string]projections.Node, defs []Definition, maxSyn
 			out[i].Reason = fmt.Sprintf("%d replacement(s) syncing, the limit (--max-syncing-replacements)", syncing)
 			continue
 		}
+		out[i].Avoid = avoid
 		syncing++
 	}
 	sort.SliceStable(out, func(i, j int) bool { return lessMove(out[i], out[j]) })
@@ -145,7 +167,11 @@ func MoveRequest(m Move, actor string) (admission.Request, bool) {
 	switch m.Action {
 	case MoveReplace:
 		verb = "replica.replace"
-		body, _ = json.Marshal(map[string]any{"resource": m.Resource, "node": m.Node})
+		cmd := map[string]any{"resource": m.Resource, "node": m.Node}
+		if len(m.Avoid) > 0 {
+			cmd["avoid"] = m.Avoid
+		}
+		body, _ = json.Marshal(cmd)
 	case MoveRemove:
 		verb = "replica.remove"
 		body, _ = json.Marshal(map[string]any{"resource": m.Resource, "node": m.Node})
@@ -185,6 +211,8 @@ type Evacuator struct {
 	// MaxSyncing bounds the replacements syncing at once across the cluster (0:
 	// DefaultMaxSyncing).
 	MaxSyncing int
+	// MaxSyncingPerNode bounds the replacements syncing at once to one node (0: none).
+	MaxSyncingPerNode int
 	// KeepCountEvery is how often every definition is checked against its group's
 	// place count (DefaultKeepCountEvery); at once too when the online nodes change.
 	KeepCountEvery time.Duration
@@ -289,7 +317,7 @@ func (e *Evacuator) Once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	moves := PlanEvacuation(nodes, defs, e.maxSyncing())
+	moves := PlanEvacuation(nodes, defs, e.maxSyncing(), e.MaxSyncingPerNode)
 	metricSyncing.Set(float64(len(moves)))
 	syncing := syncingReplacements(defs)
 	e.mu.Lock()

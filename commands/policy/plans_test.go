@@ -23,7 +23,7 @@ import (
 //	nodes                 one "name online|offline [evacuating|evicted]" a line
 //	rd name [volumes=N]   one replica a line: "node disk|diskless|tb [replaces=X]
 //	                      [uptodate|syncing|pending|old] [primary]"
-//	plan [max=N]          PlanEvacuation with at most N replacements syncing
+//	plan [max=N] [per=P]  PlanEvacuation with at most N replacements syncing, P per node
 //	reset                 no definitions
 //
 // and testdata/keepcount, with the same commands and
@@ -178,15 +178,21 @@ func runPlans(t *testing.T, path string) {
 			defs = append(defs, policy.Definition{RD: rd, Statuses: statuses})
 			return fmt.Sprintf("%d replica(s)\n", len(rd.Replicas))
 		case "plan":
-			max := 0
+			max, per := 0, 0
 			if d.HasArg("max") {
 				d.ScanArgs(t, "max", &max)
 			}
+			if d.HasArg("per") {
+				d.ScanArgs(t, "per", &per)
+			}
 			var b strings.Builder
-			for _, m := range policy.PlanEvacuation(all, defs, max) {
+			for _, m := range policy.PlanEvacuation(all, defs, max, per) {
 				fmt.Fprintf(&b, "%s %s %s", m.Node, m.Resource, m.Action)
 				if req, ok := policy.MoveRequest(m, "policy:evacuate"); ok {
 					fmt.Fprintf(&b, " (%s %s)", req.Verb, req.CommandID)
+					if len(m.Avoid) > 0 {
+						fmt.Fprintf(&b, " %s", req.Body)
+					}
 				}
 				fmt.Fprintf(&b, ": %s\n", m.Reason)
 			}

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"slices"
+
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/decide"
 	"github.com/cairn-io/cairn/commands/replicas"
@@ -14,6 +16,9 @@ import (
 type ReplicaReplace struct {
 	Resource string `json:"resource"`
 	Node     string `json:"node"`
+	// Avoid are nodes the replacement must not go to (the evacuation's per-node limit of
+	// syncs).
+	Avoid []string `json:"avoid,omitempty"`
 }
 
 // replicaReplace starts moving the replica on c.Node elsewhere. A diskful one gets a
@@ -60,6 +65,9 @@ func (p *resourcePlan) replicaReplace(c ReplicaReplace) error {
 	}
 	var idle []replicas.Candidate
 	for _, cand := range cands {
+		if slices.Contains(c.Avoid, cand.Node) {
+			cand.Cordoned = "at its limit of replacements syncing at once"
+		}
 		if cand.Node != c.Node && !p.cfg.Busy(p.names.Event("node", cand.Node)) {
 			idle = append(idle, cand)
 		}

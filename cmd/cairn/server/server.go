@@ -61,6 +61,8 @@ type Config struct {
 	// MaxSyncingReplacements bounds the replicas the evacuation places that sync at once
 	// across the cluster (policy.DefaultMaxSyncing).
 	MaxSyncingReplacements int
+	// MaxSyncingPerNode bounds the replacements syncing at once to one node (0: none).
+	MaxSyncingPerNode int
 	// KeepCountInterval is how often every definition is checked against its group's
 	// place count (policy.DefaultKeepCountEvery).
 	KeepCountInterval time.Duration
@@ -328,7 +330,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	poolLog := cfg.Log.With().Str("part", "pools").Logger()
 	onPool := policy.ContestPools(runCtx, s.Admission, s.Lease.Leading, poolLog)
 	snaps := policy.SnapshotAdvancer{Adm: s.Admission, DB: db, Leading: s.Lease.Leading, Log: cfg.Log.With().Str("part", "snapshots").Logger()}
-	s.Evacuator = &policy.Evacuator{Adm: s.Admission, DB: db, MaxSyncing: cfg.MaxSyncingReplacements, KeepCountEvery: cfg.KeepCountInterval,
+	s.Evacuator = &policy.Evacuator{Adm: s.Admission, DB: db, MaxSyncing: cfg.MaxSyncingReplacements, MaxSyncingPerNode: cfg.MaxSyncingPerNode, KeepCountEvery: cfg.KeepCountInterval,
 		Log: cfg.Log.With().Str("part", "evacuation").Logger()}
 	s.Evictor = &policy.Evictor{Adm: s.Admission, DB: db, Log: cfg.Log.With().Str("part", "auto-evict").Logger()}
 	snapHook := snaps.Hook(runCtx)
