@@ -86,10 +86,9 @@ type Eviction struct {
 // network split or a rack power loss is not a reason to re-place everything; evicted
 // nodes are not counted), never
 // for a node whose DrbdOptions/AutoEvictAllowEviction is false (or the controller's),
-// and never while one of its definitions has fewer than s.MinReplicaCount diskful
-// replicas on online nodes besides it (copiesElsewhere, by node: the fewest over its
-// definitions; absent: it holds no disk). Online nodes are not listed.
-func PlanEvictions(nodes []projections.Node, s EvictSettings, copiesElsewhere map[string]int, now time.Time) []Eviction {
+// and never while one of its definitions keeps it (blocked, by node: the reason from
+// DefinitionBlocksEviction). Online nodes are not listed.
+func PlanEvictions(nodes []projections.Node, s EvictSettings, blocked map[string]string, now time.Time) []Eviction {
 	offline, counted := 0, 0
 	for _, n := range nodes {
 		if n.Spec.Maintenance == events.MaintenanceEvicted {
@@ -107,7 +106,6 @@ func PlanEvictions(nodes []projections.Node, s EvictSettings, copiesElsewhere ma
 			continue
 		}
 		e := Eviction{Node: n.Spec.Name, StatusSeq: n.Status.Seq, Due: n.Status.Since.Add(s.After)}
-		copies, holds := copiesElsewhere[n.Spec.Name]
 		switch {
 		case n.Spec.Maintenance == events.MaintenanceEvicted:
 			e.Action, e.Reason, e.Due = EvictAlready, "evicted; its replicas move to other nodes", time.Time{}
@@ -116,9 +114,8 @@ func PlanEvictions(nodes []projections.Node, s EvictSettings, copiesElsewhere ma
 		case braked:
 			e.Action, e.Reason = EvictBraked, fmt.Sprintf("%d of %d nodes are offline, more than %s=%d%%: nobody is evicted",
 				offline, counted, PropAutoEvictMaxDisconnected, s.MaxDisconnectedPercent)
-		case holds && copies < s.MinReplicaCount:
-			e.Action, e.Reason = EvictNever, fmt.Sprintf("a resource on it has %d diskful replica(s) online elsewhere, fewer than %s=%d",
-				copies, PropAutoEvictMinReplicaCount, s.MinReplicaCount)
+		case blocked[n.Spec.Name] != "":
+			e.Action, e.Reason = EvictNever, blocked[n.Spec.Name]
 		case now.Before(e.Due):
 			e.Action, e.Reason = EvictWait, fmt.Sprintf("offline since %s; evicted after %s=%s", n.Status.Since.UTC().Format(time.RFC3339), PropAutoEvictAfterTime, s.After)
 		default:
@@ -127,6 +124,45 @@ func PlanEvictions(nodes []projections.Node, s EvictSettings, copiesElsewhere ma
 		out = append(out, e)
 	}
 	return out
+}
+
+// DefinitionBlocksEviction says why rd keeps node (offline, holding a replica of rd)
+// from being evicted, "" when it does not: DrbdOptions/AutoEvictAllowEviction false, or
+// fewer than DrbdOptions/AutoEvictMinReplicaCount (1) diskful replicas on online nodes
+// besides it (the node may hold the only good copy). Each is read from the definition's
+// properties, then its group's, then the controller's, as LINSTOR does.
+func DefinitionBlocksEviction(rd projections.ResourceDefinition, node string, online map[string]bool, rdProps, groupProps, controllerProps map[string]string) string {
+	get := func(key string) (string, bool) {
+		for _, props := range []map[string]string{rdProps, groupProps, controllerProps} {
+			if v, ok := props[key]; ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	if v, ok := get(PropAutoEvictAllowEviction); ok && strings.EqualFold(v, "false") {
+		return fmt.Sprintf("resource %s: %s=false", rd.Name, PropAutoEvictAllowEviction)
+	}
+	r, ok := rd.Replica(node)
+	if !ok || r.Diskless {
+		return ""
+	}
+	need := 1
+	if v, ok := get(PropAutoEvictMinReplicaCount); ok {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+			need = n
+		}
+	}
+	copies := 0
+	for _, x := range rd.Replicas {
+		if x.Node != node && !x.Diskless && online[x.Node] {
+			copies++
+		}
+	}
+	if copies < need {
+		return fmt.Sprintf("resource %s has %d diskful replica(s) online elsewhere, fewer than %s=%d", rd.Name, copies, PropAutoEvictMinReplicaCount, need)
+	}
+	return ""
 }
 
 // Evictor runs PlanEvictions every EvacuateEvery while this serve holds the lease and
@@ -168,12 +204,12 @@ func (e *Evictor) Once(ctx context.Context) error {
 	if e.Now != nil {
 		now = e.Now
 	}
-	nodes, props, copies, err := e.read()
+	nodes, props, blocked, err := e.read()
 	if err != nil {
 		return err
 	}
 	s, warnings := EvictSettingsFrom(props)
-	plan := PlanEvictions(nodes, s, copies, now())
+	plan := PlanEvictions(nodes, s, blocked, now())
 	e.mu.Lock()
 	e.settings, e.warnings, e.last = s, warnings, plan
 	if e.backoff == nil {
@@ -214,9 +250,9 @@ func (e *Evictor) Once(ctx context.Context) error {
 	return nil
 }
 
-// read returns the nodes, the controller's properties and, for every offline node
-// holding disks, the fewest diskful replicas online elsewhere over its definitions.
-func (e *Evictor) read() ([]projections.Node, map[string]string, map[string]int, error) {
+// read returns the nodes, the controller's properties and, for every offline node one
+// of its definitions keeps from eviction, the reason (DefinitionBlocksEviction).
+func (e *Evictor) read() ([]projections.Node, map[string]string, map[string]string, error) {
 	v, err := e.DB.Read()
 	if err != nil {
 		return nil, nil, nil, err
@@ -234,7 +270,8 @@ func (e *Evictor) read() ([]projections.Node, map[string]string, map[string]int,
 	for _, n := range nodes {
 		online[n.Spec.Name] = n.Status.State == events.StateOnline
 	}
-	copies := map[string]int{}
+	groups := map[string]map[string]string{}
+	blocked := map[string]string{}
 	for _, n := range nodes {
 		if online[n.Spec.Name] || n.Spec.Maintenance == events.MaintenanceEvicted {
 			continue
@@ -245,24 +282,27 @@ func (e *Evictor) read() ([]projections.Node, map[string]string, map[string]int,
 		}
 		for _, name := range names {
 			rd, ok, err := v.ResourceDefinition(name)
-			if err != nil || !ok {
+			if err != nil {
 				return nil, nil, nil, err
 			}
-			if r, ok := rd.Replica(n.Spec.Name); !ok || r.Diskless {
+			if !ok {
 				continue
 			}
-			c := 0
-			for _, r := range rd.Replicas {
-				if r.Node != n.Spec.Name && !r.Diskless && online[r.Node] {
-					c++
+			gp, seen := groups[rd.ResourceGroup]
+			if !seen && rd.ResourceGroup != "" {
+				g, _, err := v.ResourceGroup(rd.ResourceGroup)
+				if err != nil {
+					return nil, nil, nil, err
 				}
+				gp, groups[rd.ResourceGroup] = g.Properties, g.Properties
 			}
-			if prev, seen := copies[n.Spec.Name]; !seen || c < prev {
-				copies[n.Spec.Name] = c
+			if why := DefinitionBlocksEviction(rd, n.Spec.Name, online, rd.Properties, gp, props); why != "" {
+				blocked[n.Spec.Name] = why
+				break
 			}
 		}
 	}
-	return nodes, props, copies, nil
+	return nodes, props, blocked, nil
 }
 
 // EvictionStatus is what the auto-evict policy shows (GET /cairn/v1/policies).

@@ -217,6 +217,7 @@ func TestEvictionPlans(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	var settings policy.EvictSettings
 	var nodes []projections.Node
+	ctrl := map[string]string{}
 	copies := map[string]int{}
 	datadriven.RunTest(t, "testdata/evictions", func(t *testing.T, d *datadriven.TestData) string {
 		switch d.Cmd {
@@ -228,6 +229,7 @@ func TestEvictionPlans(t *testing.T) {
 			}
 			var warnings []string
 			settings, warnings = policy.EvictSettingsFrom(props)
+			ctrl = props
 			out := fmt.Sprintf("after=%s max-disconnected=%d%% min-replicas=%d allow=%t\n",
 				settings.After, settings.MaxDisconnectedPercent, settings.MinReplicaCount, settings.Allow)
 			for _, w := range warnings {
@@ -268,7 +270,22 @@ func TestEvictionPlans(t *testing.T) {
 			return fmt.Sprintf("%d node(s)\n", len(nodes))
 		case "plan":
 			var b strings.Builder
-			plan := policy.PlanEvictions(nodes, settings, copies, now)
+			// copies=N: the node holds a disk of one definition with N more disks on
+			// online nodes (DefinitionBlocksEviction with the controller's settings).
+			blocked := map[string]string{}
+			for node, n := range copies {
+				rd := projections.ResourceDefinition{Name: "r-" + node, Replicas: []projections.Replica{{Node: node}}}
+				online := map[string]bool{}
+				for i := range n {
+					other := fmt.Sprintf("o%d", i)
+					rd.Replicas = append(rd.Replicas, projections.Replica{Node: other})
+					online[other] = true
+				}
+				if why := policy.DefinitionBlocksEviction(rd, node, online, nil, nil, ctrl); why != "" {
+					blocked[node] = why
+				}
+			}
+			plan := policy.PlanEvictions(nodes, settings, blocked, now)
 			sort.SliceStable(plan, func(i, j int) bool { return plan[i].Node < plan[j].Node })
 			for _, e := range plan {
 				fmt.Fprintf(&b, "%s %s: %s", e.Node, e.Action, e.Reason)
@@ -295,4 +312,35 @@ func lines(s string) []string {
 		}
 	}
 	return out
+}
+
+// The definition's setting wins over its group's, the group's over the controller's.
+func TestDefinitionBlocksEvictionLevels(t *testing.T) {
+	rd := projections.ResourceDefinition{Name: "r1", Replicas: []projections.Replica{{Node: "n1"}, {Node: "n2"}, {Node: "n3", Diskless: true}}}
+	online := map[string]bool{"n2": true, "n3": true}
+	min := func(n string) map[string]string { return map[string]string{policy.PropAutoEvictMinReplicaCount: n} }
+	allow := func(v string) map[string]string { return map[string]string{policy.PropAutoEvictAllowEviction: v} }
+	for _, c := range []struct {
+		name                  string
+		node                  string
+		rd, group, controller map[string]string
+		want                  string
+	}{
+		{"defaults: one copy elsewhere is enough", "n1", nil, nil, nil, ""},
+		{"controller asks two", "n1", nil, nil, min("2"), "fewer than DrbdOptions/AutoEvictMinReplicaCount=2"},
+		{"the group's wins over the controller's", "n1", nil, min("1"), min("2"), ""},
+		{"the definition's wins over the group's", "n1", min("2"), min("1"), nil, "fewer than DrbdOptions/AutoEvictMinReplicaCount=2"},
+		{"not allowed on the group", "n1", nil, allow("false"), nil, "resource r1: DrbdOptions/AutoEvictAllowEviction=false"},
+		{"allowed on the definition again", "n1", allow("true"), allow("false"), nil, ""},
+		{"a diskless replica's node never counts copies", "n3", min("5"), nil, nil, ""},
+	} {
+		got := policy.DefinitionBlocksEviction(rd, c.node, online, c.rd, c.group, c.controller)
+		if c.want == "" {
+			if got != "" {
+				t.Errorf("%s: %q", c.name, got)
+			}
+		} else if !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
 }
