@@ -179,3 +179,31 @@ func TestNodeLostIsAllOrNothing(t *testing.T) {
 	refused(t, s, "node.lost", `{"name":"n4"}`, cairn.CodeDomainUnbalanced, "")
 	assert.Equal(t, before, layout(definition(t, s, "r1")), "a refused node.lost removes no replica")
 }
+
+// On a failure-domain cluster a replacement keeps the group's rules: with replicas on
+// different failure domains, the replica leaving RACK1 is replaced in RACK1 (the only
+// domain without one once it is gone), never next to a replica that stays.
+func TestReplaceKeepsFailureDomains(t *testing.T) {
+	s := servertest.Start(t)
+	drbdCluster(t, s, 6, 1<<20) // RACK1: n1 n4, RACK2: n2 n5, RACK3: n3 n6
+	must(t, s, "cluster.activate", `{}`)
+	must(t, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin","replicas_on_different":["failure_domain"]}`)
+	must(t, s, "rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`)
+	rd := definition(t, s, "r1")
+	domain := map[string]string{"n1": "RACK1", "n4": "RACK1", "n2": "RACK2", "n5": "RACK2", "n3": "RACK3", "n6": "RACK3"}
+	var leaving string
+	for _, r := range rd.Replicas {
+		if domain[r.Node] == "RACK1" {
+			leaving = r.Node
+		}
+	}
+	require.NotEmpty(t, leaving, layout(rd))
+	must(t, s, "node.evacuate", `{"name":"`+leaving+`"}`)
+	must(t, s, "replica.replace", `{"resource":"r1","node":"`+leaving+`"}`)
+	rd = definition(t, s, "r1")
+	for _, r := range rd.Replicas {
+		if r.Replaces == leaving {
+			assert.Equal(t, "RACK1", domain[r.Node], "the replacement of %s's replica: %s", leaving, layout(rd))
+		}
+	}
+}

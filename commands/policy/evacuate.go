@@ -199,6 +199,8 @@ var (
 		[]string{"verb", "outcome"})
 	metricSyncing = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "cairn_policy_evacuation_replacements", Help: "Replicas on nodes in maintenance still to move (last sweep)."})
+	metricShort = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "cairn_policy_definitions_short", Help: "Definitions with fewer disks than their group's place count (last keep-count sweep)."})
 )
 
 // Evacuator runs PlanEvacuation every EvacuateEvery while this serve holds the lease

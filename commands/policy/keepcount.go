@@ -207,6 +207,7 @@ func (e *Evacuator) keepCount(ctx context.Context, leaving map[string]projection
 	budget := e.maxSyncing() - e.syncing - pending
 	e.mu.Unlock()
 	shorts := PlanReplicaCount(defs, placeCount, leaving, max(budget, 0))
+	metricShort.Set(float64(len(defs)))
 	e.mu.Lock()
 	e.short, e.shortAt, e.online = shorts, now(), onlineKey
 	e.mu.Unlock()
