@@ -648,3 +648,33 @@ func TestAutoDiskful(t *testing.T) {
 	assert.Contains(t, body, "replica.disk-toggled")
 	assert.Contains(t, body, "replica.removed")
 }
+
+// A disk that fails (an I/O error in the sim: DRBD detaches it) is replaced: a new disk
+// elsewhere syncs from the one left, then the failed replica goes diskless (its node
+// stays, and an application there keeps its device); the definition is back at its
+// place count with the data byte-identical.
+func TestAFailedDiskIsReplaced(t *testing.T) {
+	c := startSimCluster(t, 4)
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	rv := c.waitUpToDate("r1", 2, 60*time.Second)
+	bad := diskfulNodes(rv)[0]
+	require.NoError(t, c.write("r1", diskfulNodes(rv)[1], 48))
+	out, code := run(t, "sim", "fail-disk", "--root", c.root(bad), "r1")
+	require.Equal(t, 0, code, out)
+	require.Eventually(t, func() bool {
+		rv = c.resource("r1")
+		return len(upToDate(rv)) == 2 && !contains(diskfulNodes(rv), bad)
+	}, 90*time.Second, 250*time.Millisecond, "the failed disk on %s is replaced: %+v", bad, rv)
+	found := false
+	for _, r := range rv.Replicas {
+		if r.Node == bad {
+			found = true
+			assert.True(t, r.Diskless, "the replica on %s stays, diskless", bad)
+		}
+	}
+	assert.True(t, found, "the replica on %s stays", bad)
+	c.sameData("r1", 4096, diskfulNodes(rv))
+	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/events?actor=policy:evacuate"), "")
+	assert.Contains(t, body, "replica.disk-toggled")
+}

@@ -520,30 +520,9 @@ func SimSetRole(dir, root, rd string, primary bool) error {
 		return err
 	}
 	defer unlock()
-	entries, err := os.ReadDir(filepath.Join(dir, rd))
+	regs, me, err := simNodeOf(dir, root, rd)
 	if err != nil {
-		return fmt.Errorf("sim: resource %s: %w", rd, err)
-	}
-	regs := map[string]*simReg{}
-	var me *simReg
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		r, err := loadReg(filepath.Join(dir, rd, e.Name()))
-		if err != nil || r == nil {
-			continue
-		}
-		regs[r.Node] = r
-		if filepath.Clean(r.Root) == filepath.Clean(root) {
-			me = r
-		}
-	}
-	switch {
-	case me == nil:
-		return fmt.Errorf("sim: no node with root %s has resource %s", root, rd)
-	case !me.Up:
-		return fmt.Errorf("sim: %s is not up on node %s", rd, me.Node)
+		return err
 	}
 	if primary {
 		data := !me.Diskless && len(me.Volumes) > 0
@@ -569,6 +548,67 @@ func SimSetRole(dir, root, rd string, primary bool) error {
 		}
 	}
 	me.Primary = primary
+	if err := saveReg(dir, me); err != nil {
+		return err
+	}
+	notify(dir, me.Node, rd)
+	for _, node := range me.Peers {
+		notify(dir, node, rd)
+	}
+	return nil
+}
+
+// simNodeOf reads every node's state of rd and finds the one whose root is root, which
+// must have rd up (the caller holds rd's lock).
+func simNodeOf(dir, root, rd string) (map[string]*simReg, *simReg, error) {
+	entries, err := os.ReadDir(filepath.Join(dir, rd))
+	if err != nil {
+		return nil, nil, fmt.Errorf("sim: resource %s: %w", rd, err)
+	}
+	regs := map[string]*simReg{}
+	var me *simReg
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		r, err := loadReg(filepath.Join(dir, rd, e.Name()))
+		if err != nil || r == nil {
+			continue
+		}
+		regs[r.Node] = r
+		if filepath.Clean(r.Root) == filepath.Clean(root) {
+			me = r
+		}
+	}
+	switch {
+	case me == nil:
+		return nil, nil, fmt.Errorf("sim: no node with root %s has resource %s", root, rd)
+	case !me.Up:
+		return nil, nil, fmt.Errorf("sim: %s is not up on node %s", rd, me.Node)
+	}
+	return regs, me, nil
+}
+
+// SimFailDisk simulates an I/O error on the disk of rd on the node whose root is root:
+// DRBD detaches it (on-io-error detach), so every volume shows Diskless there and its
+// peers see the peer disk Diskless, while the replica stays up and connected. Errors:
+// no such node, rd not up or diskless there.
+func SimFailDisk(dir, root, rd string) error {
+	unlock, err := lockRD(dir, rd)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	_, me, err := simNodeOf(dir, root, rd)
+	if err != nil {
+		return err
+	}
+	if me.Diskless {
+		return fmt.Errorf("sim: %s is diskless on %s: no disk to fail", rd, me.Node)
+	}
+	for _, v := range me.Volumes {
+		v.DiskState = "Diskless"
+	}
 	if err := saveReg(dir, me); err != nil {
 		return err
 	}

@@ -248,6 +248,23 @@ func simCmd() *cobra.Command {
 		_ = cc.MarkFlagRequired("root")
 		return cc
 	}
-	c.AddCommand(w, check, role(true), role(false))
+	var failRoot, failDir string
+	fail := &cobra.Command{Use: "fail-disk RESOURCE", Short: "Fail the disk of the resource on the node with --root (an I/O error: DRBD detaches it, the replica stays up diskless)",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if failDir == "" {
+				failDir = drbdagent.DefaultSimDir(drbdagent.NewPaths(failRoot).Root)
+			}
+			abs, _ := filepath.Abs(failRoot)
+			if err := drbdagent.SimFailDisk(failDir, abs, args[0]); err != nil {
+				return exitWith(1, "%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: disk failed (detached)\n", args[0])
+			return nil
+		}}
+	fail.Flags().StringVar(&failRoot, "root", "", "root of the node (as given to cairn agent --root)")
+	fail.Flags().StringVar(&failDir, "sim-dir", "", "shared simulation directory (default: a \"sim\" directory beside --root)")
+	_ = fail.MarkFlagRequired("root")
+	c.AddCommand(w, check, role(true), role(false), fail)
 	return c
 }

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +32,7 @@ const (
 	MoveWait    = "wait"    // a replacement is syncing, or the replica is in use
 	MoveQueued  = "queued"  // the cluster's limit of replacements syncing at once is reached
 	MoveAdd     = "add"     // keep-count: add replicas up to the place count (replica.add)
+	MoveDetach  = "detach"  // a failed disk replaced: its replica goes diskless (replica.toggle-disk)
 )
 
 // Move is the evacuation's next step for one replica on a leaving node.
@@ -63,7 +66,8 @@ type Definition struct {
 // Primary on a live node: it waits, as LINSTOR's evacuation does for a resource in
 // use. A diskful replica gets a replacement first; it is removed only once its
 // replacement is UpToDate and it is not Primary on a live node, so the definition never
-// has fewer UpToDate disks than before. At most maxSyncing replacements (0: no limit)
+// has fewer UpToDate disks than before. A replica whose disk failed (DiskFailed) on a
+// node that stays is replaced too, and then goes diskless (its device stays). At most maxSyncing replacements (0: no limit)
 // are syncing at once across the cluster; further replacements are queued. A node with
 // perNode replacements syncing (0: no limit) is one a new replacement avoids (Avoid).
 // Moves are sorted by node, then resource.
@@ -97,8 +101,9 @@ func PlanEvacuation(nodes map[string]projections.Node, defs []Definition, maxSyn
 					repl = &d.RD.Replicas[i]
 				}
 			}
-			if n.Spec.Maintenance == "" && repl == nil {
-				continue // staying, and not migrating
+			failed := DiskFailed(d.RD, r, d.Statuses)
+			if n.Spec.Maintenance == "" && repl == nil && !failed {
+				continue // staying, not migrating, its disk fine
 			}
 			m := Move{Resource: d.RD.Name, Node: r.Node, Incarnation: r.Incarnation}
 			live := n.Status.State == events.StateOnline
@@ -110,11 +115,18 @@ func PlanEvacuation(nodes map[string]projections.Node, defs []Definition, maxSyn
 				m.Action, m.Reason = MoveWait, "in use: Primary on "+r.Node+" (demote it there to move it)"
 			case r.Diskless:
 				m.Action, m.Reason = MoveRemove, "diskless: holds no data"
+			case repl == nil && failed:
+				m.Action, m.Reason = MoveReplace, "its disk failed (its node reports it Failed or Diskless)"
+				wantReplace = append(wantReplace, len(out))
 			case repl == nil:
 				m.Action, m.Reason = MoveReplace, "no replacement yet"
 				wantReplace = append(wantReplace, len(out))
 			case !projections.ReplicaUpToDate(d.RD, *repl, d.Statuses):
 				m.Action, m.Replacement, m.Reason = MoveWait, repl.Node, "replacement on "+repl.Node+" is not UpToDate yet"
+			case failed && n.Spec.Maintenance == "":
+				// Its node stays: the replica stays too, diskless (an application there
+				// keeps its device, Primary or not).
+				m.Action, m.Replacement, m.Reason = MoveDetach, repl.Node, "its disk failed; the replacement on "+repl.Node+" is UpToDate"
 			case primary:
 				m.Action, m.Replacement, m.Reason = MoveWait, repl.Node, "in use: Primary on "+r.Node+" (demote it there to remove it)"
 			default:
@@ -135,6 +147,39 @@ func PlanEvacuation(nodes map[string]projections.Node, defs []Definition, maxSyn
 	}
 	sort.SliceStable(out, func(i, j int) bool { return lessMove(out[i], out[j]) })
 	return out
+}
+
+// DiskFailed reports whether diskful replica r's own current report (of its current
+// disk, carried out) shows a volume Failed or Diskless: DRBD detached the disk after an
+// I/O error. It is replaced as a replica on a leaving node is.
+func DiskFailed(rd projections.ResourceDefinition, r projections.Replica, statuses map[string]drbd.Status) bool {
+	st, ok := statuses[r.Node]
+	if r.Diskless || !ok || st.Incarnation != r.Incarnation || st.Phase != drbd.PhaseApplied {
+		return false
+	}
+	for _, v := range st.Volumes {
+		if v.DiskState == "Failed" || v.DiskState == "Diskless" {
+			return true
+		}
+	}
+	return false
+}
+
+// Observe notes a replica whose report shows a failed disk (the status folder's hook):
+// the next sweep reads its definition. It never blocks.
+func (e *Evacuator) Observe(st drbd.Status) {
+	failed := false
+	for _, v := range st.Volumes {
+		failed = failed || v.DiskState == "Failed" || v.DiskState == "Diskless"
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failedDisks == nil {
+		e.failedDisks = map[string]bool{}
+	}
+	if failed {
+		e.failedDisks[st.Resource] = true
+	}
 }
 
 // syncingReplacements counts the replacements of defs that are not UpToDate yet.
@@ -175,6 +220,9 @@ func MoveRequest(m Move, actor string) (admission.Request, bool) {
 	case MoveRemove:
 		verb = "replica.remove"
 		body, _ = json.Marshal(map[string]any{"resource": m.Resource, "node": m.Node})
+	case MoveDetach:
+		verb = "replica.toggle-disk"
+		body, _ = json.Marshal(map[string]any{"resource": m.Resource, "node": m.Node, "diskless": true})
 	default:
 		return admission.Request{}, false
 	}
@@ -231,6 +279,9 @@ type Evacuator struct {
 	topped  map[string]bool // definitions given replicas by keep-count, until UpToDate
 	syncing int             // replacements syncing at the last sweep
 	wake    chan struct{}
+	// failedDisks are definitions a report showed a Failed or Diskless volume of (a
+	// diskless replica's too: the sweep tells them apart), until a sweep finds none.
+	failedDisks map[string]bool
 	// auto-diskful: when each diskless Primary was first seen, the definitions given a
 	// disk (cleanup may follow), the last plan.
 	primarySince map[string]time.Time
@@ -403,9 +454,12 @@ func (e *Evacuator) read() (map[string]projections.Node, map[string]projections.
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	e.mu.Lock()
+	suspects := slices.Collect(maps.Keys(e.failedDisks))
+	e.mu.Unlock()
 	seen := map[string]bool{}
 	var defs []Definition
-	for _, name := range append(names, replacing...) {
+	for _, name := range append(append(names, replacing...), suspects...) {
 		if seen[name] {
 			continue
 		}
@@ -423,6 +477,23 @@ func (e *Evacuator) read() (map[string]projections.Node, map[string]projections.
 		}
 		defs = append(defs, Definition{RD: rd, Statuses: st})
 	}
+	// A suspect stays one while a replica of it has a failed disk or a replacement.
+	e.mu.Lock()
+	for _, name := range suspects {
+		still := false
+		for _, d := range defs {
+			if d.RD.Name != name {
+				continue
+			}
+			for _, r := range d.RD.Replicas {
+				still = still || r.Replaces != "" || DiskFailed(d.RD, r, d.Statuses)
+			}
+		}
+		if !still {
+			delete(e.failedDisks, name)
+		}
+	}
+	e.mu.Unlock()
 	return nodes, leaving, defs, nil
 }
 

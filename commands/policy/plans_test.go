@@ -22,7 +22,7 @@ import (
 //
 //	nodes                 one "name online|offline [evacuating|evicted]" a line
 //	rd name [volumes=N]   one replica a line: "node disk|diskless|tb [replaces=X]
-//	                      [uptodate|syncing|pending|old] [primary]"
+//	                      [uptodate|syncing|failed|pending|old|unreported] [primary]"
 //	plan [max=N] [per=P]  PlanEvacuation with at most N replacements syncing, P per node
 //	reset                 no definitions
 //
@@ -155,6 +155,8 @@ func runPlans(t *testing.T, path string) {
 						disk = "UpToDate"
 					case w == "syncing":
 						disk = "Inconsistent"
+					case w == "failed": // DRBD detached the disk after an I/O error
+						disk = "Diskless"
 					case w == "pending":
 						disk, st.Phase = "UpToDate", drbd.PhasePending
 					case w == "old": // a report of the node's previous disk

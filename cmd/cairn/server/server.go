@@ -334,7 +334,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Log: cfg.Log.With().Str("part", "evacuation").Logger()}
 	s.Evictor = &policy.Evictor{Adm: s.Admission, DB: db, Log: cfg.Log.With().Str("part", "auto-evict").Logger()}
 	snapHook := snaps.Hook(runCtx)
-	hooks := statusfold.Hooks{Pool: onPool, DRBD: func(st drbd.Status) { snapHook(st); s.Evacuator.Wake() },
+	hooks := statusfold.Hooks{Pool: onPool, DRBD: func(st drbd.Status) { snapHook(st); s.Evacuator.Observe(st); s.Evacuator.Wake() },
 		Capacity: policy.RecordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
 	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
