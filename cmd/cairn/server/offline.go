@@ -117,6 +117,10 @@ func (o *Offline) Rebuild(ctx context.Context, log zerolog.Logger) (projections.
 	if err != nil {
 		return projections.Digest{}, err
 	}
+	if _, _, err := fresh.Upgrade(); err != nil { // an empty store: records the format
+		fresh.Close()
+		return projections.Digest{}, err
+	}
 	d, err := ProjectInto(ctx, fresh, o.JS, o.Store.Names(), 0, o.CommandRetention, log)
 	if cerr := fresh.Close(); err == nil {
 		err = cerr

@@ -154,6 +154,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.DB = db
+	// Views of an older format are dropped here and rebuilt by the catch-up below
+	// (readyz says how far); a newer format refuses to start.
+	if from, rebuilt, err := db.Upgrade(); err != nil {
+		return nil, fmt.Errorf("views in %s: %w", filepath.Join(cfg.DataDir, "views"), err)
+	} else if rebuilt {
+		cfg.Log.Warn().Int("from_format", from).Int("format", projections.ViewsFormat).
+			Msg("views of an older format: rebuilding them from the events stream before serving")
+	}
 
 	if cfg.NATSURL == "" {
 		eo := EmbeddedOptions{StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
