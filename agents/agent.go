@@ -186,7 +186,7 @@ func (a *Agent) attach(ctx context.Context, log zerolog.Logger) (jetstream.Consu
 			name = r.Consumer
 		case errors.Is(err, nats.ErrNoResponders):
 			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-			name, err = events.AttachAgentConsumer(cctx, a.js, a.opts.Names, a.opts.Node)
+			name, err = events.AttachAgentConsumer(cctx, a.js, a.opts.Names, a.opts.Node, 0)
 			ccancel()
 		}
 		if err == nil {

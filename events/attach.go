@@ -15,9 +15,13 @@ const AgentConsumerIdle = time.Hour
 // AttachAgentConsumer (re)creates the desired-state consumer of node: a pull consumer
 // on <PREFIX>_NODES named AgentConsumer(node), filtered to the node's subjects, that
 // delivers the latest message of every subject first (a fresh start is level-triggered)
-// and needs no acks. An existing one is deleted first, so every attach starts over. It
-// returns the consumer's name.
-func AttachAgentConsumer(ctx context.Context, js jetstream.JetStream, names Names, node string) (string, error) {
+// and needs no acks. An existing one is deleted first, so every attach starts over. idle
+// is how long it outlives its agent's last pull (0: AgentConsumerIdle). It returns the
+// consumer's name.
+func AttachAgentConsumer(ctx context.Context, js jetstream.JetStream, names Names, node string, idle time.Duration) (string, error) {
+	if idle <= 0 {
+		idle = AgentConsumerIdle
+	}
 	name := names.AgentConsumer(node)
 	stream := names.NodesStream()
 	if err := js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -28,7 +32,7 @@ func AttachAgentConsumer(ctx context.Context, js jetstream.JetStream, names Name
 		FilterSubject:     names.NodeFilter(node),
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
-		InactiveThreshold: AgentConsumerIdle,
+		InactiveThreshold: idle,
 		Description:       "cairn agent of node " + node,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/policy"
 	"github.com/cairn-io/cairn/commands/replicas"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 
 	"github.com/cairn-io/cairn/cmd/cairn/server"
@@ -78,6 +79,7 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&cfg.Replicas, "replicas", 1, "stream replicas (3 on a NATS cluster)")
 	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 15*time.Second, "mark a node offline after this long without a heartbeat")
 	f.DurationVar(&cfg.KeepCountInterval, "keep-count-interval", policy.DefaultKeepCountEvery, "check every definition against its group's place count this often (and at once when the online nodes change)")
+	f.DurationVar(&cfg.AgentConsumerIdle, "agent-consumer-idle", events.AgentConsumerIdle, "a node's desired-state consumer goes this long after its agent's last pull (a removed node's at once)")
 	f.IntVar(&cfg.MaxSyncingPerNode, "max-syncing-per-node", 4, "at most this many replacements sync to one node at once (0: no limit per node)")
 	f.IntVar(&cfg.MaxSyncingReplacements, "max-syncing-replacements", policy.DefaultMaxSyncing, "at most this many replicas placed by evacuations and evictions sync at once across the cluster; the rest wait their turn")
 	f.BoolVar(&cfg.NoSyncAlways, "no-sync-always", false, "do not fsync every JetStream write (benchmarks only: acknowledged commands may be lost on power loss)")

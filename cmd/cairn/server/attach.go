@@ -26,7 +26,7 @@ type AttachReply struct {
 // (events.AttachAgentConsumer). Agents thus need no permission to create, delete or
 // configure consumers; a node's user may only send its own attach request and pull
 // from its own consumer (natsauth.NodePermissions).
-func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names events.Names, inCluster func(node string) (bool, error), log zerolog.Logger) (*nats.Subscription, error) {
+func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names events.Names, idle time.Duration, inCluster func(node string) (bool, error), log zerolog.Logger) (*nats.Subscription, error) {
 	return nc.QueueSubscribe(names.AgentAttachFilter(), "cairn-attach", recovering(log, "attach", func(m *nats.Msg) {
 		node, ok := names.ParseAgentAttach(m.Subject)
 		if !ok {
@@ -35,7 +35,7 @@ func attachAgents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, na
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		var r AttachReply
-		name, err := events.AttachAgentConsumer(actx, js, names, node)
+		name, err := events.AttachAgentConsumer(actx, js, names, node, idle)
 		if err != nil {
 			r.Error = err.Error()
 			log.Warn().Err(err).Str("node", node).Msg("agent attach failed")

@@ -66,6 +66,9 @@ type Config struct {
 	// KeepCountInterval is how often every definition is checked against its group's
 	// place count (policy.DefaultKeepCountEvery).
 	KeepCountInterval time.Duration
+	// AgentConsumerIdle is how long a node's desired-state consumer outlives its agent's
+	// last pull (events.AgentConsumerIdle).
+	AgentConsumerIdle time.Duration
 	// Name identifies this serve in the side-effect lease (hostname-pid); give each serve
 	// of one NATS cluster its own. LeaseTTL is the lease's time to live (5 s).
 	Name     string
@@ -313,7 +316,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Log.Error().Err(err).Msg("lease stopped")
 		}
 	})
-	attachSub, err := attachAgents(runCtx, s.NC, s.JS, names, func(node string) (bool, error) {
+	attachSub, err := attachAgents(runCtx, s.NC, s.JS, names, cfg.AgentConsumerIdle, func(node string) (bool, error) {
 		v, err := db.Read()
 		if err != nil {
 			return false, err
@@ -347,6 +350,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "auto-evict", s.Evictor.Sweep) })
+	s.background(func() {
+		s.Lease.While(runCtx, "consumers", func(ctx context.Context) {
+			reapConsumers(ctx, db, s.JS, names, cfg.Log.With().Str("part", "consumers").Logger())
+		})
+	})
 	s.background(func() {
 		// Agents' status folds into the views of every serve; a contested pool report
 		// becomes pool.contest, a storage pool's capacity that moved sp.capacity-report,

@@ -432,7 +432,7 @@ func TestNodeUserJetStreamAPIIsItsOwnConsumerOnly(t *testing.T) {
 	ctx := context.Background()
 	cjs, err := jetstream.New(control)
 	require.NoError(t, err)
-	_, err = events.AttachAgentConsumer(ctx, cjs, names, "n2") // n2's agent attached
+	_, err = events.AttachAgentConsumer(ctx, cjs, names, "n2", 0) // n2's agent attached
 	require.NoError(t, err)
 	denied := func(name, subject string, body []byte, want string) {
 		t.Run(name, func(t *testing.T) {
