@@ -320,31 +320,11 @@ func simWriteOnce(ctx context.Context, exec execx.Executor, dir, root, rd string
 		return 0, err
 	}
 	defer unlock()
-	entries, err := os.ReadDir(filepath.Join(dir, rd))
+	regs, me, err := simNodeOf(dir, root, rd)
 	if err != nil {
-		return 0, fmt.Errorf("sim write: resource %s: %w", rd, err)
+		return 0, fmt.Errorf("sim write: %w (`cairn wait resource %s` waits for the agents)", err, rd)
 	}
-	regs := map[string]*simReg{}
-	var me *simReg
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		r, err := loadReg(filepath.Join(dir, rd, e.Name()))
-		if err != nil || r == nil {
-			continue
-		}
-		regs[r.Node] = r
-		if filepath.Clean(r.Root) == filepath.Clean(root) {
-			me = r
-		}
-	}
-	switch {
-	case me == nil:
-		return 0, fmt.Errorf("sim write: no node with root %s has resource %s (yet: `cairn wait resource %s` waits for the agents)", root, rd, rd)
-	case !me.Up:
-		return 0, fmt.Errorf("sim write: %s is not up on node %s (yet: `cairn wait resource %s` waits for the agents)", rd, me.Node, rd)
-	case me.Suspended:
+	if me.Suspended {
 		return 0, errSimSuspended
 	}
 	var group []*simReg // the disks the write lands on

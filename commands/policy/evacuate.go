@@ -243,7 +243,7 @@ func commandID(parts ...string) string {
 
 var (
 	metricMoves = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "cairn_policy_evacuation_commands_total", Help: "Commands the evacuation policy sent, by verb and outcome (ok or the error code)."},
+		Name: "cairn_policy_evacuation_commands_total", Help: "Commands the policies sent (evacuation, keep-count, auto-diskful, auto-evict), by verb and outcome (ok or the error code)."},
 		[]string{"verb", "outcome"})
 	metricSyncing = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "cairn_policy_evacuation_replacements", Help: "Replicas on nodes in maintenance still to move (last sweep)."})
@@ -268,11 +268,10 @@ type Evacuator struct {
 	KeepCountEvery time.Duration
 	Now            func() time.Time
 
+	sender
 	mu      sync.Mutex
 	last    []Move
 	at      time.Time
-	backoff map[string]backoff
-	recent  []Decision
 	short   []Short
 	shortAt time.Time
 	online  string          // the online storage nodes at the last keep-count sweep
@@ -291,21 +290,6 @@ type Evacuator struct {
 
 // DefaultKeepCountEvery is the default of Evacuator.KeepCountEvery.
 const DefaultKeepCountEvery = 30 * time.Second
-
-type backoff struct {
-	until time.Time
-	wait  time.Duration
-}
-
-// Decision is a policy's recent decision, with its reason (GET /cairn/v1/policies).
-type Decision struct {
-	At        time.Time `json:"at"`
-	Verb      string    `json:"verb,omitempty"`
-	Subject   string    `json:"subject"`
-	Outcome   string    `json:"outcome"` // ok, the refusal's code, or "skipped"
-	Reason    string    `json:"reason"`
-	CommandID string    `json:"command_id,omitempty"`
-}
 
 // EvacuateEvery is how often the lease holder looks at the nodes in maintenance; a
 // replica's status report wakes it sooner (Wake), at most every EvacuateAtMost.
@@ -375,8 +359,8 @@ func (e *Evacuator) Once(ctx context.Context) error {
 	syncing := syncingReplacements(defs)
 	e.mu.Lock()
 	e.last, e.at, e.syncing = moves, now(), syncing
-	if e.backoff == nil {
-		e.backoff, e.topped, e.toggled = map[string]backoff{}, map[string]bool{}, map[string]bool{}
+	if e.topped == nil {
+		e.topped, e.toggled = map[string]bool{}, map[string]bool{}
 	}
 	e.mu.Unlock()
 	for _, m := range moves {
@@ -389,39 +373,13 @@ func (e *Evacuator) Once(ctx context.Context) error {
 	return e.keepCount(ctx, leaving)
 }
 
-// submit sends one of the policy's commands unless it is backing off from a refusal of
-// it, and records the decision.
+// submit sends one of the policy's commands (sender.submit).
 func (e *Evacuator) submit(ctx context.Context, req admission.Request, subject, reason string) bool {
 	now := time.Now
 	if e.Now != nil {
 		now = e.Now
 	}
-	e.mu.Lock()
-	b := e.backoff[req.CommandID]
-	e.mu.Unlock()
-	if now().Before(b.until) {
-		return false
-	}
-	r := e.Adm.Submit(ctx, req)
-	d := Decision{At: now(), Verb: req.Verb, Subject: subject, Reason: reason, CommandID: req.CommandID, Outcome: "ok"}
-	if !r.OK {
-		d.Outcome = string(r.Error.Code)
-		d.Reason = reason + "; refused: " + r.Error.Message
-		b.wait = min(max(2*b.wait, 2*time.Second), 5*time.Minute)
-		b.until = now().Add(b.wait)
-	} else {
-		b = backoff{}
-	}
-	metricMoves.WithLabelValues(req.Verb, d.Outcome).Inc()
-	e.Log.Info().Str("subject", subject).Str("verb", req.Verb).Str("actor", req.Actor).Str("outcome", d.Outcome).Str("reason", d.Reason).Msg("policy step")
-	e.mu.Lock()
-	e.backoff[req.CommandID] = b
-	e.recent = append(e.recent, d)
-	if len(e.recent) > 50 {
-		e.recent = e.recent[len(e.recent)-50:]
-	}
-	e.mu.Unlock()
-	return r.OK
+	return e.sender.submit(ctx, e.Adm, req, subject, reason, now, e.Log)
 }
 
 // read returns every node, the nodes in maintenance, and the definitions with a replica
@@ -517,7 +475,7 @@ func (e *Evacuator) Status() EvacuationStatus {
 	defer e.mu.Unlock()
 	return EvacuationStatus{MaxSyncing: e.maxSyncing(), At: e.at, Moves: append([]Move{}, e.last...),
 		Short: append([]Short{}, e.short...), ShortAt: e.shortAt, AutoDiskful: append([]DiskfulStep{}, e.diskful...),
-		Recent: append([]Decision{}, e.recent...)}
+		Recent: e.decisions()}
 }
 
 // DefaultMaxSyncing is the default of Evacuator.MaxSyncing.

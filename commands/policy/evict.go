@@ -174,12 +174,11 @@ type Evictor struct {
 	Log zerolog.Logger
 	Now func() time.Time
 
+	sender
 	mu       sync.Mutex
 	settings EvictSettings
 	warnings []string
 	last     []Eviction
-	recent   []Decision
-	backoff  map[string]backoff
 }
 
 // Sweep runs the auto-evict policy every EvacuateEvery until ctx ends.
@@ -212,9 +211,6 @@ func (e *Evictor) Once(ctx context.Context) error {
 	plan := PlanEvictions(nodes, s, blocked, now())
 	e.mu.Lock()
 	e.settings, e.warnings, e.last = s, warnings, plan
-	if e.backoff == nil {
-		e.backoff = map[string]backoff{}
-	}
 	e.mu.Unlock()
 	for _, ev := range plan {
 		if ev.Action != EvictNow {
@@ -223,29 +219,7 @@ func (e *Evictor) Once(ctx context.Context) error {
 		body, _ := json.Marshal(map[string]string{"name": ev.Node, "reason": ev.Reason})
 		req := admission.Request{Verb: "node.evict", Body: body, Actor: "policy:auto-evict", ForgetRefusals: true,
 			CommandID: commandID("evict", events.Token(ev.Node), strconv.FormatUint(ev.StatusSeq, 10))}
-		e.mu.Lock()
-		b := e.backoff[req.CommandID]
-		e.mu.Unlock()
-		if now().Before(b.until) {
-			continue
-		}
-		r := e.Adm.Submit(ctx, req)
-		d := Decision{At: now(), Verb: req.Verb, Subject: ev.Node, Outcome: "ok", Reason: ev.Reason, CommandID: req.CommandID}
-		if !r.OK {
-			d.Outcome, d.Reason = string(r.Error.Code), ev.Reason+"; refused: "+r.Error.Message
-			b.wait = min(max(2*b.wait, 2*time.Second), 5*time.Minute)
-			b.until = now().Add(b.wait)
-		} else {
-			b = backoff{}
-		}
-		e.Log.Info().Str("node", ev.Node).Str("outcome", d.Outcome).Str("reason", d.Reason).Msg("auto-evict")
-		e.mu.Lock()
-		e.backoff[req.CommandID] = b
-		e.recent = append(e.recent, d)
-		if len(e.recent) > 50 {
-			e.recent = e.recent[len(e.recent)-50:]
-		}
-		e.mu.Unlock()
+		e.submit(ctx, e.Adm, req, ev.Node, ev.Reason, now, e.Log)
 	}
 	return nil
 }
@@ -317,5 +291,5 @@ type EvictionStatus struct {
 func (e *Evictor) Status() EvictionStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return EvictionStatus{Settings: e.settings, Warnings: e.warnings, Nodes: append([]Eviction{}, e.last...), Recent: append([]Decision{}, e.recent...)}
+	return EvictionStatus{Settings: e.settings, Warnings: e.warnings, Nodes: append([]Eviction{}, e.last...), Recent: e.decisions()}
 }

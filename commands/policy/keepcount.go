@@ -113,15 +113,12 @@ func (e *Evacuator) keepCount(ctx context.Context, leaving map[string]projection
 	onlineKey := strings.Join(online, ",")
 	e.mu.Lock()
 	due := now().Sub(e.shortAt) >= every || onlineKey != e.online
-	if onlineKey != e.online { // new room: retry what was refused at once
-		for id := range e.backoff {
-			if strings.HasPrefix(id, "keep-count-") {
-				delete(e.backoff, id)
-			}
-		}
-	}
+	retry := onlineKey != e.online // new room: retry what was refused at once
 	topped := slices.Collect(maps.Keys(e.topped))
 	e.mu.Unlock()
+	if retry {
+		e.retryNow("keep-count-")
+	}
 	if !due {
 		return nil
 	}
