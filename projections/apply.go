@@ -315,7 +315,13 @@ func hostChange(t *tx, host, domain, physical string, nodes, online int) error {
 	h.StorageNodes += nodes
 	h.OnlineStorageNodes = max(h.OnlineStorageNodes+online, 0)
 	isPresent, isOnline := h.StorageNodes > 0, h.OnlineStorageNodes > 0
-	if wasPresent != isPresent && h.Domain != "" { // only failure-domain clusters keep domain host lists
+	fd, err := failureDomains(t)
+	if err != nil {
+		return err
+	}
+	// Only failure-domain clusters keep domain host lists: a label on a cluster without
+	// domains is recorded on the node alone, so its node.add costs what one without does.
+	if wasPresent != isPresent && h.Domain != "" && fd {
 		var hosts []HostRef
 		if _, err := getJSON(t, domainHostsKey(h.Domain), &hosts); err != nil {
 			return err
@@ -378,6 +384,14 @@ func addUsage(t *tx, node string, lvols, snapshots int) error {
 		return nil
 	}
 	return t.put(usageKey(node), u)
+}
+
+// failureDomains reports whether the cluster has failure domains on (false before
+// cluster.create).
+func failureDomains(t *tx) (bool, error) {
+	var cl Cluster
+	_, err := getJSON(t, clusterKey, &cl)
+	return cl.FailureDomains, err
 }
 
 // domainID returns the integer id of a failure-domain label, allocating the next one

@@ -14,8 +14,10 @@ import (
 // serve opens it (Upgrade), never served half-upgraded.
 //
 //	0  views from before formats were recorded (each upgrade needed `cairn views rebuild`)
-//	1  this format: the command index, v/rg-rd/, create_timestamp, v/replacing/
-const ViewsFormat = 1
+//	1  the command index, v/rg-rd/, create_timestamp, v/replacing/
+//	2  this format: no domain host lists (v/hosts/<domain>) on a cluster without failure
+//	   domains
+const ViewsFormat = 2
 
 var keyFormat = []byte("m/format")
 
