@@ -15,9 +15,10 @@ import (
 //
 //	0  views from before formats were recorded (each upgrade needed `cairn views rebuild`)
 //	1  the command index, v/rg-rd/, create_timestamp, v/replacing/
-//	2  this format: no domain host lists (v/hosts/<domain>) on a cluster without failure
-//	   domains
-const ViewsFormat = 2
+//	2  no domain host lists (v/hosts/<domain>) on a cluster without failure domains
+//	3  this format: the replica count of every definition (v/rd-replicas/), which deep
+//	   pages of LINSTOR's resource list skip with
+const ViewsFormat = 3
 
 var keyFormat = []byte("m/format")
 

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math"
@@ -331,6 +332,12 @@ func spNamesKey(node string) string  { return "v/sp-names/" + node }
 func rgKey(name string) string       { return "v/rg/" + name }
 func rdKey(name string) string       { return "v/rd/" + name }
 
+// rdReplicasKey holds how many replicas a definition has (written with it): what a page
+// deep in the list of every replica skips over without decoding the definitions before it.
+func rdReplicasKey(name string) string { return rdReplicasPrefix + name }
+
+const rdReplicasPrefix = "v/rd-replicas/"
+
 // rgRDKey indexes a definition under its group (what rg.delete reads). Views built
 // before the index existed lack it: run cairn views rebuild once after upgrading.
 func rgRDKey(rg, rd string) string    { return rgRDPrefix(rg) + rd }
@@ -429,6 +436,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		}
 		freePort(t, rd.Port)
 		t.del(rdKey(d.Name))
+		t.del(rdReplicasKey(d.Name))
 		if err := delIfPresent(t, replacingKey(d.Name)); err != nil {
 			return true, err
 		}
@@ -862,6 +870,7 @@ func updateRD(t *tx, name string, seq uint64, change func(*ResourceDefinition) e
 	for _, r := range rd.Replicas {
 		outbox(t, seq, r.Node, name)
 	}
+	t.putUint(rdReplicasKey(name), uint64(len(rd.Replicas)))
 	return t.put(rdKey(name), rd)
 }
 
@@ -1060,6 +1069,36 @@ func (v *View) ResourceDefinitions() ([]ResourceDefinition, error) {
 // EachResourceDefinition returns).
 func (v *View) EachResourceDefinition(fn func(rd ResourceDefinition) (more bool, err error)) error {
 	return eachOf(v, "v/rd/", fn)
+}
+
+// EachResourceDefinitionFrom walks the definitions from name on (name order), as
+// EachResourceDefinition.
+func (v *View) EachResourceDefinitionFrom(name string, fn func(rd ResourceDefinition) (more bool, err error)) error {
+	return stopped(v.scanRange([]byte(rdKey(name)), prefixEnd([]byte("v/rd/")), func(key string, val []byte) error {
+		var rd ResourceDefinition
+		if err := unmarshalInto(key, val, &rd); err != nil {
+			return err
+		}
+		return goOn(fn(rd))
+	}))
+}
+
+// SkipReplicas finds where the list of every replica (by definition name, then node)
+// reaches position offset: the first definition whose replicas are not all before it,
+// and how many replicas the definitions before that one have. It reads only the
+// replica counts (v/rd-replicas/), never a definition; name is "" when the list has
+// offset replicas or fewer.
+func (v *View) SkipReplicas(offset int) (name string, before int, err error) {
+	err = v.scan(rdReplicasPrefix, func(key string, val []byte) error {
+		n := int(binary.BigEndian.Uint64(val))
+		if before+n > offset {
+			name = strings.TrimPrefix(key, rdReplicasPrefix)
+			return errStopEach
+		}
+		before += n
+		return nil
+	})
+	return name, before, stopped(err)
 }
 
 // EachStoragePool calls fn with every storage pool in key order (by node, then name;

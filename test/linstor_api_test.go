@@ -715,6 +715,30 @@ func TestLinstorListsPageAndFilter(t *testing.T) {
 		}
 	}
 	assert.Empty(t, list("/v1/view/storage-pools?nodes=ghost"))
+
+	// Resources: definitions with several replicas each and one with none; a page deep in the whole list
+	// skips over the replica counts (v/rd-replicas/) without decoding a definition, and
+	// answers the same slice as every other page.
+	for i, place := range []int{1, 3, 0, 2} {
+		name := fmt.Sprintf("d%d", i)
+		if place == 0 {
+			l.rcs(201, "POST", "/v1/resource-definitions", `{"resource_definition":{"name":"`+name+`"}}`)
+			continue
+		}
+		l.rcs(201, "POST", "/v1/resource-groups/g"+fmt.Sprint(i+1)+"/spawn", fmt.Sprintf(`{"resource_definition_name":%q,"volume_sizes":[4096],"select_filter":{"place_count":%d,"storage_pool":"fast"}}`, name, place))
+	}
+	all := list("/v1/view/resources")
+	require.Greater(t, len(all), 5, "%v", all)
+	for off := 0; off <= len(all)+1; off++ {
+		for _, lim := range []int{0, 1, 2, 100} {
+			got := list(fmt.Sprintf("/v1/view/resources?offset=%d&limit=%d", off, lim))
+			want := all[min(off, len(all)):]
+			if lim > 0 && lim < len(want) {
+				want = want[:lim]
+			}
+			assert.Equal(t, want, got, "resources offset %d limit %d", off, lim)
+		}
+	}
 	status, body := l.call("GET", "/v1/nodes/ghost/storage-pools", "")
 	assert.Equal(t, 404, status, body)
 }

@@ -220,7 +220,23 @@ func (a *API) viewResources(w http.ResponseWriter, r *http.Request) {
 		}
 		return limit == 0 || emitted < limit, nil
 	}
-	if err := eachDefinition(v, q, visit); err != nil {
+	walk := func() error { return eachDefinition(v, q, visit) }
+	if offset > 0 && len(nodes) == 0 && len(queryList(q, "resources")) == 0 {
+		// A page deep in the whole list: skip to it over the replica counts, without
+		// decoding a definition before it (O(limit) but for a scan of 8-byte counts).
+		from, before, err := v.SkipReplicas(offset)
+		if err != nil {
+			writeFailure(w, 0, objRsc, err)
+			return
+		}
+		if from == "" {
+			out.close()
+			return
+		}
+		seen = before
+		walk = func() error { return v.EachResourceDefinitionFrom(from, visit) }
+	}
+	if err := walk(); err != nil {
 		if !out.started {
 			writeFailure(w, 0, objRsc, err)
 		}
