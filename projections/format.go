@@ -73,7 +73,11 @@ func (db *DB) Upgrade() (from int, rebuilt bool, err error) {
 	if err := b.Set(keyFormat, []byte(strconv.Itoa(ViewsFormat)), nil); err != nil {
 		return from, false, err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	sync := pebble.Sync
+	if db.bulk { // no WAL: durable at Close, which flushes
+		sync = pebble.NoSync
+	}
+	if err := b.Commit(sync); err != nil {
 		return from, false, err
 	}
 	return from, !empty, nil

@@ -49,6 +49,7 @@ func BenchmarkLinstorViewResources(b *testing.B) {
 			{"all", "/v1/view/resources", 20},
 			{"page_first", "/v1/view/resources?limit=100", 200},
 			{"page_deep", fmt.Sprintf("/v1/view/resources?offset=%d&limit=100", 3*n/2), 200},
+			{"page_last", fmt.Sprintf("/v1/view/resources?offset=%d&limit=100", 3*n-100), 200},
 			{"one_definition", fmt.Sprintf("/v1/view/resources?resources=pvc-%05d", n/2), 200},
 		} {
 			p50, p99, size := httpLatency(b, base+c.path, c.rounds)
