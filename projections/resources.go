@@ -93,6 +93,16 @@ func (p StoragePool) FreeKiB() uint64 {
 	return free
 }
 
+// TotalKiB is the pool's size: the operator's capacity, or what its agent reported where
+// that is smaller (or the only one known); 0 when neither is known.
+func (p StoragePool) TotalKiB() uint64 {
+	total := p.CapacityKiB
+	if r := p.Reported; r != nil && (total == 0 || r.TotalKiB < total) {
+		total = r.TotalKiB
+	}
+	return total
+}
+
 // sub is a - b, 0 when b is larger.
 func sub(a, b uint64) uint64 {
 	if b >= a {

@@ -742,3 +742,68 @@ func TestLinstorListsPageAndFilter(t *testing.T) {
 	status, body := l.call("GET", "/v1/nodes/ghost/storage-pools", "")
 	assert.Equal(t, 404, status, body)
 }
+
+// LINSTOR's size queries: `linstor resource-group query-size-info` (the real CLI) and
+// linstor-proxmox's POST /v1/queries/resource-groups/query-all-size-info with
+// {"ignore_cache_older_than_sec": N}, as LINBIT/linstor-proxmox LINBIT/Linstor.pm
+// (query_all_size_info) sends it and LINSTORPlugin.pm (status) reads it:
+// space_info.capacity_in_kib and available_size_in_kib per group, a group missing from
+// result being an inactive storage. The answer is what the group's next spawn could
+// take: the least free (and least total) of the pools autoplace would choose now.
+func TestLinstorSizeInfo(t *testing.T) {
+	l := linstorHTTP{t: t, api: loadOpenAPI(t)}
+	l.s = startServe(t, t.TempDir(), "--heartbeat-timeout", "10m")
+	cmd := func(verb, body string) {
+		out, code := run(t, "cmd", verb, body, "--nats", l.s.natsURL())
+		require.Equal(t, 0, code, out)
+	}
+	cmd("cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	for i, gib := range []int{1, 2, 4} {
+		n := fmt.Sprintf("n%d", i+1)
+		cmd("node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, n, i+1, i+1))
+		cmd("sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":%d}`, n, gib<<20))
+	}
+	cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	cmd("rg.create", `{"name":"rg5","place_count":5,"storage_pool":"thin"}`)
+	type sizeInfo struct {
+		SpaceInfo struct {
+			Max       uint64 `json:"max_vlm_size_in_kib"`
+			Available uint64 `json:"available_size_in_kib"`
+			Capacity  uint64 `json:"capacity_in_kib"`
+			Next      []struct {
+				Node string `json:"node_name"`
+				Pool string `json:"stor_pool_name"`
+			} `json:"next_spawn_result"`
+		} `json:"space_info"`
+		Reports []apiCallRc `json:"reports"`
+	}
+	var qsi sizeInfo
+	status, body := l.call("POST", "/v1/resource-groups/rg2/query-size-info", `{}`)
+	require.Equal(t, 200, status, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &qsi))
+	assert.Equal(t, uint64(2<<20), qsi.SpaceInfo.Max, "n3 (4 GiB) and n2 (2 GiB): a volume of 2 GiB fits both")
+	assert.Equal(t, uint64(2<<20), qsi.SpaceInfo.Available)
+	assert.Equal(t, uint64(2<<20), qsi.SpaceInfo.Capacity)
+	require.Len(t, qsi.SpaceInfo.Next, 2)
+	assert.Equal(t, "n3", qsi.SpaceInfo.Next[0].Node)
+
+	cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":1048576}`) // 1 GiB on n3 and n2
+	var all struct {
+		Result map[string]sizeInfo `json:"result"`
+	}
+	status, body = l.call("POST", "/v1/queries/resource-groups/query-all-size-info", `{"ignore_cache_older_than_sec":60}`)
+	require.Equal(t, 200, status, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &all))
+	require.Contains(t, all.Result, "rg2")
+	assert.Equal(t, uint64(1<<20), all.Result["rg2"].SpaceInfo.Available, "n3 has 3 GiB left, n2 and n1 1 GiB each")
+	assert.Equal(t, uint64(1<<20), all.Result["rg2"].SpaceInfo.Capacity)
+	assert.Zero(t, all.Result["rg5"].SpaceInfo.Max, "five disks do not fit on three nodes")
+	require.NotEmpty(t, all.Result["rg5"].Reports)
+	assert.Contains(t, all.Result["rg5"].Reports[0].Message, "autoplace needs 5")
+
+	linstor := linstorCLI(t, "http://"+l.s.httpAddr)
+	out, errb, code := linstor("resource-group", "query-size-info", "rg2")
+	require.Equal(t, 0, code, out+errb)
+	assert.Contains(t, out, "1 GiB")
+	assert.Contains(t, out, "thin on n3")
+}

@@ -26,6 +26,9 @@ type StoragePool struct {
 	Provider backing.Provider `json:"provider"`
 	Pool     string           `json:"pool"`
 	FreeKiB  uint64           `json:"free_kib"`
+	// TotalKiB is the pool's capacity (what query-size-info reports; placement reads
+	// FreeKiB only).
+	TotalKiB uint64 `json:"total_kib,omitempty"`
 	// NoCapacity: the operator has not given the pool's capacity yet (sp.modify), so
 	// nothing is placed on it.
 	NoCapacity bool `json:"no_capacity,omitempty"`

@@ -138,7 +138,7 @@ func (p *resourcePlan) candidates() ([]replicas.Candidate, error) {
 		}
 		for _, sp := range pools {
 			pool := replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB(),
-				NoCapacity: !sp.Known()}
+				TotalKiB: sp.TotalKiB(), NoCapacity: !sp.Known()}
 			if rep, ok, err := p.v.StoragePoolReport(n.Spec.Name, sp.Name); err != nil {
 				return nil, err
 			} else if ok && rep.Error != "" {

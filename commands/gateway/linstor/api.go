@@ -80,6 +80,8 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /v1/resource-groups/{rg}", a.modifyResourceGroup)
 	mux.HandleFunc("DELETE /v1/resource-groups/{rg}", a.deleteResourceGroup)
 	mux.HandleFunc("POST /v1/resource-groups/{rg}/spawn", a.spawn)
+	mux.HandleFunc("POST /v1/resource-groups/{rg}/query-size-info", a.querySizeInfo)
+	mux.HandleFunc("POST /v1/queries/resource-groups/query-all-size-info", a.queryAllSizeInfo)
 	mux.HandleFunc("GET /v1/resource-groups/{rg}/volume-groups", a.listVolumeGroups)
 
 	mux.HandleFunc("GET /v1/resource-definitions", a.listDefinitions)

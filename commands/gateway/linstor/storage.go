@@ -59,9 +59,7 @@ func storagePoolOf(sp projections.StoragePool, rep *backing.PoolReport) StorageP
 	if sp.CapacityKiB > 0 {
 		out.Props[propCapacityKiB] = strconv.FormatUint(sp.CapacityKiB, 10)
 	}
-	if r := sp.Reported; r != nil && (sp.CapacityKiB == 0 || r.TotalKiB < sp.CapacityKiB) {
-		out.TotalCapacity = int64(r.TotalKiB) // what the back end has
-	}
+	out.TotalCapacity = int64(sp.TotalKiB()) // what the back end has where smaller
 	if sp.Thin() {
 		out.Props[propOversubscription] = strconv.FormatFloat(sp.OverprovisionRatio(), 'f', -1, 64)
 	}
