@@ -495,47 +495,33 @@ func (s *Sim) checkPeers(ctx context.Context) {
 // its own disk or a connected peer's, and no connected peer Primary (DRBD's single
 // Primary). Errors: no such node, rd not up there, and those refusals.
 func SimSetRole(dir, root, rd string, primary bool) error {
-	unlock, err := lockRD(dir, rd)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	regs, me, err := simNodeOf(dir, root, rd)
-	if err != nil {
-		return err
-	}
-	if primary {
-		data := !me.Diskless && len(me.Volumes) > 0
-		for _, v := range me.Volumes {
-			data = data && v.DiskState == "UpToDate"
-		}
-		for p, c := range me.Conns {
-			peer := regs[me.Peers[p]]
-			if c.State != "Connected" || peer == nil || !peer.Up || simDead(dir, peer.Node) {
-				continue
+	return changeSimNode(dir, root, rd, func(regs map[string]*simReg, me *simReg) error {
+		if primary {
+			data := !me.Diskless && len(me.Volumes) > 0
+			for _, v := range me.Volumes {
+				data = data && v.DiskState == "UpToDate"
 			}
-			if peer.Primary {
-				return fmt.Errorf("sim: %s is Primary on %s: one Primary at a time", rd, peer.Node)
+			for p, c := range me.Conns {
+				peer := regs[me.Peers[p]]
+				if c.State != "Connected" || peer == nil || !peer.Up || simDead(dir, peer.Node) {
+					continue
+				}
+				if peer.Primary {
+					return fmt.Errorf("sim: %s is Primary on %s: one Primary at a time", rd, peer.Node)
+				}
+				up := !peer.Diskless && len(peer.Volumes) > 0
+				for _, v := range peer.Volumes {
+					up = up && v.DiskState == "UpToDate"
+				}
+				data = data || up
 			}
-			up := !peer.Diskless && len(peer.Volumes) > 0
-			for _, v := range peer.Volumes {
-				up = up && v.DiskState == "UpToDate"
+			if !data {
+				return fmt.Errorf("sim: %s on %s has no UpToDate data to promote on (its own or a connected peer's)", rd, me.Node)
 			}
-			data = data || up
 		}
-		if !data {
-			return fmt.Errorf("sim: %s on %s has no UpToDate data to promote on (its own or a connected peer's)", rd, me.Node)
-		}
-	}
-	me.Primary = primary
-	if err := saveReg(dir, me); err != nil {
-		return err
-	}
-	notify(dir, me.Node, rd)
-	for _, node := range me.Peers {
-		notify(dir, node, rd)
-	}
-	return nil
+		me.Primary = primary
+		return nil
+	})
 }
 
 // simNodeOf reads every node's state of rd and finds the one whose root is root, which
@@ -574,20 +560,32 @@ func simNodeOf(dir, root, rd string) (map[string]*simReg, *simReg, error) {
 // peers see the peer disk Diskless, while the replica stays up and connected. Errors:
 // no such node, rd not up or diskless there.
 func SimFailDisk(dir, root, rd string) error {
+	return changeSimNode(dir, root, rd, func(_ map[string]*simReg, me *simReg) error {
+		if me.Diskless {
+			return fmt.Errorf("sim: %s is diskless on %s: no disk to fail", rd, me.Node)
+		}
+		for _, v := range me.Volumes {
+			v.DiskState = "Diskless"
+		}
+		return nil
+	})
+}
+
+// changeSimNode runs change on the state of rd of the node whose root is root (and every
+// node's, to read), under rd's lock, then saves it and tells the node and its peers to
+// look again. Nothing is saved when change fails.
+func changeSimNode(dir, root, rd string, change func(regs map[string]*simReg, me *simReg) error) error {
 	unlock, err := lockRD(dir, rd)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	_, me, err := simNodeOf(dir, root, rd)
+	regs, me, err := simNodeOf(dir, root, rd)
 	if err != nil {
 		return err
 	}
-	if me.Diskless {
-		return fmt.Errorf("sim: %s is diskless on %s: no disk to fail", rd, me.Node)
-	}
-	for _, v := range me.Volumes {
-		v.DiskState = "Diskless"
+	if err := change(regs, me); err != nil {
+		return err
 	}
 	if err := saveReg(dir, me); err != nil {
 		return err
