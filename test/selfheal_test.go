@@ -678,3 +678,42 @@ func TestAFailedDiskIsReplaced(t *testing.T) {
 	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/events?actor=policy:evacuate"), "")
 	assert.Contains(t, body, "replica.disk-toggled")
 }
+
+// A dead host in the sim, as DRBD shows it: writes while n3's agent is gone do not reach
+// its disk (the connection is lost), and when it is back the two resync what changed, so
+// every disk holds the same bytes again (the oracle reads the files).
+func TestADeadHostResyncsWhenItIsBack(t *testing.T) {
+	c := startSimCluster(t, 3)
+	c.cmd("rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`)
+	c.waitUpToDate("r1", 3, 60*time.Second)
+	require.NoError(t, c.write("r1", "n1", 16))
+	c.kill("n3")
+	require.Eventually(t, func() bool {
+		for _, r := range c.resource("r1").Replicas {
+			if r.Node == "n1" && r.Observed != nil {
+				for _, p := range r.Observed.Peers {
+					if p.Node == "n3" {
+						return p.Connection == "Connecting"
+					}
+				}
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "n1 sees n3's connection lost")
+	require.NoError(t, c.write("r1", "n1", 64)) // n3 misses these
+	n3 := filepath.Join(c.root("n3"), "var/lib/cairn/thin/r1_00000.img")
+	n1 := filepath.Join(c.root("n1"), "var/lib/cairn/thin/r1_00000.img")
+	a, err := os.ReadFile(n1)
+	require.NoError(t, err)
+	b, err := os.ReadFile(n3)
+	require.NoError(t, err)
+	require.NotEqual(t, a[:4096*1024], b[:4096*1024], "the writes while n3 was gone did not reach it")
+
+	c.startAgent("n3")
+	out, code := run(t, "wait", "resource", "r1", "--timeout", "60s", "--nats", c.s.natsURL())
+	require.Equal(t, 0, code, out)
+	c.sameData("r1", 4096, []string{"n1", "n2", "n3"})
+	out, code = run(t, "sim", "check", "--root", c.root("n1"))
+	require.Equal(t, 0, code, out)
+}
