@@ -552,7 +552,8 @@ func TestLinstorAPIContract(t *testing.T) {
 	}
 	l.get("/v1/error-reports", &reports)
 	require.NotEmpty(t, reports)
-	assert.True(t, strings.HasPrefix(reports[0].Filename, "refusal-"), reports[0].Filename)
+	assert.True(t, strings.HasPrefix(reports[0].Filename, "ErrorReport-refusal-"), reports[0].Filename)
+	assert.True(t, strings.HasSuffix(reports[0].Filename, ".log"), "LINSTOR's file name, which the CLI takes the id from")
 	assert.Contains(t, reports[0].Text, "refused")
 	var dup string
 	for _, r := range reports {
@@ -576,9 +577,11 @@ func TestLinstorAPIContract(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the agent's failure never became a report")
 	l.get("/v1/error-reports?withContent=False", &reports)
 	assert.Empty(t, reports[0].Text)
-	l.get("/v1/error-reports/"+dup, &reports)
-	require.Len(t, reports, 1)
-	assert.Contains(t, reports[0].Text, "node n1 already exists")
+	for _, id := range []string{dup, strings.TrimSuffix(strings.TrimPrefix(dup, "ErrorReport-"), ".log")} {
+		l.get("/v1/error-reports/"+id, &reports) // by file name, and by the id the CLI shows
+		require.Len(t, reports, 1, id)
+		assert.Contains(t, reports[0].Text, "node n1 already exists")
+	}
 	l.get(fmt.Sprintf("/v1/error-reports?since=%d", time.Now().Add(time.Hour).UnixMilli()), &reports)
 	assert.Empty(t, reports)
 

@@ -352,3 +352,27 @@ func TestLinstorCLIOverHTTPSWithToken(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, audit, `"actor":"token:csi"`)
 }
+
+// `linstor error-reports list` shows ids that `linstor error-reports show` finds: the CLI
+// takes the id from LINSTOR's file name (ErrorReport-<id>.log), so a report named
+// otherwise listed an id nothing answered to.
+func TestLinstorCLIErrorReportsShow(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	out, code := run(t, "cmd", "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`, "--nats", s.natsURL())
+	require.Equal(t, 1, code, out) // refused: no cluster yet
+	linstor := linstorCLI(t, "http://"+s.httpAddr)
+	list, errb, code := linstor("-m", "error-reports", "list")
+	require.Equal(t, 0, code, list+errb)
+	var reports []struct {
+		Filename string `json:"filename"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(list), &reports), list)
+	require.NotEmpty(t, reports)
+	id := strings.TrimSuffix(strings.TrimPrefix(reports[0].Filename, "ErrorReport-"), ".log")
+	table, _, code := linstor("error-reports", "list")
+	require.Equal(t, 0, code)
+	assert.Contains(t, table, id, "the table shows the whole id")
+	shown, errb, code := linstor("error-reports", "show", id)
+	require.Equal(t, 0, code, shown+errb)
+	assert.Contains(t, shown, "no cluster yet")
+}

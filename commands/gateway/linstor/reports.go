@@ -14,6 +14,8 @@ import (
 // ErrorReport is LINSTOR's error report. Cairn's reports are the commands this serve
 // refused (the last 1,000), the agents' failures (a replica whose desired state failed
 // to apply, latest per replica) and the stored messages the projector refused as events.
+// Its Filename is LINSTOR's "ErrorReport-<id>.log": the CLI lists the id it reads from
+// there, and `linstor error-reports show <id>` asks for that id.
 type ErrorReport struct {
 	NodeName  string `json:"node_name"`
 	ErrorTime int64  `json:"error_time"`
@@ -22,18 +24,21 @@ type ErrorReport struct {
 	Module    string `json:"module,omitempty"`
 }
 
+// reportFile is the file name of the error report id, as LINSTOR names them.
+func reportFile(id string) string { return "ErrorReport-" + id + ".log" }
+
 // errorReports collects every report, newest first.
 func errorReports(v *projections.View, refusals []admission.Refusal) ([]ErrorReport, error) {
 	var out []ErrorReport
 	for _, f := range refusals {
 		out = append(out, ErrorReport{NodeName: "controller", ErrorTime: f.At.UnixMilli(), Module: "CONTROLLER",
-			Filename: "refusal-" + f.CommandID,
+			Filename: reportFile("refusal-" + f.CommandID),
 			Text:     fmt.Sprintf("%s (command %s, actor %s) refused: %s: %s", f.Verb, f.CommandID, f.Actor, f.Error.Code, f.Error.Message)})
 	}
 	err := v.EachResourceStatus(func(st drbd.Status) error {
 		if st.Error != "" {
 			out = append(out, ErrorReport{NodeName: st.Node, ErrorTime: st.At.UnixMilli(), Module: "SATELLITE",
-				Filename: fmt.Sprintf("drbd-%s-%s-r%d", st.Resource, st.Node, st.Revision),
+				Filename: reportFile(fmt.Sprintf("drbd-%s-%s-r%d", st.Resource, st.Node, st.Revision)),
 				Text:     fmt.Sprintf("resource %s on node %s (%s): %s", st.Resource, st.Node, st.Phase, st.Error)})
 		}
 		return nil
@@ -46,7 +51,7 @@ func errorReports(v *projections.View, refusals []admission.Refusal) ([]ErrorRep
 		return nil, err
 	}
 	for _, rj := range rejected {
-		out = append(out, ErrorReport{NodeName: "controller", Module: "CONTROLLER", Filename: "rejected-" + strconv.FormatUint(rj.Seq, 10),
+		out = append(out, ErrorReport{NodeName: "controller", Module: "CONTROLLER", Filename: reportFile("rejected-" + strconv.FormatUint(rj.Seq, 10)),
 			Text: fmt.Sprintf("stream message %d on %s is not a valid event: %s", rj.Seq, rj.Subject, rj.Reason)})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ErrorTime > out[j].ErrorTime })
@@ -76,13 +81,15 @@ func (a *API) listErrorReports(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// getErrorReport serves one report by its id (what the CLI lists; its file name works
+// too).
 func (a *API) getErrorReport(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	a.withView(w, 0, func(v *projections.View) (any, error) {
 		all, err := errorReports(v, a.refusals())
 		out := []ErrorReport{}
 		for _, e := range all {
-			if e.Filename == id {
+			if e.Filename == id || e.Filename == reportFile(id) {
 				out = append(out, e)
 			}
 		}
