@@ -67,29 +67,22 @@ type Definition struct {
 // use. A diskful replica gets a replacement first; it is removed only once its
 // replacement is UpToDate and it is not Primary on a live node, so the definition never
 // has fewer UpToDate disks than before. A replica whose disk failed (DiskFailed) on a
-// node that stays is replaced too, and then goes diskless (its device stays). At most maxSyncing replacements (0: no limit)
-// are syncing at once across the cluster; further replacements are queued. A node with
-// perNode replacements syncing (0: no limit) is one a new replacement avoids (Avoid).
-// Moves are sorted by node, then resource.
+// node that stays is replaced too, and then goes diskless (its device stays). At most
+// maxSyncing replacements (0: no limit) are syncing at once across the cluster;
+// further replacements are queued. A node with perNode replacements syncing (0: no
+// limit) is one a new replacement avoids (Avoid). Moves are sorted by node, then
+// resource.
 func PlanEvacuation(nodes map[string]projections.Node, defs []Definition, maxSyncing, perNode int) []Move {
-	syncing := syncingReplacements(defs)
+	onNode := syncingReplacements(defs)
+	syncing := 0
 	var avoid []string
-	if perNode > 0 {
-		onNode := map[string]int{}
-		for _, d := range defs {
-			for _, r := range d.RD.Replicas {
-				if r.Replaces != "" && !projections.ReplicaUpToDate(d.RD, r, d.Statuses) {
-					onNode[r.Node]++
-				}
-			}
+	for n, c := range onNode {
+		syncing += c
+		if perNode > 0 && c >= perNode {
+			avoid = append(avoid, n)
 		}
-		for n, c := range onNode {
-			if c >= perNode {
-				avoid = append(avoid, n)
-			}
-		}
-		sort.Strings(avoid)
 	}
+	sort.Strings(avoid)
 	var out []Move
 	var wantReplace []int
 	for _, d := range defs {
@@ -182,17 +175,18 @@ func (e *Evacuator) Observe(st drbd.Status) {
 	}
 }
 
-// syncingReplacements counts the replacements of defs that are not UpToDate yet.
-func syncingReplacements(defs []Definition) int {
-	n := 0
+// syncingReplacements counts the replacements of defs that are not UpToDate yet, by the
+// node they are on.
+func syncingReplacements(defs []Definition) map[string]int {
+	out := map[string]int{}
 	for _, d := range defs {
 		for _, r := range d.RD.Replicas {
 			if r.Replaces != "" && !projections.ReplicaUpToDate(d.RD, r, d.Statuses) {
-				n++
+				out[r.Node]++
 			}
 		}
 	}
-	return n
+	return out
 }
 
 func lessMove(a, b Move) bool {
@@ -356,7 +350,10 @@ func (e *Evacuator) Once(ctx context.Context) error {
 	}
 	moves := PlanEvacuation(nodes, defs, e.maxSyncing(), e.MaxSyncingPerNode)
 	metricSyncing.Set(float64(len(moves)))
-	syncing := syncingReplacements(defs)
+	syncing := 0
+	for _, c := range syncingReplacements(defs) {
+		syncing += c
+	}
 	e.mu.Lock()
 	e.last, e.at, e.syncing = moves, now(), syncing
 	if e.topped == nil {

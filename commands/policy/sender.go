@@ -15,7 +15,7 @@ type Decision struct {
 	At        time.Time `json:"at"`
 	Verb      string    `json:"verb,omitempty"`
 	Subject   string    `json:"subject"`
-	Outcome   string    `json:"outcome"` // ok, the refusal's code, or "skipped"
+	Outcome   string    `json:"outcome"` // ok, or the refusal's code
 	Reason    string    `json:"reason"`
 	CommandID string    `json:"command_id,omitempty"`
 }
