@@ -148,15 +148,9 @@ func (e *Evacuator) keepCount(ctx context.Context, leaving map[string]projection
 		e.mu.Unlock()
 	}
 	placeCount := map[string]int{}
-	if err := v.EachResourceGroup(func(g projections.ResourceGroup) (bool, error) {
-		placeCount[g.Name] = g.PlaceCount
-		return true, nil
-	}); err != nil {
-		return err
-	}
 	groupProps := map[string]map[string]string{}
 	if err := v.EachResourceGroup(func(g projections.ResourceGroup) (bool, error) {
-		groupProps[g.Name] = g.Properties
+		placeCount[g.Name], groupProps[g.Name] = g.PlaceCount, g.Properties
 		return true, nil
 	}); err != nil {
 		return err
