@@ -128,30 +128,26 @@ func PlanEvictions(nodes []projections.Node, s EvictSettings, blocked map[string
 
 // DefinitionBlocksEviction says why rd keeps node (offline, holding a replica of rd)
 // from being evicted, "" when it does not: DrbdOptions/AutoEvictAllowEviction false, or
-// fewer than DrbdOptions/AutoEvictMinReplicaCount (1) diskful replicas on online nodes
+// fewer than DrbdOptions/AutoEvictMinReplicaCount diskful replicas on online nodes
 // besides it (the node may hold the only good copy). Each is read from the definition's
-// properties, then its group's, then the controller's, as LINSTOR does.
-func DefinitionBlocksEviction(rd projections.ResourceDefinition, node string, online map[string]bool, rdProps, groupProps, controllerProps map[string]string) string {
-	get := func(key string) (string, bool) {
-		for _, props := range []map[string]string{rdProps, groupProps, controllerProps} {
-			if v, ok := props[key]; ok {
-				return v, true
-			}
+// properties, then its group's, then the controller's (s, as EvictSettingsFrom read
+// them), as LINSTOR does; a value that is no number ≥ 0 is passed over.
+func DefinitionBlocksEviction(rd projections.ResourceDefinition, node string, online map[string]bool, rdProps, groupProps map[string]string, s EvictSettings) string {
+	allow, need := s.Allow, s.MinReplicaCount
+	for _, props := range []map[string]string{groupProps, rdProps} { // the narrower wins
+		if v, ok := props[PropAutoEvictAllowEviction]; ok {
+			allow = !strings.EqualFold(v, "false")
 		}
-		return "", false
+		if n, ok := count(props, PropAutoEvictMinReplicaCount); ok {
+			need = n
+		}
 	}
-	if v, ok := get(PropAutoEvictAllowEviction); ok && strings.EqualFold(v, "false") {
+	if !allow {
 		return fmt.Sprintf("resource %s: %s=false", rd.Name, PropAutoEvictAllowEviction)
 	}
 	r, ok := rd.Replica(node)
 	if !ok || r.Diskless {
 		return ""
-	}
-	need := 1
-	if v, ok := get(PropAutoEvictMinReplicaCount); ok {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-			need = n
-		}
 	}
 	copies := 0
 	for _, x := range rd.Replicas {
@@ -163,6 +159,20 @@ func DefinitionBlocksEviction(rd projections.ResourceDefinition, node string, on
 		return fmt.Sprintf("resource %s has %d diskful replica(s) online elsewhere, fewer than %s=%d", rd.Name, copies, PropAutoEvictMinReplicaCount, need)
 	}
 	return ""
+}
+
+// count reads props[key] as a number ≥ 0 (fractions cut); ok is false when it is not
+// there or no such number.
+func count(props map[string]string, key string) (int, bool) {
+	raw, ok := props[key]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // Evictor runs PlanEvictions every EvacuateEvery while this serve holds the lease and
@@ -203,11 +213,10 @@ func (e *Evictor) Once(ctx context.Context) error {
 	if e.Now != nil {
 		now = e.Now
 	}
-	nodes, props, blocked, err := e.read()
+	nodes, s, warnings, blocked, err := e.read()
 	if err != nil {
 		return err
 	}
-	s, warnings := EvictSettingsFrom(props)
 	plan := PlanEvictions(nodes, s, blocked, now())
 	e.mu.Lock()
 	e.settings, e.warnings, e.last = s, warnings, plan
@@ -224,22 +233,27 @@ func (e *Evictor) Once(ctx context.Context) error {
 	return nil
 }
 
-// read returns the nodes, the controller's properties and, for every offline node one
-// of its definitions keeps from eviction, the reason (DefinitionBlocksEviction).
-func (e *Evictor) read() ([]projections.Node, map[string]string, map[string]string, error) {
+// read returns the nodes, the settings the controller's properties give (and warnings
+// for values that are no numbers) and, for every offline node one of its definitions
+// keeps from eviction, the reason (DefinitionBlocksEviction).
+func (e *Evictor) read() ([]projections.Node, EvictSettings, []string, map[string]string, error) {
+	fail := func(err error) ([]projections.Node, EvictSettings, []string, map[string]string, error) {
+		return nil, EvictSettings{}, nil, nil, err
+	}
 	v, err := e.DB.Read()
 	if err != nil {
-		return nil, nil, nil, err
+		return fail(err)
 	}
 	defer v.Close()
 	nodes, err := v.Nodes()
 	if err != nil {
-		return nil, nil, nil, err
+		return fail(err)
 	}
 	props, err := v.ControllerProperties()
 	if err != nil {
-		return nil, nil, nil, err
+		return fail(err)
 	}
+	s, warnings := EvictSettingsFrom(props)
 	online := map[string]bool{}
 	for _, n := range nodes {
 		online[n.Spec.Name] = n.Status.State == events.StateOnline
@@ -252,12 +266,12 @@ func (e *Evictor) read() ([]projections.Node, map[string]string, map[string]stri
 		}
 		names, err := v.NodeResources(n.Spec.Name)
 		if err != nil {
-			return nil, nil, nil, err
+			return fail(err)
 		}
 		for _, name := range names {
 			rd, ok, err := v.ResourceDefinition(name)
 			if err != nil {
-				return nil, nil, nil, err
+				return fail(err)
 			}
 			if !ok {
 				continue
@@ -266,17 +280,17 @@ func (e *Evictor) read() ([]projections.Node, map[string]string, map[string]stri
 			if !seen && rd.ResourceGroup != "" {
 				g, _, err := v.ResourceGroup(rd.ResourceGroup)
 				if err != nil {
-					return nil, nil, nil, err
+					return fail(err)
 				}
 				gp, groups[rd.ResourceGroup] = g.Properties, g.Properties
 			}
-			if why := DefinitionBlocksEviction(rd, n.Spec.Name, online, rd.Properties, gp, props); why != "" {
+			if why := DefinitionBlocksEviction(rd, n.Spec.Name, online, rd.Properties, gp, s); why != "" {
 				blocked[n.Spec.Name] = why
 				break
 			}
 		}
 	}
-	return nodes, props, blocked, nil
+	return nodes, s, warnings, blocked, nil
 }
 
 // EvictionStatus is what the auto-evict policy shows (GET /cairn/v1/policies).

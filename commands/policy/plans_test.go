@@ -219,7 +219,6 @@ func TestEvictionPlans(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	var settings policy.EvictSettings
 	var nodes []projections.Node
-	ctrl := map[string]string{}
 	copies := map[string]int{}
 	datadriven.RunTest(t, "testdata/evictions", func(t *testing.T, d *datadriven.TestData) string {
 		switch d.Cmd {
@@ -231,7 +230,6 @@ func TestEvictionPlans(t *testing.T) {
 			}
 			var warnings []string
 			settings, warnings = policy.EvictSettingsFrom(props)
-			ctrl = props
 			out := fmt.Sprintf("after=%s max-disconnected=%d%% min-replicas=%d allow=%t\n",
 				settings.After, settings.MaxDisconnectedPercent, settings.MinReplicaCount, settings.Allow)
 			for _, w := range warnings {
@@ -283,7 +281,7 @@ func TestEvictionPlans(t *testing.T) {
 					rd.Replicas = append(rd.Replicas, projections.Replica{Node: other})
 					online[other] = true
 				}
-				if why := policy.DefinitionBlocksEviction(rd, node, online, nil, nil, ctrl); why != "" {
+				if why := policy.DefinitionBlocksEviction(rd, node, online, nil, nil, settings); why != "" {
 					blocked[node] = why
 				}
 			}
@@ -336,7 +334,8 @@ func TestDefinitionBlocksEvictionLevels(t *testing.T) {
 		{"allowed on the definition again", "n1", allow("true"), allow("false"), nil, ""},
 		{"a diskless replica's node never counts copies", "n3", min("5"), nil, nil, ""},
 	} {
-		got := policy.DefinitionBlocksEviction(rd, c.node, online, c.rd, c.group, c.controller)
+		s, _ := policy.EvictSettingsFrom(c.controller)
+		got := policy.DefinitionBlocksEviction(rd, c.node, online, c.rd, c.group, s)
 		if c.want == "" {
 			if got != "" {
 				t.Errorf("%s: %q", c.name, got)
