@@ -158,21 +158,48 @@ func DiskFailed(rd projections.ResourceDefinition, r projections.Replica, status
 	return false
 }
 
-// Observe notes a replica whose report shows a failed disk (the status folder's hook):
-// the next sweep reads its definition. It never blocks.
+// Observe notes a definition a report shows a Failed or Diskless volume of (the status
+// folder's hook; a diskless replica's report looks the same: the sweep tells them apart
+// and forgets the definition). It does so only while the sweep runs (this serve holds
+// the lease), so a serve that does not lead keeps nothing; a sweep that starts looks at
+// every report once (noteFailedDisks). It never blocks.
 func (e *Evacuator) Observe(st drbd.Status) {
-	failed := false
-	for _, v := range st.Volumes {
-		failed = failed || v.DiskState == "Failed" || v.DiskState == "Diskless"
+	if !diskGone(st) {
+		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.failedDisks == nil {
-		e.failedDisks = map[string]bool{}
-	}
-	if failed {
+	if e.sweeping {
 		e.failedDisks[st.Resource] = true
 	}
+}
+
+// diskGone reports whether a report shows a volume Failed or Diskless.
+func diskGone(st drbd.Status) bool {
+	for _, v := range st.Volumes {
+		if v.DiskState == "Failed" || v.DiskState == "Diskless" {
+			return true
+		}
+	}
+	return false
+}
+
+// noteFailedDisks notes every definition the reports in the views show a failed disk
+// of, as Observe would have (the reports folded before this serve led).
+func (e *Evacuator) noteFailedDisks() error {
+	v, err := e.DB.Read()
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	return v.EachResourceStatus(func(st drbd.Status) error {
+		if diskGone(st) {
+			e.mu.Lock()
+			e.failedDisks[st.Resource] = true
+			e.mu.Unlock()
+		}
+		return nil
+	})
 }
 
 // syncingReplacements counts the replacements of defs that are not UpToDate yet, by the
@@ -273,8 +300,10 @@ type Evacuator struct {
 	syncing int             // replacements syncing at the last sweep
 	wake    chan struct{}
 	// failedDisks are definitions a report showed a Failed or Diskless volume of (a
-	// diskless replica's too: the sweep tells them apart), until a sweep finds none.
+	// diskless replica's too: the sweep tells them apart), until a sweep finds none;
+	// kept only while sweeping.
 	failedDisks map[string]bool
+	sweeping    bool
 	// auto-diskful: when each diskless Primary was first seen, the definitions given a
 	// disk (cleanup may follow), the last plan.
 	primarySince map[string]time.Time
@@ -319,7 +348,16 @@ func (e *Evacuator) Sweep(ctx context.Context) {
 		e.wake = make(chan struct{}, 1)
 	}
 	wake := e.wake
+	e.sweeping, e.failedDisks = true, map[string]bool{}
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.sweeping, e.failedDisks = false, nil
+		e.mu.Unlock()
+	}()
+	if err := e.noteFailedDisks(); err != nil {
+		e.Log.Warn().Err(err).Msg("evacuation: reports unreadable")
+	}
 	for {
 		if err := e.Once(ctx); err != nil {
 			e.Log.Warn().Err(err).Msg("evacuation: views unreadable")
