@@ -45,7 +45,7 @@ func (db *DB) Outbox(limit int) (*OutboxBatch, error) {
 	if from == nil {
 		from = []byte(outboxPrefix)
 	}
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: prefixEnd([]byte(outboxPrefix))})
+	it, err := v.newIter(&pebble.IterOptions{LowerBound: from, UpperBound: prefixEnd([]byte(outboxPrefix))})
 	if err != nil {
 		v.Close()
 		return nil, err

@@ -1055,7 +1055,7 @@ func (v *View) DefinitionNamesPage(group, node, after string, limit int) (names 
 	if after != "" {
 		lower = prefix + after + "\x00"
 	}
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte(lower), UpperBound: prefixEnd([]byte(prefix))})
+	it, err := v.newIter(&pebble.IterOptions{LowerBound: []byte(lower), UpperBound: prefixEnd([]byte(prefix))})
 	if err != nil {
 		return nil, "", err
 	}
@@ -1170,7 +1170,7 @@ func (v *View) allocator(highKey, freePrefix string, width, from, limit int) (Al
 	}
 	st := AllocatorState{HighWater: int(high)}
 	lower := fmt.Sprintf("%s%0*d", freePrefix, width, max(from, 0))
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte(lower), UpperBound: prefixEnd([]byte(freePrefix))})
+	it, err := v.newIter(&pebble.IterOptions{LowerBound: []byte(lower), UpperBound: prefixEnd([]byte(freePrefix))})
 	if err != nil {
 		return st, err
 	}

@@ -162,7 +162,11 @@ func Handlers(cfg Config) []decide.Handler {
 				return r.Decide(decide.Decision{}), err
 			}
 			for _, n := range c.Nodes {
-				if nd, err := node(v, n); err != nil || nd == nil {
+				if nd, err := node(v.Unchecked(), n); err != nil || nd == nil {
+					if err == nil {
+						// The refusal is confirmed on the node it names.
+						err = r.Of("node", n)
+					}
 					if err == nil {
 						err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", n).About(cairn.ObjNode)
 					}
@@ -176,7 +180,8 @@ func Handlers(cfg Config) []decide.Handler {
 			// because the owner was offline conflicts with the owner coming back
 			// (node.set-state). The target is not a read to check: nothing keeps a node
 			// from being removed while it holds a grant (the next import replaces it).
-			target, err := node(r.View(), c.Node)
+			// A refusal is confirmed on the target too.
+			target, err := node(r.View().Unchecked(), c.Node)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -187,11 +192,18 @@ func Handlers(cfg Config) []decide.Handler {
 						return nil, nil, err
 					}
 				}
-				if owner, err = node(r.View(), p.Owner); err != nil {
+				// Unchecked when the owner is the target: the grant does not move.
+				if owner, err = node(r.View().Unchecked(), p.Owner); err != nil {
 					return nil, nil, err
 				}
 			}
-			return DecidePoolImport(p, target, owner, c, cfg.Now(), cfg.FailoverTimeout)
+			ev, warnings, err := DecidePoolImport(p, target, owner, c, cfg.Now(), cfg.FailoverTimeout)
+			if err != nil {
+				if rerr := r.Of("node", c.Node); rerr != nil {
+					return nil, nil, rerr
+				}
+			}
+			return ev, warnings, err
 		}),
 		poolVerb("pool.export", func(_ *decide.Reads, p *projections.Pool, c PoolExport) (*events.PoolExported, []string, error) {
 			return DecidePoolExport(p, c)

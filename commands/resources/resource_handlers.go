@@ -117,14 +117,18 @@ func Handlers(cfg Config) []decide.Handler {
 			return d.With(names.Event("node", c.Node), ev, warnings), err
 		}},
 		{Verb: "sp.delete", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
-			// The node's subject: placements on the node claim it (node.claimed).
+			// The node's subject: placements on the node claim it (node.claimed); a
+			// refusal also reads the definitions it names.
 			var c StoragePoolDelete
-			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, names.Event("node", c.Node)) })
-			if err != nil {
-				return d, err
+			if err := decide.DecodeBody(body, &c); err != nil {
+				return decide.Decision{}, err
 			}
-			ev, err := decideStoragePoolDelete(v, c)
-			return d.With(names.Event("node", c.Node), ev, nil), err
+			r := decide.NewReads(v, names)
+			if err := r.Of("node", c.Node); err != nil {
+				return decide.Decision{}, err
+			}
+			ev, err := decideStoragePoolDelete(r, c)
+			return r.Decide(decide.Decision{}).With(names.Event("node", c.Node), ev, nil), err
 		}},
 		{Verb: "rg.delete", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
 			// The group and every definition: an rd.create joining the group must make

@@ -59,7 +59,8 @@ type restorePlan struct {
 // carries the reads made so far even when it also returns a refusal.
 func newResourcePlan(v *projections.View, names events.Names, cfg Config) (*resourcePlan, error) {
 	p := &resourcePlan{v: v, names: names, cfg: cfg, rand: rand.Reader, reads: decide.NewReads(v, names)}
-	cl, ok, err := v.Cluster()
+	// Unchecked: see below (the failure-domain rule never changes).
+	cl, ok, err := v.Unchecked().Cluster()
 	if err != nil {
 		return p, err
 	}
@@ -113,7 +114,8 @@ func (p *resourcePlan) candidates() ([]replicas.Candidate, error) {
 		return p.cands, nil
 	}
 	p.byNode = map[string]int{}
-	nodes, err := p.v.Nodes()
+	v := p.v.Unchecked()
+	nodes, err := v.Nodes()
 	if err != nil {
 		return nil, err
 	}
@@ -132,14 +134,14 @@ func (p *resourcePlan) candidates() ([]replicas.Candidate, error) {
 		c := replicas.Candidate{Node: n.Spec.Name, Online: n.Status.State == events.StateOnline,
 			Storage: n.Spec.Role == events.RoleStorage, Domain: n.Spec.FailureDomain, Props: props,
 			Cordoned: replicas.CordonReason(n.Spec.Properties, n.Spec.Maintenance)}
-		pools, err := p.v.NodeStoragePools(n.Spec.Name)
+		pools, err := v.NodeStoragePools(n.Spec.Name)
 		if err != nil {
 			return nil, err
 		}
 		for _, sp := range pools {
 			pool := replicas.StoragePool{Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, FreeKiB: sp.FreeKiB(),
 				TotalKiB: sp.TotalKiB(), NoCapacity: !sp.Known()}
-			if rep, ok, err := p.v.StoragePoolReport(n.Spec.Name, sp.Name); err != nil {
+			if rep, ok, err := v.StoragePoolReport(n.Spec.Name, sp.Name); err != nil {
 				return nil, err
 			} else if ok && rep.Error != "" {
 				pool.Unusable = rep.Error
@@ -173,7 +175,9 @@ func (p *resourcePlan) loadGroup(name string) error {
 	if name == "" {
 		return nil
 	}
-	g, ok, err := p.v.ResourceGroup(name)
+	// Unchecked: see load; a command that creates a definition in the group reads
+	// the group itself (rd.create, rg.spawn).
+	g, ok, err := p.v.Unchecked().ResourceGroup(name)
 	if err != nil {
 		return err
 	}
@@ -555,7 +559,9 @@ func (p *resourcePlan) claimPort(port int) error {
 // claim (the lowest free one when all of the first few are).
 func (p *resourcePlan) takePort() (int, error) {
 	const choices = 64
-	st, err := p.v.PortAllocator(p.cfg.Ports.Min, choices)
+	// Unchecked: the port chosen is claimed on its own subject (claimPort), which is
+	// what keeps two definitions off one port; the rest of the allocator is advice.
+	st, err := p.v.Unchecked().PortAllocator(p.cfg.Ports.Min, choices)
 	if err != nil {
 		return 0, err
 	}

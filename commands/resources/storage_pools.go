@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/decide"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 )
@@ -82,8 +83,10 @@ func decideCapacityReport(v *projections.View, c events.StoragePoolCapacityRepor
 }
 
 // decideStoragePoolDelete removes a storage pool no disk uses. Refuses not_found
-// (node, pool) and precondition_failed naming the resources whose disks are on it.
-func decideStoragePoolDelete(v *projections.View, c StoragePoolDelete) (*events.StoragePoolDeleted, error) {
+// (node, pool) and precondition_failed naming the resources whose disks are on it (and
+// reading them: a refusal is confirmed on each).
+func decideStoragePoolDelete(r *decide.Reads, c StoragePoolDelete) (*events.StoragePoolDeleted, error) {
+	v := r.View()
 	if _, ok, err := v.Node(c.Node); err != nil || !ok {
 		if err == nil {
 			err = cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Node).About(cairn.ObjNode)
@@ -102,12 +105,19 @@ func decideStoragePoolDelete(v *projections.View, c StoragePoolDelete) (*events.
 	}
 	var users []string
 	for _, name := range rds {
-		rd, ok, err := v.ResourceDefinition(name)
+		// Unchecked: a definition that would take a disk in the pool claims the node;
+		// the ones that use it now are read below.
+		rd, ok, err := v.Unchecked().ResourceDefinition(name)
 		if err != nil {
 			return nil, err
 		}
 		if rep, has := rd.Replica(c.Node); ok && has && !rep.Diskless && rep.StoragePool == c.Name {
 			users = append(users, name)
+		}
+	}
+	for _, name := range users {
+		if err := r.Of("rd", name); err != nil {
+			return nil, err
 		}
 	}
 	if len(users) > 0 {
