@@ -185,3 +185,121 @@ func singleNATS(t *testing.T) *natsNode {
 	t.Cleanup(ns.kill9)
 	return ns
 }
+
+// SIGSTOP of the nats-server that leads the lease bucket's stream, inside a 3-server
+// cluster with 2 serves (issue 29, item 13): the bucket elects a new stream leader among
+// the other two, and a serve leads again soon after that, well before the frozen server
+// thaws; at no sampled moment do both serves act.
+func TestLeaseSurvivesAFrozenBucketLeader(t *testing.T) {
+	nodes := startNATSCluster(t)
+	urls := clusterURLs(nodes)
+	serves := []*serve{startClusterServe(t, "cp-a", urls), startClusterServe(t, "cp-b", urls)}
+	leading := func() (n int, holder string) {
+		for _, s := range serves {
+			if l, ok := getLeader(s); ok && l.This {
+				n, holder = n+1, l.Holder
+			}
+		}
+		return n, holder
+	}
+	require.Eventually(t, func() bool { n, _ := leading(); return n == 1 }, 60*time.Second, 50*time.Millisecond)
+
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	bucketLeader := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, "KV_CAIRN_LEASE")
+		if err != nil || st.CachedInfo().Cluster == nil {
+			return ""
+		}
+		return st.CachedInfo().Cluster.Leader
+	}
+	var victim *natsNode
+	require.Eventually(t, func() bool {
+		name := bucketLeader()
+		for _, n := range nodes {
+			if n.name == name {
+				victim = n
+			}
+		}
+		return victim != nil
+	}, 10*time.Second, 50*time.Millisecond)
+
+	// elected: when a server that is not frozen first names another leader of the bucket.
+	var other *natsNode
+	for _, n := range nodes {
+		if n != victim {
+			other = n
+		}
+	}
+	oc, err := nats.Connect(other.url)
+	require.NoError(t, err)
+	t.Cleanup(oc.Close)
+	ojs, err := jetstream.New(oc)
+	require.NoError(t, err)
+	var elected atomic.Int64
+	var newLeader atomic.Value
+	newLeader.Store("")
+
+	const pause = 12 * time.Second
+	var both, samples atomic.Int64
+	var lastNone, firstAgain atomic.Int64 // since the freeze: the last sample with no serve acting, the first with one again
+	start := time.Now()
+	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGSTOP))
+	go func() {
+		for time.Since(start) < pause {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			st, err := ojs.Stream(ctx, "KV_CAIRN_LEASE")
+			cancel()
+			if err == nil && st.CachedInfo().Cluster != nil && st.CachedInfo().Cluster.Leader != "" && st.CachedInfo().Cluster.Leader != victim.name {
+				newLeader.Store(st.CachedInfo().Cluster.Leader)
+				elected.Store(int64(time.Since(start)))
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			_ = victim.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	var timeline []string
+	prev := "?"
+	for time.Since(start) < pause {
+		n, holder := leading()
+		if now := fmt.Sprintf("%d:%s", n, holder); now != prev {
+			timeline = append(timeline, fmt.Sprintf("%s %s", time.Since(start).Round(time.Millisecond), now))
+			prev = now
+		}
+		samples.Add(1)
+		switch {
+		case n > 1:
+			both.Add(1)
+		case n == 0:
+			lastNone.Store(int64(time.Since(start)))
+		case firstAgain.Load() == 0 && lastNone.Load() > 0:
+			firstAgain.Store(int64(time.Since(start)))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Logf("timeline (since the freeze, serves acting:holder): %s", strings.Join(timeline, ", "))
+	thaw()
+	require.Eventually(t, func() bool { n, _ := leading(); return n == 1 }, 30*time.Second, 50*time.Millisecond)
+	gap, election := time.Duration(firstAgain.Load()), time.Duration(elected.Load())
+	t.Logf("bucket leader %s frozen %s; %s elected after %s; a serve acting again %s after the freeze; %d samples",
+		victim.name, pause, newLeader.Load(), election.Round(time.Millisecond), gap.Round(time.Millisecond), samples.Load())
+	assert.Zero(t, both.Load(), "both serves acted at once in %d of %d samples", both.Load(), samples.Load())
+	require.NotZero(t, election, "the bucket elected no other leader while its leader was frozen")
+	require.NotZero(t, gap, "no serve acted again while the bucket's old leader was frozen")
+	// A serve acts again within a TTL of the election (the old entry expires on the new
+	// leader, and campaigns run every TTL/4), plus the sampling's own delay.
+	assert.Less(t, gap, election+2*time.Second+500*time.Millisecond, "no serve acted for long after the bucket had a new leader")
+}
