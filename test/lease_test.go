@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cairn-io/cairn/cmd/cairn/server/lease"
 	"github.com/cairn-io/cairn/test/testtools"
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -302,4 +304,50 @@ func TestLeaseSurvivesAFrozenBucketLeader(t *testing.T) {
 	// A serve acts again within a TTL of the election (the old entry expires on the new
 	// leader, and campaigns run every TTL/4), plus the sampling's own delay.
 	assert.Less(t, gap, election+2*time.Second+500*time.Millisecond, "no serve acted for long after the bucket had a new leader")
+}
+
+// A serve connected to a nats-server that freezes (SIGSTOP) notices within a few pings
+// and moves to another server of the cluster, so commands sent through the others are
+// answered again while the frozen one sleeps (issue 29; on the old code the client's
+// default ping interval, 2 minutes, kept the serve on the frozen server: its queue
+// subscription swallowed commands and its lease renewals went nowhere).
+func TestServeLeavesAFrozenNATSServer(t *testing.T) {
+	nodes := startNATSCluster(t)
+	victim, other := nodes[0], nodes[1]
+	s := startClusterServe(t, "cp-a", victim.url) // it learns the others from the cluster
+	require.Eventually(t, func() bool { l, ok := getLeader(s); return ok && l.This }, 60*time.Second, 50*time.Millisecond)
+	nc, err := nats.Connect(other.url, nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ask := func(id, verb, body string) bool {
+		m := nats.NewMsg("cairn.cmd." + verb)
+		m.Data = []byte(body)
+		m.Header.Set("Cairn-Command-Id", id)
+		resp, err := nc.RequestMsg(m, time.Second)
+		if err != nil {
+			return false
+		}
+		var r reply
+		return json.Unmarshal(resp.Data, &r) == nil && r.OK
+	}
+	require.Eventually(t, func() bool {
+		return ask(uuid.NewString(), "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
+	}, 30*time.Second, 100*time.Millisecond)
+
+	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGSTOP))
+	frozen := time.Now()
+	t.Cleanup(func() { _ = victim.cmd.Process.Signal(syscall.SIGCONT) })
+	id := uuid.NewString()
+	var took time.Duration
+	for time.Since(frozen) < 40*time.Second {
+		if ask(id, "node.add", `{"name":"n1","host":"h1","address":"10.0.0.1"}`) {
+			took = time.Since(frozen)
+			break
+		}
+	}
+	t.Logf("first command answered %s after the serve's nats-server froze", took.Round(time.Millisecond))
+	require.NotZero(t, took, "no command was answered within 40 s of the serve's nats-server freezing")
+	// Pings every 2 s, 3 unanswered: 6-8 s to notice; a stream leader on the frozen
+	// server is re-elected meanwhile (4-9 s).
+	assert.Less(t, took, 15*time.Second)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/cmd/cairn/server/natsauth"
 	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/events"
@@ -30,7 +31,7 @@ var defaultNATS = func() string {
 // connect opens a NATS connection. creds is a Cairn credentials file (cairn serve
 // --auth, cairn auth node-creds) or a standard NATS .creds file; extra options follow.
 func connect(url, creds, name string, extra ...nats.Option) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1)}
+	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1)}, server.Liveness()...)
 	if creds != "" {
 		co, err := natsauth.ConnectOptions(creds)
 		if err != nil {

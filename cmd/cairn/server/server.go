@@ -194,7 +194,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	} else {
 		// A NATS cluster that is not up yet is waited for (and said so by the stream
 		// setup below), not a reason to exit.
-		opts := []nats.Option{nats.Name("cairn-serve"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
+		opts := append([]nats.Option{nats.Name("cairn-serve"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}, Liveness()...)
 		if cfg.NATSCreds != "" {
 			opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
 		}
@@ -608,4 +608,13 @@ func (s *Server) closeResources() error {
 		return s.DB.Close()
 	}
 	return nil
+}
+
+// Liveness are the client options every long-lived Cairn connection to a NATS cluster
+// uses: a ping every 2 s and 3 unanswered ones make the connection stale, so a process
+// whose nats-server freezes (paused, swapping, a hung disk) moves to another server of
+// the cluster within 6-8 s instead of nats.go's default of 2 minutes, during which its
+// subscriptions would swallow requests (TestServeLeavesAFrozenNATSServer).
+func Liveness() []nats.Option {
+	return []nats.Option{nats.PingInterval(2 * time.Second), nats.MaxPingsOutstanding(3)}
 }
