@@ -31,6 +31,8 @@ import (
 // natsNode is one nats-server process of a test cluster.
 type natsNode struct {
 	t    *testing.T
+	bin  string // the program (testtools.Path); "" is nats-server
+	env  []string
 	name string
 	args []string
 	cmd  *exec.Cmd
@@ -41,7 +43,12 @@ type natsNode struct {
 func (n *natsNode) start() {
 	n.t.Helper()
 	n.log = &syncBuffer{}
-	n.cmd = exec.Command(testtools.Path(n.t, "nats-server"), n.args...)
+	bin := n.bin
+	if bin == "" {
+		bin = "nats-server"
+	}
+	n.cmd = exec.Command(testtools.Path(n.t, bin), n.args...)
+	n.cmd.Env = append(os.Environ(), n.env...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	require.NoError(n.t, n.cmd.Start())
 }
@@ -123,6 +130,8 @@ type leaderInfo struct {
 	Holder string `json:"holder"`
 	Token  uint64 `json:"token"`
 	This   bool   `json:"this"`
+	// ClockStepMS: the largest forward step of the bucket leader's clock the serve saw.
+	ClockStepMS int64 `json:"clock_step_ms"`
 }
 
 func getLeader(s *serve) (leaderInfo, bool) {

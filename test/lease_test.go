@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -350,4 +353,112 @@ func TestServeLeavesAFrozenNATSServer(t *testing.T) {
 	// Pings every 2 s, 3 unanswered: 6-8 s to notice; a stream leader on the frozen
 	// server is re-elected meanwhile (4-9 s).
 	assert.Less(t, took, 15*time.Second)
+}
+
+// Forward steps of the wall clock of the nats-server that holds the lease bucket (issue 29):
+// the real nats-server, built with a wall clock a test can step while it runs
+// (test/clockstep/build.sh; the monotonic clock is untouched, as with a real step). A step
+// matters when the holder cannot renew: its last entry then expires that much early on the
+// server. Each round cuts the holder off from NATS (a proxy that stops passing bytes; the
+// serve runs on and answers HTTP), steps the server's clock forward 0.8 s (under TTL/2 with
+// TTL 2 s, what the ADR assumes) and lets the other serve take over: the holder must have
+// stopped acting on its own clock before the early expiry, so no sample has two serves
+// acting (acting for the whole TTL, as a holder without the margin would, shows in every
+// round). Each step is reported (clock_step_ms on GET /cairn/v1/leader, a warning); a step
+// of TTL/2 or more breaks the assumption, and the holder says so at error.
+func TestLeaseUnderWallClockSteps(t *testing.T) {
+	stepFile := filepath.Join(t.TempDir(), "step")
+	require.NoError(t, os.WriteFile(stepFile, []byte("0"), 0o644))
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	ns := &natsNode{t: t, bin: "nats-server-clockstep", env: []string{"CLOCK_STEP_FILE=" + stepFile}, name: "ns1", url: "nats://" + addr,
+		args: []string{"-n", "ns1", "-a", host, "-p", port, "-js", "-sd", filepath.Join(t.TempDir(), "ns1")}}
+	ns.start()
+	t.Cleanup(ns.kill9)
+	offset := 0
+	step := func(ms int) {
+		offset += ms
+		require.NoError(t, os.WriteFile(stepFile, []byte(strconv.Itoa(offset)), 0o644))
+	}
+	holes := map[string]*blackhole{}
+	serveWith := func(name string) *serve {
+		holes[name] = startBlackhole(t, addr)
+		s := &serve{t: t, data: t.TempDir(), httpAddr: freeAddr(t)}
+		s.args = []string{"serve", "--data", s.data, "--nats", "nats://" + holes[name].addr, "--http", s.httpAddr, "--name", name, "--lease-ttl", "2s"}
+		return s.run(name)
+	}
+	serves := map[string]*serve{"a": serveWith("a")}
+	require.Eventually(t, func() bool { l, ok := getLeader(serves["a"]); return ok && l.This }, 20*time.Second, 20*time.Millisecond)
+	serves["b"] = serveWith("b")
+	holder := func() string {
+		for name, s := range serves {
+			if l, ok := getLeader(s); ok && l.This {
+				return name
+			}
+		}
+		return ""
+	}
+
+	var both, samples atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			la, oka := getLeader(serves["a"])
+			lb, okb := getLeader(serves["b"])
+			samples.Add(1)
+			if oka && okb && la.This && lb.This {
+				both.Add(1)
+			}
+		}
+	}()
+	const rounds = 4
+	for round := range rounds {
+		var cut string
+		require.Eventually(t, func() bool { cut = holder(); return cut != "" }, 20*time.Second, 20*time.Millisecond)
+		time.Sleep(time.Duration(200+rand.IntN(500)) * time.Millisecond) // anywhere in the renewal cycle
+		holes[cut].set(true)
+		step(800)
+		require.Eventually(t, func() bool { h := holder(); return h != "" && h != cut }, 10*time.Second, 10*time.Millisecond,
+			"round %d: nobody took over from %s", round, cut)
+		holes[cut].set(false)
+		require.Eventually(t, func() bool { l, ok := getLeader(serves[cut]); return ok && !l.This && l.Holder != cut && l.Holder != "" },
+			20*time.Second, 20*time.Millisecond, "round %d: %s does not see it lost the lease", round, cut)
+	}
+	close(stop)
+	<-done
+	t.Logf("%d rounds of a cut-off holder and a forward step of 800 ms: %d samples", rounds, samples.Load())
+	assert.Zero(t, both.Load(), "both serves acted at once in %d of %d samples (steps of 0.8 s, TTL 2 s)", both.Load(), samples.Load())
+
+	// A step while a serve holds the lease is seen by it, even before its first renewal.
+	step(800)
+	var reported int64
+	require.Eventually(t, func() bool {
+		for _, s := range serves {
+			if l, ok := getLeader(s); ok && l.ClockStepMS > reported {
+				reported = l.ClockStepMS
+			}
+		}
+		return reported > 0
+	}, 10*time.Second, 50*time.Millisecond, "a forward step of 800 ms was not reported")
+	assert.InDelta(t, 800, reported, 250, "the step reported is not the step taken")
+	assert.Contains(t, serves["a"].log.String()+serves["b"].log.String(), "clock stepped forward")
+
+	// A step of TTL/2 or more: the assumption broken, said at error.
+	step(1500)
+	require.Eventually(t, func() bool {
+		all := serves["a"].log.String() + serves["b"].log.String()
+		for _, line := range strings.Split(all, "\n") {
+			if strings.Contains(line, `"level":"error"`) && strings.Contains(line, "clock stepped forward") {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond, "a step of 1.5 s (TTL 2 s) was not reported at error")
 }

@@ -348,6 +348,9 @@ func (l *Lease) step(ctx context.Context, kv jetstream.KeyValue) {
 	metricLeader.Set(1)
 	metricChanges.WithLabelValues("acquired").Inc()
 	l.observe(Info{Holder: l.opts.Holder, Token: nrev, Revision: urev})
+	if e, err := kv.Get(cctx, Key); err == nil && e.Revision() == urev {
+		l.checkClock(start, e.Created()) // the baseline: a step before the first renewal counts
+	}
 	l.opts.Log.Info().Str("holder", l.opts.Holder).Uint64("token", nrev).Dur("ttl_ms", l.opts.TTL).Msg("lease acquired: this serve runs the side effects")
 }
 
@@ -429,6 +432,9 @@ func (l *Lease) lose(why string) {
 	}
 	token := l.token
 	l.token, l.rev, l.validTo = 0, 0, time.Time{}
+	// Clock steps are measured between renewals of one holding: a step while another
+	// serve held the lease did not shorten this one's (and is the other's to see).
+	l.lastMono, l.lastStored = time.Time{}, time.Time{}
 	close(l.lost)
 	l.lost = make(chan struct{})
 	l.mu.Unlock()
