@@ -428,7 +428,10 @@ func TestLeaseUnderWallClockSteps(t *testing.T) {
 		require.Eventually(t, func() bool { h := holder(); return h != "" && h != cut }, 10*time.Second, 10*time.Millisecond,
 			"round %d: nobody took over from %s", round, cut)
 		holes[cut].set(false)
-		require.Eventually(t, func() bool { l, ok := getLeader(serves[cut]); return ok && !l.This && l.Holder != cut && l.Holder != "" },
+		require.Eventually(t, func() bool {
+			l, ok := getLeader(serves[cut])
+			return ok && !l.This && l.Holder != cut && l.Holder != ""
+		},
 			20*time.Second, 20*time.Millisecond, "round %d: %s does not see it lost the lease", round, cut)
 	}
 	close(stop)
