@@ -213,6 +213,10 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok("rd.rollback", `{"resource":"r1","snapshot":"s1"}`)
 	ok("resource.activate", `{"resource":"r1"}`)
 	ok("rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)
+	ok("rd.snapshot-multi", `{"snapshots":[{"resource":"r1","name":"g1"},{"resource":"r3","name":"g1"}]}`)
+	no("rd.snapshot-multi", `{"snapshots":[{"resource":"r3","name":"g2"},{"resource":"r1","name":"g2"}]}`) // g1 is under way
+	ok("rd.snapshot-delete", `{"resource":"r1","name":"g1"}`)
+	ok("rd.snapshot-delete", `{"resource":"r3","name":"g1"}`)
 	ok("replica.toggle-disk", `{"resource":"r2","node":"n1","diskless":true}`)
 	ok("replica.toggle-disk", `{"resource":"r2","node":"n1","diskless":false,"storage_pool":"thin"}`)
 	ok("replica.migrate", `{"resource":"r2","node":"n6","from":"n1"}`)

@@ -30,6 +30,11 @@ type RDSnapshotStarted struct {
 	// CloneTo, for the snapshot of rd.clone, is the definition restored from it once
 	// it is taken.
 	CloneTo string `json:"clone_to,omitempty"`
+	// Group, for a snapshot of several definitions at one moment (rd.snapshot-multi),
+	// names every snapshot of the group, this one included: no disk of any of them takes
+	// its copy before every replica of all of them suspended, none resumes before all
+	// took theirs, and one failing fails them all. Started in one append.
+	Group []RDSnapshotRef `json:"group,omitempty"`
 }
 
 // RDSnapshotRef names one snapshot of a definition (suspended, taken, deleted).

@@ -205,6 +205,9 @@ type RDSnapshot struct {
 	// the target is deleted).
 	CloneTo string `json:"clone_to,omitempty"`
 	Cloned  bool   `json:"cloned,omitempty"`
+	// Group names every snapshot of a group snapshot (rd.snapshot-multi), this one
+	// included; empty for a snapshot of this definition alone.
+	Group []events.RDSnapshotRef `json:"group,omitempty"`
 	// Volumes are the definition's volumes (number and size) when it was started.
 	Volumes    []VolumeDefinition `json:"volumes"`
 	StartedSeq uint64             `json:"started_seq"`
@@ -590,7 +593,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 	case *events.RDSnapshotStarted:
 		t.mark(snapshotUnderWayKey(d.Resource, d.Name))
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
-			rd.Snapshots = append(rd.Snapshots, RDSnapshot{Name: d.Name, Nodes: d.Nodes, Diskless: d.Diskless, Phase: SnapshotSuspending, CloneTo: d.CloneTo,
+			rd.Snapshots = append(rd.Snapshots, RDSnapshot{Name: d.Name, Nodes: d.Nodes, Diskless: d.Diskless, Phase: SnapshotSuspending, CloneTo: d.CloneTo, Group: d.Group,
 				Volumes: slices.Clone(rd.Volumes), StartedSeq: ev.Seq, StartedAt: ev.OccurredAt})
 			slices.SortFunc(rd.Snapshots, func(a, b RDSnapshot) int { return strings.Compare(a.Name, b.Name) })
 			return nil

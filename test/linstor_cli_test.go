@@ -273,14 +273,44 @@ func TestLinstorCLISession(t *testing.T) {
 	assert.Equal(t, 404, code)
 	// linstor-csi's only way to take a snapshot, replayed as golinstor sends it
 	// (client/resource.go ResourceService.CreateSnapshots): one definition is taken as
-	// the CLI's create is; several at one moment are not served yet (501).
+	// the CLI's create is; several at one moment as a group snapshot (rd.snapshot-multi),
+	// all or none.
 	code, body = httpJSON(t, "POST", s.url("/v1/actions/snapshot/multi"), `{"snapshots":[{"name":"m1","resource_name":"r1"}]}`)
 	require.Equal(t, 201, code, body)
 	assert.Contains(t, body, "successfully created")
 	assert.Contains(t, ok("snapshot", "list"), "m1")
 	ok("snapshot", "delete", "r1", "m1")
 	code, body = httpJSON(t, "POST", s.url("/v1/actions/snapshot/multi"), `{"snapshots":[{"name":"m2","resource_name":"r1"},{"name":"m2","resource_name":"r9"}]}`)
-	assert.Equal(t, 501, code, body)
+	assert.Equal(t, 404, code, body)
+	assert.NotContains(t, ok("snapshot", "list"), "m2", "a refused group snapshot started one of its members")
+	ok("resource-group", "spawn", "rg2", "g2", "4M")
+	require.Eventually(t, func() bool {
+		var out [][]resource
+		machine(&out, "resource", "list", "-r", "g2")
+		n := 0
+		for _, r := range out[0] {
+			if len(r.Volumes) == 1 && r.Volumes[0].State.DiskState == "UpToDate" {
+				n++
+			}
+		}
+		return n == 2
+	}, 60*time.Second, 250*time.Millisecond, "g2's disks are not UpToDate")
+	code, body = httpJSON(t, "POST", s.url("/v1/actions/snapshot/multi"), `{"snapshots":[{"name":"m2","resource_name":"r1"},{"name":"m2","resource_name":"g2"}]}`)
+	require.Equal(t, 201, code, body)
+	assert.Contains(t, body, "New snapshot 'm2' of resource 'r1' successfully created.")
+	assert.Contains(t, body, "New snapshot 'm2' of resource 'g2' successfully created.")
+	code, body = httpJSON(t, "GET", s.url("/cairn/v1/resources/g2/snapshots/m2"), "")
+	require.Equal(t, 200, code, body)
+	var member struct {
+		Phase string              `json:"phase"`
+		Group []map[string]string `json:"group"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &member))
+	assert.Equal(t, "taken", member.Phase)
+	assert.Equal(t, []map[string]string{{"resource": "r1", "name": "m2"}, {"resource": "g2", "name": "m2"}}, member.Group)
+	ok("snapshot", "delete", "r1", "m2")
+	ok("snapshot", "delete", "g2", "m2")
+	ok("resource-definition", "delete", "g2")
 	assert.Contains(t, failed("snapshot", "create", "r1", "s1"), "already has a snapshot s1")
 	assert.Contains(t, failed("resource-definition", "delete", "r1"), "has snapshots (s1)")
 

@@ -59,6 +59,9 @@ type Config struct {
 	// BeforeTake, when set, is called before a snapshot's take with the take's context
 	// (its deadline is the suspension bound): tests slow a take down with it.
 	BeforeTake func(ctx context.Context, resource string)
+	// BeforeSuspend, when set, is called before a snapshot suspends a resource's I/O:
+	// tests make one definition of a group snapshot late with it.
+	BeforeSuspend func(ctx context.Context, resource string)
 	// AfterStep, when set, is called after every step with its name (backing,
 	// md-created, seeded, installed, adjusting, adjusted, removed); returning true makes
 	// the reconcile stop right there as if the process had died (tests of restarts).

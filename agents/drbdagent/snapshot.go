@@ -103,6 +103,9 @@ func (r *Reconciler) snapshots(ctx context.Context, rd string, d *drbd.Desired, 
 				}
 				st.Snapshots[o.Name] = &SnapState{Seq: o.Seq, Phase: drbd.SnapFailed, Error: why}
 			case ss == nil:
+				if r.cfg.BeforeSuspend != nil {
+					r.cfg.BeforeSuspend(ctx, rd)
+				}
 				ss = &SnapState{Seq: o.Seq, Phase: drbd.SnapSuspended, Held: true, Minors: minors, SuspendedAt: time.Now().UTC()}
 				st.Snapshots[o.Name] = ss
 				if err := save(st); err != nil { // before suspend-io: a crash after it resumes

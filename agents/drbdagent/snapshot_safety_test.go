@@ -1,6 +1,7 @@
 package drbdagent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -263,5 +264,149 @@ func upAndSuspend(t *testing.T, n *simNode, d *drbd.Desired) {
 	d.Snapshots = []drbd.SnapshotOrder{{Name: "s1", Seq: 10, Phase: drbd.SnapSuspend}}
 	if err := n.reconcile(t, d); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// writtenBlocks counts the 4 KiB blocks of a file that hold data, from the start up to
+// the first that does not: the simulated kernel writes blocks in order from block 0,
+// each with random data, so it is how many writes of one block the copy holds.
+func writtenBlocks(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ; (n+1)*4096 <= len(data); n++ {
+		if bytes.Equal(data[n*4096:(n+1)*4096], make([]byte, 4096)) {
+			break
+		}
+	}
+	return n
+}
+
+// A group snapshot (rd.snapshot-multi) is one moment across definitions (issue 29): an
+// application writes one block to r1, then one to r2, and so on (a log and its data, say),
+// so any moment holds k writes on r1 and k or k-1 on r2. The copies of a group snapshot
+// taken while it writes (r2 suspending 600 ms late on every node, one disk's take slowed
+// to 400 ms) hold such a pair, read from
+// the data itself; the same two definitions snapshotted one after the other, as the only
+// way before, hold r2 several writes ahead. Every disk of each definition holds the same
+// copy.
+func TestGroupSnapshotIsOneMomentAcrossDefinitions(t *testing.T) {
+	bound := func(c *Config) { c.SuspendBound = 5 * time.Second }
+	slow := func(c *Config) {
+		c.BeforeTake = func(ctx context.Context, rd string) {
+			select {
+			case <-time.After(400 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+	}
+	// r2 suspends 600 ms late everywhere: without the group, r1 would be suspended, taken
+	// and resumed before r2 suspends, while the application goes on writing.
+	var lateSuspend atomic.Bool
+	late := func(c *Config) {
+		c.BeforeSuspend = func(ctx context.Context, rd string) {
+			if rd == "r2" && lateSuspend.Load() {
+				select {
+				case <-time.After(600 * time.Millisecond):
+				case <-ctx.Done():
+				}
+			}
+		}
+	}
+	s, _, nodes := threeNodesWith(t, map[string][]func(*Config){"n1": {bound, late}, "n2": {bound, late}, "n3": {bound, slow, late}})
+	submit(t, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+	for _, rd := range []string{"r1", "r2"} {
+		submit(t, s, "rg.spawn", `{"resource_group":"rg3","name":"`+rd+`","size_kib":4096}`)
+		waitApplied(t, s, rd, map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var pairs atomic.Int64
+	var werr error
+	wg.Add(1)
+	go func() { // the application on n1: r1, then r2, one block each
+		defer wg.Done()
+		for ctx.Err() == nil {
+			for _, rd := range []string{"r1", "r2"} {
+				if _, err := SimWrite(ctx, nodes["n1"].exec, nodes["n1"].sim.Dir, nodes["n1"].root, rd, 1); err != nil {
+					if ctx.Err() == nil {
+						werr = err
+					}
+					return
+				}
+			}
+			pairs.Add(1)
+		}
+	}()
+	writes := func(n int64, why string) {
+		before := pairs.Load()
+		eventually(t, why, 30*time.Second, func() (bool, string) { return pairs.Load() >= before+n, "" })
+	}
+	taken := func(rd, name string) {
+		eventually(t, rd+" "+name+" taken", 60*time.Second, func() (bool, string) {
+			snap, _ := snapshotOf(t, s, rd, name)
+			return snap.Phase == projections.SnapshotTaken || snap.Phase == projections.SnapshotFailed, js(snap)
+		})
+		if snap, _ := snapshotOf(t, s, rd, name); snap.Phase != projections.SnapshotTaken {
+			t.Fatalf("%s %s: %s (%s)", rd, name, snap.Phase, snap.Reason)
+		}
+	}
+	copyOf := func(node, rd, name string) string {
+		return filepath.Join(nodes[node].root, "var/lib/cairn/thin", rd+"_00000."+name+".snap")
+	}
+	writes(3, "the application writes")
+	lateSuspend.Store(true)
+	submit(t, s, "rd.snapshot-multi", `{"snapshots":[{"resource":"r1","name":"g"},{"resource":"r2","name":"g"}]}`)
+	taken("r1", "g")
+	taken("r2", "g")
+	writes(3, "the application writes after the group snapshot")
+	lateSuspend.Store(false)
+
+	// The way before: one after the other, the application writing in between.
+	submit(t, s, "rd.snapshot", `{"resource":"r1","name":"apart"}`)
+	taken("r1", "apart")
+	writes(5, "the application writes between the two snapshots")
+	submit(t, s, "rd.snapshot", `{"resource":"r2","name":"apart"}`)
+	taken("r2", "apart")
+	stop()
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("writer: %v", werr)
+	}
+
+	for _, rd := range []string{"r1", "r2"} {
+		for _, n := range []string{"n2", "n3"} {
+			if at, err := compareData(copyOf("n1", rd, "g"), copyOf(n, rd, "g"), 4096*1024); err != nil {
+				t.Fatal(err)
+			} else if at >= 0 {
+				t.Errorf("the copies of %s/g on n1 and %s differ at byte %d", rd, n, at)
+			}
+		}
+	}
+	a, b := writtenBlocks(t, copyOf("n1", "r1", "g")), writtenBlocks(t, copyOf("n1", "r2", "g"))
+	if a < 3 || a-b < 0 || a-b > 1 {
+		t.Errorf("group snapshot: r1's copy holds %d writes, r2's %d: not one moment (want equal, or r1 one ahead)", a, b)
+	}
+	a2, b2 := writtenBlocks(t, copyOf("n1", "r1", "apart")), writtenBlocks(t, copyOf("n1", "r2", "apart"))
+	if b2-a2 < 5 {
+		t.Errorf("snapshots one after the other: r1's copy holds %d writes, r2's %d; the oracle should see r2 ahead", a2, b2)
+	}
+	t.Logf("group snapshot: r1 %d writes, r2 %d; one after the other: r1 %d, r2 %d", a, b, a2, b2)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		for _, rd := range []string{"r1", "r2"} {
+			eventually(t, n+" resumed "+rd, 10*time.Second, func() (bool, string) {
+				st, _ := lastStatus(t, s, n, rd)
+				for _, sn := range st.Snapshots {
+					if sn.Held {
+						return false, js(st.Snapshots)
+					}
+				}
+				return true, ""
+			})
+		}
 	}
 }

@@ -103,13 +103,64 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]admission.Request
 			CommandID: fmt.Sprintf("clone-done-%s-%s-%d", rd.Name, snap, s.StartedSeq)})
 	}
 	for _, s := range rd.Snapshots {
+		if len(s.Group) > 0 {
+			if s.Phase == projections.SnapshotSuspending || s.Phase == projections.SnapshotTaking {
+				reqs, err := groupProgress(v, s.Group)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, reqs...)
+			}
+			continue
+		}
 		phase, reason, ok := resources.SnapshotNext(s, statuses)
 		if !ok {
 			continue
 		}
-		body, _ := json.Marshal(resources.SnapshotProgress{Resource: rd.Name, Name: s.Name, Phase: phase, Reason: reason})
-		out = append(out, admission.Request{Verb: "rd.snapshot-progress", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
-			CommandID: fmt.Sprintf("snapshot-%s-%s-%d-%s", rd.Name, s.Name, s.StartedSeq, phase)})
+		out = append(out, progressRequest(rd.Name, s, phase, reason))
+	}
+	return out, nil
+}
+
+// progressRequest records phase of snapshot s of definition rd; the command id derives
+// from both, its start and the phase.
+func progressRequest(rd string, s projections.RDSnapshot, phase, reason string) admission.Request {
+	body, _ := json.Marshal(resources.SnapshotProgress{Resource: rd, Name: s.Name, Phase: phase, Reason: reason})
+	return admission.Request{Verb: "rd.snapshot-progress", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
+		CommandID: fmt.Sprintf("snapshot-%s-%s-%d-%s", rd, s.Name, s.StartedSeq, phase)}
+}
+
+// groupProgress returns the progress of every member of a group snapshot that the
+// group's reports call for (resources.SnapshotGroupNext): one report advances them all.
+func groupProgress(v *projections.View, group []events.RDSnapshotRef) ([]admission.Request, error) {
+	members := make([]resources.GroupMember, 0, len(group))
+	for _, ref := range group {
+		m := resources.GroupMember{Ref: ref}
+		rd, ok, err := v.ResourceDefinition(ref.Resource)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if s, has := rd.Snapshot(ref.Name); has && resources.InGroup(*s, group) {
+				m.Snapshot, m.Found = *s, true
+				if m.Statuses, err = v.ResourceStatus(ref.Resource); err != nil {
+					return nil, err
+				}
+			}
+		}
+		members = append(members, m)
+	}
+	phase, reason, ok := resources.SnapshotGroupNext(members)
+	if !ok {
+		return nil, nil
+	}
+	var out []admission.Request
+	for _, m := range members {
+		p := m.Snapshot.Phase
+		if m.Found && (phase == "take" && p == projections.SnapshotSuspending || phase == "taken" && p == projections.SnapshotTaking ||
+			phase == "failed" && (p == projections.SnapshotSuspending || p == projections.SnapshotTaking)) {
+			out = append(out, progressRequest(m.Ref.Resource, m.Snapshot, phase, reason))
+		}
 	}
 	return out, nil
 }

@@ -279,6 +279,13 @@ func Handlers(cfg Config) []decide.Handler {
 		onResource("rd.snapshot", func() any { return new(SnapshotRef) },
 			func(c any) string { return c.(*SnapshotRef).Resource },
 			func(p *resourcePlan, c any) error { return p.snapshot(c.(*SnapshotRef).Name) }),
+		{Verb: "rd.snapshot-multi", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c SnapshotMulti
+			if err := decide.DecodeBody(body, &c); err != nil {
+				return decide.Decision{}, err
+			}
+			return decideSnapshotMulti(v, names, cfg, c)
+		}},
 		onResource("rd.rollback", func() any { return new(SnapshotRollback) },
 			func(c any) string { return c.(*SnapshotRollback).Resource },
 			func(p *resourcePlan, c any) error { return p.rollback(c.(*SnapshotRollback).Snapshot) }),

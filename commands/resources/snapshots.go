@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/decide"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -25,7 +26,10 @@ import (
 // file: as LINSTOR), a disk's replica is deactivated, a node taking part is offline
 // (its agent could neither suspend nor take), or another snapshot of the definition is
 // under way (one at a time: each suspends the definition's I/O).
-func (p *resourcePlan) snapshot(name string) error {
+func (p *resourcePlan) snapshot(name string) error { return p.snapshotIn(name, nil) }
+
+// snapshotIn starts snapshot name of the definition as a member of group (nil: alone).
+func (p *resourcePlan) snapshotIn(name string, group []events.RDSnapshotRef) error {
 	if _, exists := p.rd.Snapshot(name); exists {
 		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already has a snapshot %s", p.rd.Name, name)
 	}
@@ -71,8 +75,48 @@ func (p *resourcePlan) snapshot(name string) error {
 		return cairn.Errorf(cairn.CodePreconditionFailed, "node(s) %s holding replicas of %s are offline; every replica takes part in a snapshot (the disks take copies, every replica suspends I/O)", strings.Join(offline, ", "), p.rd.Name).
 			WithDetails(map[string]any{"nodes": offline})
 	}
-	p.emit(&events.RDSnapshotStarted{Resource: p.rd.Name, Name: name, Nodes: nodes, Diskless: diskless})
+	p.emit(&events.RDSnapshotStarted{Resource: p.rd.Name, Name: name, Nodes: nodes, Diskless: diskless, Group: group})
 	return nil
+}
+
+// SnapshotMulti is the body of rd.snapshot-multi.
+type SnapshotMulti struct {
+	Snapshots []SnapshotRef `json:"snapshots"`
+}
+
+// decideSnapshotMulti starts a snapshot of every definition c names at one moment, in
+// one append: all or none (the first refusal, which names its definition, refuses the
+// lot).
+// One snapshot is rd.snapshot. Refuses invalid_argument for a definition named twice.
+func decideSnapshotMulti(v *projections.View, names events.Names, cfg Config, c SnapshotMulti) (decide.Decision, error) {
+	var group []events.RDSnapshotRef
+	seen := map[string]bool{}
+	for i, s := range c.Snapshots {
+		if seen[s.Resource] {
+			return decide.Decision{}, cairn.InvalidField(fmt.Sprintf("snapshots[%d].resource", i),
+				"resource definition %s is named twice; a group snapshot takes one snapshot of each", s.Resource)
+		}
+		seen[s.Resource] = true
+		group = append(group, events.RDSnapshotRef{Resource: s.Resource, Name: s.Name})
+	}
+	if len(group) == 1 {
+		group = nil
+	}
+	var ds []decide.Decision
+	for _, s := range c.Snapshots {
+		p, err := newResourcePlan(v, names, cfg)
+		if err == nil {
+			err = p.load(s.Resource)
+		}
+		if err == nil {
+			err = p.snapshotIn(s.Name, group)
+		}
+		ds = append(ds, p.decision())
+		if err != nil { // every refusal of rd.snapshot names its definition
+			return decide.Merge(ds...), err
+		}
+	}
+	return decide.Merge(ds...), nil
 }
 
 // deleteSnapshot removes a snapshot from every node; one under way is abandoned (its
@@ -416,4 +460,55 @@ func SnapshotNext(s projections.RDSnapshot, statuses map[string]drbd.Status) (ph
 		return "take", "", true
 	}
 	return "taken", "", true
+}
+
+// GroupMember is one snapshot of a group snapshot as SnapshotGroupNext sees it: Found
+// is false when its definition or snapshot is gone (or is another snapshot of the same
+// name, from another group); Statuses are its replicas' latest reports by node.
+type GroupMember struct {
+	Ref      events.RDSnapshotRef
+	Snapshot projections.RDSnapshot
+	Found    bool
+	Statuses map[string]drbd.Status
+}
+
+// SnapshotGroupNext is SnapshotNext for a group snapshot: the members move as one. It
+// returns the phase every member still before it is to record: "take" once every
+// member's nodes all report suspended (or it already takes), "taken" once every member's
+// nodes all report taken (or it is taken), "failed" as soon as one member failed, is
+// gone, or has a node reporting a failure. ok is false while nothing is due.
+func SnapshotGroupNext(members []GroupMember) (phase, reason string, ok bool) {
+	take, taken, suspending := true, true, false
+	for _, m := range members {
+		name := m.Ref.Resource + "/" + m.Ref.Name
+		if !m.Found {
+			return "failed", fmt.Sprintf("group snapshot: %s is gone", name), true
+		}
+		s := m.Snapshot
+		next, why, due := SnapshotNext(s, m.Statuses)
+		switch {
+		case s.Phase == projections.SnapshotFailed:
+			return "failed", fmt.Sprintf("group snapshot: %s failed: %s", name, s.Reason), true
+		case due && next == "failed":
+			return "failed", fmt.Sprintf("group snapshot: %s: %s", name, why), true
+		case s.Phase == projections.SnapshotSuspending:
+			take = take && due && next == "take"
+			taken, suspending = false, true
+		case s.Phase == projections.SnapshotTaking:
+			taken = taken && due && next == "taken"
+		}
+	}
+	switch {
+	case taken:
+		return "taken", "", true
+	case take && suspending:
+		return "take", "", true
+	}
+	return "", "", false
+}
+
+// InGroup reports whether s belongs to the group that names ref (a snapshot of the same
+// name from another group, or alone, does not).
+func InGroup(s projections.RDSnapshot, group []events.RDSnapshotRef) bool {
+	return len(s.Group) > 0 && slices.Equal(s.Group, group)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/stretchr/testify/assert"
 )
@@ -111,4 +112,48 @@ func TestCloneCleanupDue(t *testing.T) {
 	assert.Empty(t, CloneCleanupDue(zfs, func(string) (projections.ResourceDefinition, bool, map[string]drbd.Status) {
 		return projections.ResourceDefinition{}, false, nil
 	}), "a ZFS clone depends on its snapshot")
+}
+
+// SnapshotGroupNext: the members of a group snapshot move as one. No take until every
+// member's nodes are suspended, no resume until every member's are taken, and one
+// member failing (or gone) fails the others.
+func TestSnapshotGroupNext(t *testing.T) {
+	report := func(phase string) map[string]drbd.Status {
+		return map[string]drbd.Status{"n1": {Snapshots: []drbd.SnapshotStatus{{Name: "g", Seq: 7, Phase: phase, Error: "why"}}}}
+	}
+	member := func(rd, phase, reported string) GroupMember {
+		s := projections.RDSnapshot{Name: "g", Nodes: []string{"n1"}, Phase: phase, StartedSeq: 7, Reason: "n1 aborted"}
+		m := GroupMember{Ref: events.RDSnapshotRef{Resource: rd, Name: "g"}, Snapshot: s, Found: true}
+		if reported != "" {
+			m.Statuses = report(reported)
+		}
+		return m
+	}
+	gone := GroupMember{Ref: events.RDSnapshotRef{Resource: "r2", Name: "g"}}
+	const suspending, taking, taken, failed = projections.SnapshotSuspending, projections.SnapshotTaking, projections.SnapshotTaken, projections.SnapshotFailed
+	tests := []struct {
+		name    string
+		members []GroupMember
+		phase   string
+		reason  string
+	}{
+		{"one member suspended, the other not yet", []GroupMember{member("r1", suspending, drbd.SnapSuspended), member("r2", suspending, "")}, "", ""},
+		{"both suspended", []GroupMember{member("r1", suspending, drbd.SnapSuspended), member("r2", suspending, drbd.SnapSuspended)}, "take", ""},
+		{"one already takes, the other suspended", []GroupMember{member("r1", taking, drbd.SnapSuspended), member("r2", suspending, drbd.SnapSuspended)}, "take", ""},
+		{"one taken, the other still suspending", []GroupMember{member("r1", taking, drbd.SnapTaken), member("r2", suspending, drbd.SnapSuspended)}, "take", ""},
+		{"one taken, the other taking", []GroupMember{member("r1", taking, drbd.SnapTaken), member("r2", taking, drbd.SnapSuspended)}, "", ""},
+		{"both taken", []GroupMember{member("r1", taking, drbd.SnapTaken), member("r2", taking, drbd.SnapTaken)}, "taken", ""},
+		{"one recorded taken", []GroupMember{member("r1", taken, drbd.SnapTaken), member("r2", taking, drbd.SnapTaken)}, "taken", ""},
+		{"a node of one aborted", []GroupMember{member("r1", suspending, drbd.SnapSuspended), member("r2", suspending, drbd.SnapAborted)}, "failed", "group snapshot: r2/g: node n1: aborted: why"},
+		{"one member failed", []GroupMember{member("r1", taking, drbd.SnapTaken), member("r2", failed, drbd.SnapSuspended)}, "failed", "group snapshot: r2/g failed: n1 aborted"},
+		{"one member gone", []GroupMember{member("r1", suspending, drbd.SnapSuspended), gone}, "failed", "group snapshot: r2/g is gone"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			phase, reason, ok := SnapshotGroupNext(tc.members)
+			assert.Equal(t, tc.phase, phase)
+			assert.Equal(t, tc.phase != "", ok)
+			assert.Equal(t, tc.reason, reason)
+		})
+	}
 }

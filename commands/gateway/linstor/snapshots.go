@@ -149,7 +149,8 @@ func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request) {
 // snapshotMulti maps POST /v1/actions/snapshot/multi, linstor-csi's only way to take a
 // snapshot (golinstor client/resource.go ResourceService.CreateSnapshots: {"snapshots":
 // [{"name", "resource_name"}]}): one definition is taken as POST …/snapshots takes it;
-// several definitions at one moment (a group snapshot) are not served yet (501).
+// several at one moment with rd.snapshot-multi (a group snapshot: every replica of every
+// definition suspends before any disk takes its copy).
 func (a *API) snapshotMulti(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Snapshots []Snapshot `json:"snapshots"`
@@ -157,50 +158,73 @@ func (a *API) snapshotMulti(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &in) {
 		return
 	}
-	switch len(in.Snapshots) {
-	case 0:
-		writeFailure(w, opCreate, objSnapshot, cairn.InvalidField("snapshots", "snapshots must name one snapshot"))
-	case 1:
-		a.takeSnapshot(w, r, in.Snapshots[0].ResourceName, in.Snapshots[0])
-	default:
-		e := rc(maskError, opCreate, objSnapshot, codeImplError, fmt.Sprintf("Cairn does not take snapshots of %d resource definitions at one moment yet; take them one at a time", len(in.Snapshots)))
-		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
+	if len(in.Snapshots) == 0 {
+		writeFailure(w, opCreate, objSnapshot, cairn.InvalidField("snapshots", "snapshots must name at least one snapshot"))
+		return
 	}
+	a.takeSnapshots(w, r, in.Snapshots)
 }
 
 // takeSnapshot starts rd.snapshot of definition name and answers once it is taken,
 // failed, or still under way after SnapshotWait (a warning).
 func (a *API) takeSnapshot(w http.ResponseWriter, r *http.Request, name string, in Snapshot) {
-	if len(in.Nodes) > 0 {
-		writeFailure(w, opCreate, objSnapshot, cairn.InvalidField("nodes", "Cairn snapshots every disk of %s; a subset of nodes is not chosen", name))
-		return
+	in.ResourceName = name
+	a.takeSnapshots(w, r, []Snapshot{in})
+}
+
+// takeSnapshots starts the snapshots (rd.snapshot for one, rd.snapshot-multi for
+// several) and answers once every one is taken, one failed, or some are still under way
+// after SnapshotWait (a warning).
+func (a *API) takeSnapshots(w http.ResponseWriter, r *http.Request, snaps []Snapshot) {
+	var refs []map[string]string
+	for _, in := range snaps {
+		if len(in.Nodes) > 0 {
+			writeFailure(w, opCreate, objSnapshot, cairn.InvalidField("nodes", "Cairn snapshots every disk of %s; a subset of nodes is not chosen", in.ResourceName))
+			return
+		}
+		refs = append(refs, map[string]string{"resource": in.ResourceName, "name": in.Name})
 	}
-	reply, err := a.command(r, "rd.snapshot", map[string]any{"resource": name, "name": in.Name})
+	verb, body := "rd.snapshot", map[string]any{"resource": refs[0]["resource"], "name": refs[0]["name"]}
+	if len(refs) > 1 {
+		verb, body = "rd.snapshot-multi", map[string]any{"snapshots": refs}
+	}
+	reply, err := a.command(r, verb, body)
 	if err != nil {
 		writeFailure(w, opCreate, objSnapshot, err)
 		return
 	}
-	refs := map[string]string{"RscDfn": name, "SnapshotName": in.Name}
 	deadline := time.Now().Add(SnapshotWait)
 	for {
-		rd, err := a.definitionNow(name)
-		if err != nil {
-			writeFailure(w, opCreate, objSnapshot, err)
-			return
+		var rcs []ApiCallRc
+		pending := ""
+		for _, ref := range refs {
+			name, snap := ref["resource"], ref["name"]
+			rd, err := a.definitionNow(name)
+			if err != nil {
+				writeFailure(w, opCreate, objSnapshot, err)
+				return
+			}
+			s, ok := rd.Snapshot(snap)
+			switch {
+			case !ok:
+				writeFailure(w, opCreate, objSnapshot, cairn.Errorf(cairn.CodeNotFound, "snapshot %s of %s is gone", snap, name))
+				return
+			case s.Phase == projections.SnapshotFailed:
+				writeFailure(w, opCreate, objSnapshot, cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s failed: %s", snap, name, s.Reason))
+				return
+			case s.Phase == projections.SnapshotTaken:
+				rcs = append(rcs, success(opCreate, objSnapshot, fmt.Sprintf("New snapshot '%s' of resource '%s' successfully created.", snap, name),
+					map[string]string{"RscDfn": name, "SnapshotName": snap}))
+			default:
+				pending = fmt.Sprintf("snapshot %s of %s is still %s", snap, name, s.Phase)
+			}
 		}
-		s, ok := rd.Snapshot(in.Name)
 		switch {
-		case !ok:
-			writeFailure(w, opCreate, objSnapshot, cairn.Errorf(cairn.CodeNotFound, "snapshot %s of %s is gone", in.Name, name))
-			return
-		case s.Phase == projections.SnapshotTaken:
-			writeResults(w, results(success(opCreate, objSnapshot, fmt.Sprintf("New snapshot '%s' of resource '%s' successfully created.", in.Name, name), refs), reply, opCreate, objSnapshot))
-			return
-		case s.Phase == projections.SnapshotFailed:
-			writeFailure(w, opCreate, objSnapshot, cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s failed: %s", in.Name, name, s.Reason))
+		case pending == "":
+			writeResults(w, append(results(rcs[0], reply, opCreate, objSnapshot), rcs[1:]...))
 			return
 		case time.Now().After(deadline) || r.Context().Err() != nil:
-			e := rc(maskWarn, opCreate, objSnapshot, codeNoEffect, fmt.Sprintf("snapshot %s of %s is still %s after %s; see linstor snapshot list", in.Name, name, s.Phase, SnapshotWait))
+			e := rc(maskWarn, opCreate, objSnapshot, codeNoEffect, fmt.Sprintf("%s after %s; see linstor snapshot list", pending, SnapshotWait))
 			writeResults(w, []ApiCallRc{e})
 			return
 		}
