@@ -119,6 +119,15 @@ func (r *Reporter) report(ctx context.Context, spec backing.PoolSpec) {
 		r.cfg.Log.Warn().Err(err).Str("storage_pool", spec.Name).Msg("storage pool not measured")
 	} else {
 		rep.Capacity = c
+		if prov, err := volume.For(spec.Provider, spec.Pool, r.cfg.Root, r.cfg.Exec); err == nil {
+			if f, ok := prov.(*volume.File); ok {
+				if can, err := volume.CanReflink(f.Dir); err == nil {
+					rep.Reflink = &can
+				} else {
+					r.cfg.Log.Warn().Err(err).Str("storage_pool", spec.Name).Msg("reflinks not probed")
+				}
+			}
+		}
 	}
 	body, _ := json.Marshal(rep)
 	if r.cfg.Pub == nil {

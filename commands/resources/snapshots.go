@@ -38,7 +38,11 @@ func (p *resourcePlan) snapshotIn(name string, group []events.RDSnapshotRef) err
 			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is under way; one snapshot of a definition at a time", s.Name, p.rd.Name)
 		}
 	}
-	var nodes, diskless, thick, inactive, offline []string
+	var size uint64
+	for _, vd := range p.rd.Volumes {
+		size += vd.SizeKiB
+	}
+	var nodes, diskless, thick, inactive, offline, copies []string
 	for _, r := range p.rd.Replicas {
 		if r.Diskless {
 			if r.Inactive {
@@ -53,6 +57,12 @@ func (p *resourcePlan) snapshotIn(name string, group []events.RDSnapshotRef) err
 			if r.Inactive {
 				inactive = append(inactive, r.Node)
 			}
+			// Observed state, not a read to check: what the pool's file system can do.
+			if rep, ok, err := p.v.StoragePoolReport(r.Node, r.StoragePool); err != nil {
+				return err
+			} else if ok && rep.Reflink != nil && !*rep.Reflink && size > backing.FullCopySnapshotMaxKiB {
+				copies = append(copies, fmt.Sprintf("%s (pool %s)", r.Node, r.StoragePool))
+			}
 		}
 		if c, ok := p.candidate(r.Node); ok && !c.Online {
 			offline = append(offline, r.Node)
@@ -64,6 +74,10 @@ func (p *resourcePlan) snapshotIn(name string, group []events.RDSnapshotRef) err
 	case len(thick) > 0:
 		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has disks on providers without snapshots: %s (thick lvm and file volumes are not snapshotted; lvm_thin, zfs, zfs_thin and file_thin are)",
 			p.rd.Name, strings.Join(thick, ", ")).WithDetails(map[string]any{"nodes": thick})
+	case len(copies) > 0:
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has disks on file systems without reflinks: %s; a snapshot there is a full copy of %d MiB while I/O is suspended, "+
+			"and only definitions of up to %d MiB are copied within the suspension bound (put the pool on a file system with reflinks: btrfs, or XFS with reflink=1; or use lvm_thin or zfs_thin)",
+			p.rd.Name, strings.Join(copies, ", "), size/1024, backing.FullCopySnapshotMaxKiB/1024).WithDetails(map[string]any{"nodes": copies, "size_kib": size})
 	case len(inactive) > 0:
 		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is deactivated on %s; a snapshot suspends I/O of a resource that is up", p.rd.Name, strings.Join(inactive, ", "))
 	case len(offline) > 0:

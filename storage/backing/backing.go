@@ -89,4 +89,13 @@ type PoolReport struct {
 	At    time.Time `json:"at"`
 	Error string    `json:"error,omitempty"`
 	Capacity
+	// Reflink, for a file or file_thin pool, says whether its file system clones files
+	// (FICLONE): a snapshot there is instant with it, and a full copy of every byte
+	// without it. Absent for the other providers, whose snapshots are instant.
+	Reflink *bool `json:"reflink,omitempty"`
 }
+
+// FullCopySnapshotMaxKiB is the largest definition (the sum of its volumes) a snapshot
+// takes on a file pool without reflinks: its copy is a full copy, which must finish well
+// within the suspension bound (64 MiB at a conservative 100 MiB/s is 0.64 s of the 2 s).
+const FullCopySnapshotMaxKiB = 64 * 1024

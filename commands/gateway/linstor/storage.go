@@ -33,6 +33,9 @@ const (
 	// propOversubscription is LINSTOR's over-provisioning ratio of thin pools (sp.modify
 	// overprovision).
 	propOversubscription = "MaxOversubscriptionRatio"
+	// propReflink is read-only: whether the file system of a file pool clones files, as
+	// its agent found (backing.PoolReport.Reflink).
+	propReflink = "Cairn/Reflink"
 )
 
 var providerKinds = map[backing.Provider]string{backing.ProviderLVM: "LVM", backing.ProviderLVMThin: "LVM_THIN",
@@ -62,6 +65,9 @@ func storagePoolOf(sp projections.StoragePool, rep *backing.PoolReport) StorageP
 	out.TotalCapacity = int64(sp.TotalKiB()) // what the back end has where smaller
 	if sp.Thin() {
 		out.Props[propOversubscription] = strconv.FormatFloat(sp.OverprovisionRatio(), 'f', -1, 64)
+	}
+	if rep != nil && rep.Reflink != nil {
+		out.Props[propReflink] = strconv.FormatBool(*rep.Reflink) // what the agent found
 	}
 	if rep != nil && rep.Error != "" {
 		out.Reports = []ApiCallRc{rc(maskError, 0, objStorPool, codeStorPoolUnusable,
