@@ -378,3 +378,26 @@ func TestSealRefusesAnInvalidPayload(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, envs, 1)
 }
+
+// An atomic append keeps to its context's deadline (issue 29): a server that takes the
+// batch and never answers (here a subscriber where the stream was) costs the command its
+// deadline; the batch library's own wait for the first message's acknowledgement (5 s)
+// no longer comes on top.
+func TestAppendKeepsToItsDeadline(t *testing.T) {
+	js := startJS(t)
+	names := events.NewNames("")
+	store := events.NewStore(js, names)
+	ctx := context.Background()
+	require.NoError(t, js.DeleteStream(ctx, names.EventsStream()))
+	sub, err := js.Conn().SubscribeSync(names.EventFilter(""))
+	require.NoError(t, err)
+	defer sub.Unsubscribe()
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = store.Append(dctx, events.Expect{Kind: events.ExpectChecks, Checks: events.Checks{{Subject: "cairn.ev.node.n1"}}},
+		seal(t, "c1", nodeAdded("n1"), nodeAdded("n2"), nodeAdded("n3")))
+	took := time.Since(start)
+	require.Error(t, err)
+	assert.Less(t, took, 2*time.Second, "an append with a 300 ms deadline took %s", took)
+}

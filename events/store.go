@@ -129,7 +129,7 @@ func (s *Store) Append(ctx context.Context, exp Expect, envs []Envelope) ([]Raw,
 		}
 		return stored(msgs, ack.Sequence), nil
 	}
-	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
+	ack, err := PublishBatch(ctx, s.js, msgs)
 	if err != nil {
 		return nil, mapAppendError(err)
 	}
@@ -169,7 +169,7 @@ func (s *Store) AppendGroup(ctx context.Context, group []Pending) ([][]Raw, erro
 	if len(msgs) > MaxGroupMessages {
 		return nil, fmt.Errorf("events: a group of %d messages is over %d", len(msgs), MaxGroupMessages)
 	}
-	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
+	ack, err := PublishBatch(ctx, s.js, msgs)
 	if err != nil {
 		return nil, mapAppendError(err)
 	}
@@ -549,4 +549,21 @@ func (s *Store) ReadRaw(ctx context.Context, r Range, fn func(Raw) bool) error {
 		}
 	}
 	return nil
+}
+
+// PublishBatch publishes msgs as one atomic batch (jetstreamext.PublishMsgBatch) within
+// ctx's deadline: the library waits for the first message's flow-control
+// acknowledgement for the JetStream default (5 s) whatever ctx says, so that wait is
+// given what is left of the deadline (a server that takes the batch and never answers
+// costs the caller its deadline, not 5 s more: TestPublishIsBoundedInTime).
+func PublishBatch(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (*jetstreamext.BatchAck, error) {
+	var opts []jetstreamext.PublishMsgBatchOpt
+	if deadline, ok := ctx.Deadline(); ok {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+		opts = append(opts, jetstreamext.BatchFlowControl{AckFirst: true, AckTimeout: wait})
+	}
+	return jetstreamext.PublishMsgBatch(ctx, js, msgs, opts...)
 }

@@ -345,3 +345,47 @@ func (f *fixture) fold(t *testing.T) {
 	t.Helper()
 	require.NoError(t, f.db.Fold(f.names, f.evs))
 }
+
+// Every publish of desired state is bounded in time (issue 29): a server that takes a
+// batch and never acknowledges it (here a subscriber on the nodes' subjects where the
+// stream was, as a frozen stream leader does) costs a round PublishTimeout, not forever;
+// the round fails and the outbox keeps its entries for the next one.
+func TestPublishIsBoundedInTime(t *testing.T) {
+	for _, pools := range []int{1, 3} { // a plain publish, and an atomic batch
+		t.Run(fmt.Sprintf("%d message(s)", pools), func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			f.add(f.names.Event("node", "n1"), &events.NodeAdded{Name: "n1", Host: "h1", Address: "10.0.0.1", Role: events.RoleStorage})
+			for i := range pools {
+				f.add(f.names.Event("node", "n1"), &events.StoragePoolCreated{Node: "n1", Name: fmt.Sprintf("p%d", i), Provider: "file_thin", Pool: "/var/lib/cairn"})
+			}
+			f.fold(t)
+			require.NoError(t, f.js.DeleteStream(ctx, f.names.NodesStream()))
+			sub, err := f.js.Conn().SubscribeSync(f.names.NodeFilter("n1")) // takes every message, answers none
+			require.NoError(t, err)
+			defer sub.Unsubscribe()
+
+			d := &dispatch.Dispatcher{DB: f.db, JS: f.js, Names: f.names, BatchSize: 100, PublishTimeout: 300 * time.Millisecond}
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				n, err := d.Round(ctx)
+				t.Logf("round: %d messages, %v", n, err)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				took := time.Since(start)
+				require.Error(t, err)
+				assert.Less(t, took, 2*time.Second, "the round took %s", took)
+				assert.GreaterOrEqual(t, took, 300*time.Millisecond, "the round did not wait for an answer")
+			case <-time.After(10 * time.Second):
+				t.Fatal("a publish nobody acknowledges held the round for 10 s")
+			}
+			b, err := f.db.Outbox(10)
+			require.NoError(t, err)
+			defer b.View.Close()
+			assert.Len(t, b.Entries, pools, "the outbox lost entries whose publish was never acknowledged")
+		})
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 var (
@@ -395,7 +394,7 @@ func (d *Dispatcher) publish(ctx context.Context, msgs []*nats.Msg, token uint64
 		if n == 1 {
 			_, err = d.JS.PublishMsg(pctx, batch[0])
 		} else {
-			_, err = jetstreamext.PublishMsgBatch(pctx, d.JS, batch)
+			_, err = events.PublishBatch(pctx, d.JS, batch)
 		}
 		cancel()
 		if err != nil {
