@@ -207,6 +207,11 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok("rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
 	ok("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r3"}`)
 	no("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r3"}`)
+	ok("rd.create", `{"name":"r4"}`)
+	ok("rd.restore-volumes", `{"resource":"r1","snapshot":"s1","target":"r4"}`)
+	no("rd.restore-volumes", `{"resource":"r1","snapshot":"s1","target":"r4"}`) // it has them now
+	ok("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r4"}`)
+	no("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r4"}`) // it has replicas now
 	ok("rd.clone", `{"resource":"r2","target":"c2"}`)
 	no("rd.create", `{"name":"c2"}`)
 	ok("resource.deactivate", `{"resource":"r1"}`)

@@ -1,5 +1,7 @@
 package events
 
+import "github.com/cairn-io/cairn/drbd"
+
 // Snapshots of DRBD resource definitions (cairn.ev.rd.<resource>), consistent across
 // the definition's diskful replicas. A snapshot goes through phases recorded here; the
 // agents carry each phase out and report it, and the serve holding the lease records
@@ -70,6 +72,17 @@ type RDRolledBack struct {
 
 func (*RDRolledBack) EventType() string { return "rd.rolled-back" }
 
+// RDRestoreBegun: an existing, empty definition (LINSTOR's clients create the target
+// first) is being restored from snapshot From: its volumes and disks come from the
+// snapshot next (rd.restore-volumes, rd.restore into it), and disks added later get a
+// full sync, as on a definition rd.restore created.
+type RDRestoreBegun struct {
+	Resource string           `json:"resource"`
+	From     drbd.SnapshotRef `json:"from"`
+}
+
+func (*RDRestoreBegun) EventType() string { return "rd.restore-begun" }
+
 func (*RDSnapshotStarted) EventType() string   { return "rd.snapshot-started" }
 func (*RDSnapshotSuspended) EventType() string { return "rd.snapshot-suspended" }
 func (*RDSnapshotTaken) EventType() string     { return "rd.snapshot-taken" }
@@ -79,6 +92,7 @@ func (*RDSnapshotDeleted) EventType() string   { return "rd.snapshot-deleted" }
 func init() {
 	for _, t := range []Type{
 		{Name: "rd.snapshot-started", Version: 1, New: func() Payload { return new(RDSnapshotStarted) }},
+		{Name: "rd.restore-begun", Version: 1, New: func() Payload { return new(RDRestoreBegun) }},
 		{Name: "rd.snapshot-suspended", Version: 1, New: func() Payload { return new(RDSnapshotSuspended) }},
 		{Name: "rd.snapshot-taken", Version: 1, New: func() Payload { return new(RDSnapshotTaken) }},
 		{Name: "rd.snapshot-failed", Version: 1, New: func() Payload { return new(RDSnapshotFailed) }},

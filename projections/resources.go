@@ -612,6 +612,12 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			rd.RestoredFrom = &drbd.SnapshotRef{Resource: rd.Name, Snapshot: d.Name}
 			return nil
 		})
+	case *events.RDRestoreBegun:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			from := d.From
+			rd.RestoredFrom = &from
+			return nil
+		})
 	case *events.RDSnapshotDeleted:
 		if err := delIfPresent(t, snapshotUnderWayKey(d.Resource, d.Name)); err != nil {
 			return true, err

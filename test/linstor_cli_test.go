@@ -339,6 +339,34 @@ func TestLinstorCLISession(t *testing.T) {
 	ok("resource-definition", "delete", "r1c")
 	require.Eventually(t, func() bool { return !strings.Contains(ok("snapshot", "list"), "clone-r1c") }, 30*time.Second, 250*time.Millisecond,
 		"the clone's snapshot was left behind")
+	// LINSTOR's three-step restore, as linstor-csi does it (pkg/client/linstor.go
+	// VolFromSnap): the client creates the target, restores its volume definitions, then
+	// the resource on one node, and autoplaces the rest (a full sync from that one).
+	ok("resource-definition", "create", "r1r")
+	assert.Contains(t, ok("snapshot", "volume-definition", "restore", "--from-resource", "r1", "--from-snapshot", "s1", "--to-resource", "r1r"), "SUCCESS")
+	assert.Contains(t, ok("volume-definition", "list", "-r", "r1r"), "8 MiB")
+	var again []apiCallRc
+	machine(&again, "snapshot", "volume-definition", "restore", "--from-resource", "r1", "--from-snapshot", "s1", "--to-resource", "r1r")
+	require.NotEmpty(t, again)
+	assert.Equal(t, retCode(lsError, lsCreate, lsVlmDfn, 503), again[0].RetCode, "FAIL_EXISTS_VLM_DFN, which linstor-csi takes for done: %+v", again)
+	assert.Contains(t, failed("snapshot", "resource", "restore", "n9", "--from-resource", "r1", "--from-snapshot", "s1", "--to-resource", "r1r"), "holds no copy")
+	assert.Contains(t, ok("snapshot", "resource", "restore", "n1", "--from-resource", "r1", "--from-snapshot", "s1", "--to-resource", "r1r"), "SUCCESS")
+	machine(&again, "snapshot", "resource", "restore", "n2", "--from-resource", "r1", "--from-snapshot", "s1", "--to-resource", "r1r")
+	require.NotEmpty(t, again)
+	assert.Equal(t, retCode(lsError, lsCreate, lsRsc, 502), again[0].RetCode, "FAIL_EXISTS_RSC, which linstor-csi takes for done: %+v", again)
+	ok("resource", "create", "r1r", "--auto-place", "2")
+	require.Eventually(t, func() bool {
+		var out [][]resource
+		machine(&out, "resource", "list", "-r", "r1r")
+		n := 0
+		for _, r := range out[0] {
+			if len(r.Volumes) == 1 && r.Volumes[0].State.DiskState == "UpToDate" {
+				n++
+			}
+		}
+		return n == 2
+	}, 60*time.Second, 250*time.Millisecond, "the restored r1r never had two disks UpToDate")
+	ok("resource-definition", "delete", "r1r")
 	// Deleting a snapshot that is not there warns, as LINSTOR does: no error.
 	assert.Contains(t, ok("snapshot", "delete", "r1", "clone-r1c"), "not found")
 	ok("snapshot", "delete", "r1", "s1")

@@ -215,6 +215,17 @@ func Handlers(cfg Config) []decide.Handler {
 			}
 			return p.decision(), err
 		}},
+		{Verb: "rd.restore-volumes", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c SnapshotRestore
+			if err := decide.DecodeBody(body, &c); err != nil {
+				return decide.Decision{}, err
+			}
+			p, err := newResourcePlan(v, names, cfg)
+			if err == nil {
+				err = p.restoreVolumes(c)
+			}
+			return p.decision(), err
+		}},
 		{Verb: "rg.spawn", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
 			var c ResourceGroupSpawn
 			if err := decide.DecodeBody(body, &c); err != nil {

@@ -176,61 +176,78 @@ type SnapshotRestore struct {
 	Resource string `json:"resource"`
 	Snapshot string `json:"snapshot"`
 	Target   string `json:"target"`
+	// Nodes, when given, are the nodes to restore on (each holding a copy): the others
+	// are added later (autoplace) with a full sync. Default: every node holding one.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // restoreSnapshot creates definition c.Target from a taken snapshot: the source's group
 // and DRBD options, its volumes at the snapshot's sizes (new day-0 GIs), a disk on every
-// node holding the snapshot (the source's pool there), each starting as that node's copy
-// of the snapshot with restore seeds (one current UUID per volume shared by all: no
-// resync between them), and the tiebreaker rule. Refuses not_found (definition,
-// snapshot), precondition_failed (a snapshot not taken; a node gone, offline or without
-// room), and what rd.create refuses for the target name.
+// node holding the snapshot (or on c.Nodes of them; the source's pool there), each
+// starting as that node's copy of the snapshot with restore seeds (one current UUID per
+// volume shared by all: no resync between them), and the tiebreaker rule. A target that
+// exists already (LINSTOR's clients create it first) gets the disks when it has no
+// replica (prepareRestoreTarget). Refuses not_found (definition, snapshot),
+// invalid_argument naming nodes[i] (a node without a copy), already_exists (a target
+// with replicas), precondition_failed (a snapshot not taken; a node gone, offline or
+// without room), and what rd.create refuses for the target name.
 func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
-	if err := p.read(p.names.Event("rd", c.Resource)); err != nil {
-		return err
-	}
-	src, ok, err := p.v.ResourceDefinition(c.Resource)
+	src, snap, err := p.takenSnapshot(c)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Resource).About(cairn.ObjResourceDefinition)
-	}
-	snap, ok := src.Snapshot(c.Snapshot)
-	if !ok {
-		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", c.Resource, c.Snapshot)
-	}
-	if snap.Phase != projections.SnapshotTaken {
-		return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is %s; only a taken snapshot is restored", c.Snapshot, c.Resource, snap.Phase)
-	}
-	if len(snap.Nodes) == 0 {
-		return cairn.Errorf(cairn.CodePreconditionFailed, "no node holds snapshot %s of %s any more", c.Snapshot, c.Resource)
-	}
 	from := drbd.SnapshotRef{Resource: c.Resource, Snapshot: c.Snapshot}
 	p.restoring = &from
-	if err := p.createDefinition(c.Target, src.ResourceGroup, src.DRBDOptions, nil); err != nil {
+	if err := p.read(p.names.Event("rd", c.Target)); err != nil {
 		return err
 	}
-	p.rd.RestoredFrom = &from
-	for i := range p.d.Events {
-		if ev, ok := p.d.Events[i].Payload.(*events.ResourceDefinitionCreated); ok && ev.Name == c.Target {
-			ev.RestoredFrom = &from
+	if _, exists, err := p.v.ResourceDefinition(c.Target); err != nil {
+		return err
+	} else if exists {
+		// LINSTOR's way: the client created the target (and maybe its volumes, with
+		// rd.restore-volumes); the disks come into it.
+		if err := p.load(c.Target); err != nil {
+			return err
+		}
+		if err := p.prepareRestoreTarget(snap, from, true); err != nil {
+			return err
+		}
+	} else {
+		if err := p.createDefinition(c.Target, src.ResourceGroup, src.DRBDOptions, nil); err != nil {
+			return err
+		}
+		p.rd.RestoredFrom = &from
+		for i := range p.d.Events {
+			if ev, ok := p.d.Events[i].Payload.(*events.ResourceDefinitionCreated); ok && ev.Name == c.Target {
+				ev.RestoredFrom = &from
+			}
+		}
+		for _, vol := range snap.Volumes {
+			if err := p.createVolume(vol.Volume, vol.SizeKiB); err != nil {
+				return err
+			}
 		}
 	}
 	current := map[int]drbd.UUID{}
-	for _, vol := range snap.Volumes {
-		if err := p.createVolume(vol.Volume, vol.SizeKiB); err != nil {
-			return err
-		}
-		day0, _ := drbd.ParseUUID(p.rd.Volumes[len(p.rd.Volumes)-1].Day0GI)
+	for _, vol := range p.rd.Volumes {
+		day0, _ := drbd.ParseUUID(vol.Day0GI)
 		u, err := drbd.NewDay0GI(p.rand, day0)
 		if err != nil {
 			return err
 		}
 		current[vol.Volume] = u
 	}
+	nodes := snap.Nodes
+	if len(c.Nodes) > 0 {
+		for i, n := range c.Nodes {
+			if !slices.Contains(snap.Nodes, n) {
+				return cairn.InvalidField(fmt.Sprintf("nodes[%d]", i), "node %s holds no copy of snapshot %s of %s (nodes: %s)", n, c.Snapshot, c.Resource, strings.Join(snap.Nodes, ", "))
+			}
+		}
+		nodes = c.Nodes
+	}
 	p.restore = &restorePlan{from: from, current: current}
-	for _, node := range snap.Nodes {
+	for _, node := range nodes {
 		r, ok := src.Replica(node)
 		if !ok || r.Diskless {
 			return cairn.Errorf(cairn.CodePreconditionFailed, "node %s no longer holds a disk of %s with snapshot %s", node, c.Resource, c.Snapshot)
@@ -255,6 +272,85 @@ func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
 	}
 	p.restore = nil
 	return p.tiebreaker()
+}
+
+// takenSnapshot reads c's source definition and its taken snapshot. Refuses not_found
+// (definition, snapshot) and precondition_failed (not taken, on no node any more).
+func (p *resourcePlan) takenSnapshot(c SnapshotRestore) (projections.ResourceDefinition, projections.RDSnapshot, error) {
+	if err := p.read(p.names.Event("rd", c.Resource)); err != nil {
+		return projections.ResourceDefinition{}, projections.RDSnapshot{}, err
+	}
+	src, ok, err := p.v.ResourceDefinition(c.Resource)
+	if err != nil {
+		return src, projections.RDSnapshot{}, err
+	}
+	if !ok {
+		return src, projections.RDSnapshot{}, cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Resource).About(cairn.ObjResourceDefinition)
+	}
+	snap, ok := src.Snapshot(c.Snapshot)
+	if !ok {
+		return src, projections.RDSnapshot{}, cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", c.Resource, c.Snapshot)
+	}
+	if snap.Phase != projections.SnapshotTaken {
+		return src, *snap, cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s is %s; only a taken snapshot is restored", c.Snapshot, c.Resource, snap.Phase)
+	}
+	if len(snap.Nodes) == 0 {
+		return src, *snap, cairn.Errorf(cairn.CodePreconditionFailed, "no node holds snapshot %s of %s any more", c.Snapshot, c.Resource)
+	}
+	return src, *snap, nil
+}
+
+// prepareRestoreTarget makes the loaded, existing definition the target of a restore
+// from snap: it must hold no replica (already_exists: a restore goes into an empty
+// definition once), nor come from another snapshot; its volumes are created from the
+// snapshot's (rd.restore-begun first), or, when it has some already (withVolumes: a
+// second step), must be the snapshot's, number and size. Refuses already_exists for
+// volumes when !withVolumes (rd.restore-volumes done twice).
+func (p *resourcePlan) prepareRestoreTarget(snap projections.RDSnapshot, from drbd.SnapshotRef, withVolumes bool) error {
+	if len(p.rd.Replicas) > 0 {
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already has replicas; a snapshot is restored into a definition without any", p.rd.Name).About(cairn.ObjResource)
+	}
+	if rf := p.rd.RestoredFrom; rf != nil && *rf != from {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s is being restored from snapshot %s of %s, not %s of %s",
+			p.rd.Name, rf.Snapshot, rf.Resource, from.Snapshot, from.Resource)
+	}
+	if len(p.rd.Volumes) == 0 {
+		if p.rd.RestoredFrom == nil {
+			p.emit(&events.RDRestoreBegun{Resource: p.rd.Name, From: from})
+			p.rd.RestoredFrom = &from
+		}
+		for _, vol := range snap.Volumes {
+			if err := p.createVolume(vol.Volume, vol.SizeKiB); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if !withVolumes {
+		return cairn.Errorf(cairn.CodeAlreadyExists, "resource definition %s already has volume definitions", p.rd.Name).About(cairn.ObjVolumeDefinition)
+	}
+	if p.rd.RestoredFrom == nil || !slices.EqualFunc(p.rd.Volumes, snap.Volumes, func(a, b projections.VolumeDefinition) bool {
+		return a.Volume == b.Volume && a.SizeKiB == b.SizeKiB
+	}) {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has volumes of its own; restore into a definition without volumes, or after rd.restore-volumes from the same snapshot", p.rd.Name)
+	}
+	return nil
+}
+
+// restoreVolumes is LINSTOR's first restore step (snapshot-restore-volume-definition):
+// the existing, empty definition c.Target gets the snapshot's volumes and is marked as
+// restored from it; its disks come with rd.restore into it. Refuses not_found (source,
+// snapshot, target), already_exists (volumes, replicas), precondition_failed (not
+// taken, restored from another snapshot).
+func (p *resourcePlan) restoreVolumes(c SnapshotRestore) error {
+	_, snap, err := p.takenSnapshot(c)
+	if err != nil {
+		return err
+	}
+	if err := p.load(c.Target); err != nil {
+		return err
+	}
+	return p.prepareRestoreTarget(snap, drbd.SnapshotRef{Resource: c.Resource, Snapshot: c.Snapshot}, false)
 }
 
 // rollback rolls every disk of the definition back to its latest snapshot, name.

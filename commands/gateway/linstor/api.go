@@ -121,6 +121,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/snapshots/{snap}", a.deleteSnapshot)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshot-rollback/{snap}", a.rollbackSnapshot)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshot-restore-resource/{snap}", a.restoreSnapshot)
+	mux.HandleFunc("POST /v1/resource-definitions/{rd}/snapshot-restore-volume-definition/{snap}", a.restoreVolumeDefinitions)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/clone", a.cloneDefinition)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/clone/{clone}", a.cloneStatus)
 

@@ -260,9 +260,13 @@ func (a *API) rollbackSnapshot(w http.ResponseWriter, r *http.Request) {
 		fmt.Sprintf("Resource '%s' rolled back to snapshot '%s'.", name, snap), map[string]string{"RscDfn": name, "SnapshotName": snap})
 }
 
-// restoreSnapshot maps LINSTOR's snapshot-restore-resource to rd.restore: Cairn
-// creates the target definition itself with the snapshot's volumes, on every node that
-// holds the snapshot (a subset of nodes is refused).
+// restoreSnapshot maps LINSTOR's snapshot-restore-resource to rd.restore: into the
+// definition the client created (linstor-csi, the CLI), or a new one when it does not
+// exist (a Cairn shortcut); on the nodes given (each must hold a copy; the rest of the
+// placement is the client's next autoplace, which syncs them in full) or on every node
+// holding a copy. A target that already has replicas answers FAIL_EXISTS_RSC, which
+// linstor-csi takes for "a concurrent restore did it" (pkg/client/linstor.go,
+// reconcileSnapshotResources).
 func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 	name, snap := r.PathValue("rd"), r.PathValue("snap")
 	var in struct {
@@ -272,12 +276,28 @@ func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &in) {
 		return
 	}
+	body := map[string]any{"resource": name, "snapshot": snap, "target": in.ToResource}
 	if len(in.Nodes) > 0 {
-		writeFailure(w, opCreate, objRsc, cairn.InvalidField("nodes", "Cairn restores on every node that holds snapshot %s", snap))
+		body["nodes"] = in.Nodes
+	}
+	a.commit(w, r, "rd.restore", body, opCreate, objRsc,
+		fmt.Sprintf("Resource '%s' restored from snapshot '%s' of '%s'.", in.ToResource, snap, name), map[string]string{"RscDfn": in.ToResource})
+}
+
+// restoreVolumeDefinitions maps LINSTOR's snapshot-restore-volume-definition (the first
+// step of a restore into a definition the client created) to rd.restore-volumes. A
+// target that has volume definitions already answers FAIL_EXISTS_VLM_DFN, which
+// linstor-csi takes for "a concurrent restore did it" (reconcileSnapshotVolumeDefinitions).
+func (a *API) restoreVolumeDefinitions(w http.ResponseWriter, r *http.Request) {
+	name, snap := r.PathValue("rd"), r.PathValue("snap")
+	var in struct {
+		ToResource string `json:"to_resource"`
+	}
+	if !readBody(w, r, &in) {
 		return
 	}
-	a.commit(w, r, "rd.restore", map[string]any{"resource": name, "snapshot": snap, "target": in.ToResource}, opCreate, objRsc,
-		fmt.Sprintf("Resource '%s' restored from snapshot '%s' of '%s'.", in.ToResource, snap, name), map[string]string{"RscDfn": in.ToResource})
+	a.commit(w, r, "rd.restore-volumes", map[string]any{"resource": name, "snapshot": snap, "target": in.ToResource}, opCreate, objVlmDfn,
+		fmt.Sprintf("Volume definitions of '%s' restored from snapshot '%s' of '%s'.", in.ToResource, snap, name), map[string]string{"RscDfn": in.ToResource})
 }
 
 // cloneDefinition maps LINSTOR's clone to rd.clone and answers where its status is.
