@@ -77,8 +77,12 @@ func (a *Admission) Decode(req Request) (Request, decide.Handler, error) {
 	return req, h, nil
 }
 
-// validCommandID mirrors the command_id definition in schemas/defs.json, for ids that
-// arrive in the Cairn-Command-Id header.
+// ValidCommandID reports whether id is a valid command id: the command_id definition in
+// schemas/defs.json (1-100 letters, digits, '.', '_', ':' or '-', starting with a letter or
+// digit), for ids that arrive in the Cairn-Command-Id header and ids policies derive.
+func ValidCommandID(id string) bool { return len(id) <= 100 && validCommandID(id) }
+
+// validCommandID checks id's characters (ValidCommandID also its length).
 func validCommandID(id string) bool {
 	for i, r := range id {
 		switch {

@@ -251,11 +251,12 @@ func MoveRequest(m Move, actor string) (admission.Request, bool) {
 	return admission.Request{Verb: verb, Body: body, Actor: actor, CommandID: id, ForgetRefusals: true}, true
 }
 
-// commandID joins parts into a command id (a hash of them when that would be longer
-// than a command id may be).
+// commandID joins parts into a command id, or, when that would be no valid one (longer
+// than 100 characters: LINSTOR's names are up to 48 each), parts[0] and a hash of them
+// all: deterministic either way, so two serves send the same id for the same decision.
 func commandID(parts ...string) string {
 	id := strings.Join(parts, "-")
-	if len(id) <= 100 && !strings.ContainsAny(id, " /") {
+	if admission.ValidCommandID(id) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))

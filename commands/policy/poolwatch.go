@@ -3,7 +3,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"strconv"
 
 	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/pools"
@@ -29,7 +29,7 @@ func ContestFromStatus(node string, st zpool.Status) (admission.Request, bool) {
 	body, _ := json.Marshal(pools.PoolContest{Pool: st.Pool, Node: node, ForeignHostID: st.ForeignHostID,
 		ForeignHost: st.ForeignHost, Reason: reason})
 	return admission.Request{Verb: "pool.contest", Body: body, Actor: "agent:" + node,
-		CommandID: fmt.Sprintf("pool-contest-%s-%s-%d", st.Pool, node, st.GrantSeq)}, true
+		CommandID: commandID("pool-contest", st.Pool, node, strconv.FormatUint(st.GrantSeq, 10))}, true
 }
 
 // ContestPools returns the status folder's pool hook: it submits pool.contest for

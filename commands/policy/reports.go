@@ -6,7 +6,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/cairn-io/cairn/commands/admission"
@@ -34,7 +34,7 @@ func CapacityFromReport(v *projections.View, rep backing.PoolReport) (admission.
 	}
 	body, _ := json.Marshal(events.StoragePoolCapacityReported{Node: rep.Node, Name: rep.Name, TotalKiB: rep.TotalKiB, FreeKiB: rep.FreeKiB, At: rep.At})
 	return admission.Request{Verb: "sp.capacity-report", Body: body, Actor: "agent:" + rep.Node,
-		CommandID: fmt.Sprintf("sp-capacity-%s-%s-%d", events.Token(rep.Node), rep.Name, rep.At.UnixNano())}, true, nil
+		CommandID: commandID("sp-capacity", events.Token(rep.Node), rep.Name, strconv.FormatInt(rep.At.UnixNano(), 10))}, true, nil
 }
 
 // RecordCapacity returns the status folder's storage-pool hook: while this serve holds
@@ -84,7 +84,7 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]admission.Request
 	for _, c := range resources.ClonesDue(rd, exists) {
 		body, _ := json.Marshal(c)
 		out = append(out, admission.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
-			CommandID: fmt.Sprintf("clone-%s-%s-%s", c.Resource, c.Snapshot, c.Target)})
+			CommandID: commandID("clone", c.Resource, c.Snapshot, c.Target)})
 	}
 	// A clone's snapshot goes once its target's disks were made from it (LINSTOR's clone
 	// leaves none behind; every CSI clone would otherwise leak one).
@@ -100,7 +100,7 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]admission.Request
 		s, _ := rd.Snapshot(snap)
 		body, _ := json.Marshal(map[string]string{"resource": rd.Name, "name": snap})
 		out = append(out, admission.Request{Verb: "rd.snapshot-delete", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
-			CommandID: fmt.Sprintf("clone-done-%s-%s-%d", rd.Name, snap, s.StartedSeq)})
+			CommandID: commandID("clone-done", rd.Name, snap, strconv.FormatUint(s.StartedSeq, 10))})
 	}
 	for _, s := range rd.Snapshots {
 		if len(s.Group) > 0 {
@@ -127,7 +127,7 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]admission.Request
 func progressRequest(rd string, s projections.RDSnapshot, phase, reason string) admission.Request {
 	body, _ := json.Marshal(resources.SnapshotProgress{Resource: rd, Name: s.Name, Phase: phase, Reason: reason})
 	return admission.Request{Verb: "rd.snapshot-progress", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
-		CommandID: fmt.Sprintf("snapshot-%s-%s-%d-%s", rd, s.Name, s.StartedSeq, phase)}
+		CommandID: commandID("snapshot", rd, s.Name, strconv.FormatUint(s.StartedSeq, 10), phase)}
 }
 
 // groupProgress returns the progress of every member of a group snapshot that the

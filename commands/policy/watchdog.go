@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -176,7 +177,7 @@ func (w *Watchdog) check(ctx context.Context) {
 		body, _ := json.Marshal(nodes.NodeSetState{Name: c.Node, State: c.State, Reason: c.Reason})
 		reply := w.adm.Submit(ctx, admission.Request{
 			Verb: "node.set-state", Body: body, Actor: "watchdog",
-			CommandID: fmt.Sprintf("watchdog-%s-%d-%s", c.Node, c.StatusSeq, c.State),
+			CommandID: commandID("watchdog", c.Node, strconv.FormatUint(c.StatusSeq, 10), c.State),
 		})
 		if !reply.OK {
 			w.log.Warn().Str("node", c.Node).Str("code", reply.Error.Code).Msg("watchdog: node.set-state refused")
