@@ -1,12 +1,14 @@
 package linstor
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/resources"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -184,6 +186,11 @@ func (a *API) takeSnapshots(w http.ResponseWriter, r *http.Request, snaps []Snap
 		}
 		refs = append(refs, map[string]string{"resource": in.ResourceName, "name": in.Name})
 	}
+	// linstor-csi snapshots a volume right after creating it: a replica whose agent is
+	// still bringing the resource up suspends only once it is up, while the others wait
+	// suspended, and the snapshot fails at the suspension bound. Wait (up to half of
+	// SnapshotWait) until every replica reports its desired state carried out.
+	a.waitReplicasUp(r.Context(), refs, time.Now().Add(SnapshotWait/2))
 	verb, body := "rd.snapshot", map[string]any{"resource": refs[0]["resource"], "name": refs[0]["name"]}
 	if len(refs) > 1 {
 		verb, body = "rd.snapshot-multi", map[string]any{"snapshots": refs}
@@ -258,6 +265,37 @@ func (a *API) rollbackSnapshot(w http.ResponseWriter, r *http.Request) {
 	name, snap := r.PathValue("rd"), r.PathValue("snap")
 	a.commit(w, r, "rd.rollback", map[string]any{"resource": name, "snapshot": snap}, opModify, objSnapshot,
 		fmt.Sprintf("Resource '%s' rolled back to snapshot '%s'.", name, snap), map[string]string{"RscDfn": name, "SnapshotName": snap})
+}
+
+// waitReplicasUp waits until every active replica of the definitions refs name reports
+// its desired state carried out (drbd.PhaseApplied), until deadline or ctx ends; either
+// way the caller goes on (admission decides).
+func (a *API) waitReplicasUp(ctx context.Context, refs []map[string]string, deadline time.Time) {
+	up := func(v *projections.View) bool {
+		for _, ref := range refs {
+			rd, ok, err := v.ResourceDefinition(ref["resource"])
+			if err != nil || !ok {
+				return true // admission answers for it
+			}
+			statuses, err := v.ResourceStatus(rd.Name)
+			if err != nil {
+				return true
+			}
+			for _, rep := range rd.Replicas {
+				if st, ok := statuses[rep.Node]; !rep.Inactive && (!ok || st.Phase != drbd.PhaseApplied) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ready := true
+		if err := a.read(func(v *projections.View) error { ready = up(v); return nil }); err != nil || ready {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // restoreSnapshot maps LINSTOR's snapshot-restore-resource to rd.restore: into the
