@@ -367,6 +367,18 @@ func TestModifyIsAPatch(t *testing.T) {
 	refused(t, s, "rd.modify", `{"name":"r1","drbd_options":{"protocol":"X"}}`, cairn.CodeInvalidArgument, "protocol")
 	refused(t, s, "rd.modify", `{"name":"r1"}`, cairn.CodeInvalidArgument, "")
 	refused(t, s, "rd.modify", `{"name":"ghost","unset":["protocol"]}`, cairn.CodeNotFound, "ghost")
+	// An extra option that duplicates a typed one is refused at the door, naming the
+	// field (it was accepted, and every agent's render of r1 then failed for good).
+	for _, c := range [][2]string{
+		{"rd.modify", `{"name":"r1","drbd_options":{"extra":{"DrbdOptions/Net/max-buffers":"8000"}}}`},
+		{"rd.create", `{"name":"r2","drbd_options":{"extra":{"DrbdOptions/Net/max-buffers":"8000"}}}`},
+		{"rg.create", `{"name":"g2","place_count":2,"drbd_options":{"extra":{"DrbdOptions/Net/max-buffers":"8000"}}}`},
+		{"controller.modify", `{"drbd_options":{"extra":{"DrbdOptions/Net/max-buffers":"8000"}}}`},
+	} {
+		refused(t, s, c[0], c[1], cairn.CodeInvalidArgument, "duplicates the typed option max_buffers")
+		r := servertest.Submit(s, c[0], c[1])
+		assert.Equal(t, "drbd_options.extra[DrbdOptions/Net/max-buffers]", r.Error.Field, c[0])
+	}
 }
 
 // TestDeleteDefinition: rd.delete takes a definition away with its replicas (diskless

@@ -579,6 +579,12 @@ func (s *Sim) Resize(ctx context.Context, r Resource, vol int) error {
 		return nil // some diskful replica's backing has not grown yet
 	}
 	s.Log.Info().Str("resource", d.Resource).Int("volume", vol).Uint64("from_kib", own.SizeKiB).Uint64("to_kib", size).Msg("sim: device grown")
+	// DRBD resyncs the space a grow adds (unless told --assume-clean, which Cairn never
+	// is): what a backing device held there before (zeros, or internal metadata that
+	// moved to the new end) is made the same on every disk, from one of them.
+	if err := syncGrown(append([]*simReg{reg}, peers...), vol, int64(own.SizeKiB)*1024, int64(size)*1024); err != nil {
+		return err
+	}
 	own.SizeKiB = size
 	for _, peer := range peers {
 		peer.Volumes[vol].SizeKiB = size
@@ -591,6 +597,23 @@ func (s *Sim) Resize(ctx context.Context, r Resource, vol int) error {
 	}
 	for _, peer := range peers {
 		notify(s.Dir, peer.Node, d.Resource)
+	}
+	return nil
+}
+
+// syncGrown copies [from, to) of volume vol from the first disk of regs to the others:
+// the resync of the space a grow added.
+func syncGrown(regs []*simReg, vol int, from, to int64) error {
+	var disks []string
+	for _, r := range regs {
+		if v := r.Volumes[vol]; !r.Diskless && v != nil && v.Disk != "" {
+			disks = append(disks, v.Disk)
+		}
+	}
+	for _, dst := range disks[min(1, len(disks)):] {
+		if err := copyRange(disks[0], dst, from, to); err != nil {
+			return fmt.Errorf("sim: resync of the grown space: %w", err)
+		}
 	}
 	return nil
 }

@@ -126,6 +126,24 @@ func copyData(src, dst string, n int64) error {
 	})
 }
 
+// copyRange makes bytes [from, to) of dst those of src.
+func copyRange(src, dst string, from, to int64) error {
+	fs, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	fd, err := os.OpenFile(dst, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.NewOffsetWriter(fd, from), io.NewSectionReader(fs, from, to-from)); err != nil {
+		fd.Close()
+		return err
+	}
+	return fd.Close()
+}
+
 // writeData writes data at off into every file of paths.
 func writeData(paths []string, off int64, data []byte) error {
 	for _, p := range paths {

@@ -99,7 +99,7 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 		t.Errorf("r2's desired state on n1 does not name the snapshot it starts from: %+v", rd2)
 	}
 	refusedCmd(t, s, "rd.restore", `{"resource":"r1","snapshot":"nope","target":"r3"}`, "has no snapshot nope")
-	refusedCmd(t, s, "rd.restore", `{"resource":"r1","snapshot":"s1","target":"r2"}`, "already exists")
+	refusedCmd(t, s, "rd.restore", `{"resource":"r1","snapshot":"s1","target":"r2"}`, "already has replicas")
 	submit(t, s, "rd.delete", `{"name":"r2"}`)
 	refusedCmd(t, s, "rd.delete", `{"name":"r1"}`, "has snapshots (s1)")
 

@@ -8,8 +8,10 @@ package decide
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 )
@@ -33,10 +35,55 @@ type Handler struct {
 	Decide func(v *projections.View, names events.Names, body []byte) (Decision, error)
 }
 
-// DecodeBody decodes a schema-valid body into v; an error is invalid_argument.
+// DecodeBody decodes a schema-valid body into v; an error is invalid_argument. DRBD
+// options in v (a top-level field of type drbd.Options) must be valid (drbd.Options
+// Validate: what the JSON Schema cannot say, such as an extra option that duplicates a
+// typed one): accepted, they would make every agent's render of the resource fail.
 func DecodeBody(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
 		return cairn.InvalidField("", "body: %v", err)
+	}
+	return validOptions(v)
+}
+
+var optionsType = reflect.TypeFor[drbd.Options]()
+
+// validOptions validates every top-level drbd.Options field of the struct v points to
+// (in embedded structs too), naming the field by its JSON name (drbd_options.extra[…]).
+func validOptions(v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	return validOptionsIn(rv.Elem())
+}
+
+// validOptionsIn is validOptions on a struct value, embedded structs included.
+func validOptionsIn(rv reflect.Value) error {
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			if err := validOptionsIn(rv.Field(i)); err != nil {
+				return err
+			}
+			continue
+		}
+		if f.Type != optionsType || !f.IsExported() {
+			continue
+		}
+		err := rv.Field(i).Interface().(drbd.Options).Validate()
+		if err == nil {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		e := cairn.AsError(err)
+		field := strings.Replace(e.Field, "options", name, 1)
+		msg := e.Message
+		if joined, ok := err.(interface{ Unwrap() []error }); ok && len(joined.Unwrap()) > 0 {
+			first := cairn.AsError(joined.Unwrap()[0])
+			field, msg = strings.Replace(first.Field, "options", name, 1), first.Message
+		}
+		return cairn.InvalidField(field, "%s", msg)
 	}
 	return nil
 }
