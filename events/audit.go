@@ -3,7 +3,10 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Match selects events by envelope fields; empty fields match everything.
@@ -76,4 +79,55 @@ type auditEnvelope struct {
 
 func (m Match) matches(typ, actor, commandID string) bool {
 	return (m.Type == "" || typ == m.Type) && (m.Actor == "" || actor == m.Actor) && (m.CommandID == "" || commandID == m.CommandID)
+}
+
+// Follow calls fn with every event matching m on subject filter (wildcards allowed; ""
+// every event) from sequence from on, in stream order, as the stream has them and then
+// as they are stored, until ctx ends or fn returns an error (which Follow returns). It
+// reads through an ordered consumer, which JetStream recreates at the next sequence
+// after any interruption: no event is skipped and none comes twice.
+func (s *Store) Follow(ctx context.Context, subject string, from uint64, m Match, fn func(Record) error) error {
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1),
+		InactiveThreshold: time.Minute}
+	if subject != "" && subject != s.names.EventFilter("") {
+		cfg.FilterSubjects = []string{subject}
+	}
+	cons, err := s.js.OrderedConsumer(ctx, s.names.EventsStream(), cfg)
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", s.names.EventsStream(), err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		raw := Raw{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Stored: meta.Timestamp, Data: msg.Data(), MidBatch: MidBatch(msg.Headers())}
+		rec := Record{Seq: raw.Seq, Stored: raw.Stored}
+		ev, derr := DecodeStored(raw)
+		rec.Envelope = ev.Envelope
+		if derr != nil {
+			rec.Invalid = derr.Error()
+			if rec.Subject == "" {
+				rec.Subject = raw.Subject
+			}
+		}
+		if !m.matches(rec.Type, rec.Actor, rec.CommandID) {
+			continue
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
 }

@@ -42,6 +42,9 @@ type Gateway struct {
 	// Refusals lists the commands this serve refused lately (admission.Admission.
 	// RecentRefusals); nil: none.
 	Refusals func() []admission.Refusal
+	// StreamBuffer is how many events a subscriber of GET /cairn/v1/events/stream may be
+	// behind before it is cut off (DefaultStreamBuffer).
+	StreamBuffer int
 }
 
 // Handler returns the routes.
@@ -89,6 +92,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /cairn/v1/pools", g.listPools)
 	mux.HandleFunc("GET /cairn/v1/pools/{name}", g.getPool)
 	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)
+	mux.HandleFunc("GET /cairn/v1/events/stream", g.streamEvents)
 	mux.HandleFunc("GET /cairn/v1/views/digest", g.digest)
 	mux.HandleFunc("POST /cairn/v1/commands/{verb}", g.postCommand)
 	mux.HandleFunc("GET /cairn/v1/tokens", g.listTokens)

@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/test/testtools"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// stalledWriter is a client that stops reading: every write blocks until released.
+type stalledWriter struct {
+	mu       sync.Mutex
+	header   http.Header
+	body     strings.Builder
+	released chan struct{}
+	writes   int
+}
+
+func (s *stalledWriter) Header() http.Header { return s.header }
+func (s *stalledWriter) WriteHeader(int)     {}
+func (s *stalledWriter) Flush()              {}
+func (s *stalledWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.writes++
+	first := s.writes <= 2 // the opening comment and the first event go out
+	s.mu.Unlock()
+	if !first {
+		<-s.released
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.body.WriteString(string(p))
+}
+
+// A subscriber that stops reading is cut off once it is StreamBuffer events behind: the
+// stream's reader stops (its memory is bounded by the buffer, whatever comes after), and
+// the subscriber is told where to resume once it reads again.
+func TestASlowSubscriberIsCutOff(t *testing.T) {
+	js := testtools.JetStream(t)
+	names := events.NewNames("")
+	ctx := context.Background()
+	require.NoError(t, events.EnsureStreams(ctx, js, names, events.StreamOptions{}))
+	store := events.NewStore(js, names)
+	for i := range 20 {
+		envs, err := events.Seal(events.Meta{CommandID: fmt.Sprint("c", i), Actor: "test", OccurredAt: time.Now()},
+			[]events.Draft{{Subject: names.Event("node", fmt.Sprint("n", i)), Payload: &events.NodeAdded{Name: fmt.Sprint("n", i), Host: "h", Address: "10.0.0.1", Role: "storage"}}})
+		require.NoError(t, err)
+		_, err = store.Append(ctx, events.Expect{Kind: events.ExpectSubject}, envs)
+		require.NoError(t, err)
+	}
+	g := &Gateway{Store: store, StreamBuffer: 4}
+	w := &stalledWriter{header: http.Header{}, released: make(chan struct{})}
+	r := httptest.NewRequest(http.MethodGet, "/cairn/v1/events/stream?from_seq=1", nil)
+	done := make(chan struct{})
+	go func() { defer close(done); g.streamEvents(w, r) }()
+	time.Sleep(500 * time.Millisecond) // the reader fills the buffer and stops
+	close(w.released)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream of a slow subscriber was never cut off")
+	}
+	out := w.body.String()
+	assert.Contains(t, out, "event: error")
+	assert.Contains(t, out, "fell 4 events behind and was cut off; reconnect with Last-Event-ID:")
+	assert.Less(t, strings.Count(out, "event: node.added"), 20, "every event went out: nothing was cut")
+	assert.GreaterOrEqual(t, strings.Count(out, "event: node.added"), 2)
+}
