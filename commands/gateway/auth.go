@@ -78,6 +78,9 @@ func requiredRole(r *http.Request) string {
 	switch {
 	case r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/health":
 		return ""
+	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")):
+		return "" // the dashboard's files: every call they make carries the token
+
 	case strings.HasPrefix(r.URL.Path, "/cairn/v1/commands/token.") || strings.HasPrefix(r.URL.Path, "/cairn/v1/tokens") ||
 		strings.HasPrefix(r.URL.Path, "/v1/controller/auth"):
 		return events.RoleAdmin

@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/gateway/linstor"
+	"github.com/cairn-io/cairn/commands/gateway/ui"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/nats-io/nats.go"
@@ -96,6 +97,9 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /cairn/v1/views/digest", g.digest)
 	mux.HandleFunc("POST /cairn/v1/commands/{verb}", g.postCommand)
 	mux.HandleFunc("GET /cairn/v1/tokens", g.listTokens)
+	mux.HandleFunc("GET /cairn/v1/whoami", g.whoami)
+	mux.Handle("GET /ui/", ui.Handler())
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Refusals: g.Refusals, Actor: func(r *http.Request) string {
 		return actorOf(r, "linstor:"+r.RemoteAddr)
 	}}).Register(mux)
@@ -138,4 +142,16 @@ func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
 		}
 	}
 	return out
+}
+
+// whoami answers who the request's token is: {"authenticated": true, "name", "role"};
+// without authentication (a loopback serve without --http-auth) every caller may do
+// everything: {"authenticated": false, "role": "admin"}. The dashboard shows command
+// buttons by it.
+func (g *Gateway) whoami(w http.ResponseWriter, r *http.Request) {
+	if p, ok := PrincipalOf(r); ok {
+		writeJSON(w, http.StatusOK, map[string]any{"authenticated": true, "name": p.Name, "role": p.Role})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"authenticated": false, "role": events.RoleAdmin})
 }

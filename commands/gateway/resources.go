@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/drbd"
@@ -37,7 +38,22 @@ func listPage(g *Gateway, w http.ResponseWriter, r *http.Request, list, key stri
 	g.withView(w, func(v *projections.View) (any, error) {
 		// The items as the views hold them (their JSON is the list's item), not
 		// decoded and encoded again.
-		p, err := projections.PagesRaw(v, list, after, limit)
+		// ?prefix= keeps the names that start with it (a search at any size: the page
+		// is read from the prefix's first key, never the whole list).
+		prefix := r.URL.Query().Get("prefix")
+		if prefix != "" {
+			if after != "" && !strings.HasPrefix(after, prefix) {
+				if after > prefix {
+					return map[string]any{"seq": v.Seq(), key: []json.RawMessage{}}, nil
+				}
+				after = ""
+			}
+			after = strings.TrimPrefix(after, prefix)
+		}
+		p, err := projections.PagesRaw(v, list+prefix, after, limit)
+		if p.Next != "" {
+			p.Next = prefix + p.Next
+		}
 		items := make([]json.RawMessage, len(p.Items))
 		for i, raw := range p.Items {
 			items[i] = raw

@@ -1,0 +1,285 @@
+// Cairn's dashboard: reads /cairn/v1/*, follows the event stream, sends ordinary
+// commands. Every value from the API goes into the page as text (never as HTML).
+"use strict";
+
+const state = { token: sessionStorage.getItem("cairn-token") || "", who: null, page: "overview", lastEventID: "", refresh: null, history: [] };
+
+// h builds an element: h("td", {class: "x"}, "text", child, …).
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function table(headers, rows, attrs) {
+  return h("table", attrs || {}, h("thead", {}, h("tr", {}, headers.map(x => h("th", {}, x)))), h("tbody", {}, rows));
+}
+
+async function api(path, opts) {
+  opts = opts || {};
+  const headers = Object.assign({}, opts.headers || {});
+  if (state.token) headers["Authorization"] = "Bearer " + state.token;
+  const resp = await fetch(path, Object.assign({}, opts, { headers }));
+  if (resp.status === 401) { showLogin("sign in with a token"); throw new Error("unauthenticated"); }
+  const body = await resp.json().catch(() => ({}));
+  if (!resp.ok) {
+    const msg = (body.error && body.error.message) || resp.statusText;
+    throw new Error(msg);
+  }
+  return body;
+}
+
+function showLogin(msg) {
+  document.getElementById("login").hidden = false;
+  document.getElementById("login-error").textContent = msg || "";
+}
+
+document.getElementById("login-form").addEventListener("submit", async ev => {
+  ev.preventDefault();
+  state.token = document.getElementById("token").value.trim();
+  sessionStorage.setItem("cairn-token", state.token);
+  try {
+    await whoami();
+    document.getElementById("login").hidden = true;
+    follow();
+    render();
+  } catch (e) {
+    showLogin(e.message);
+  }
+});
+
+async function whoami() {
+  state.who = await api("/cairn/v1/whoami");
+  const who = document.getElementById("who");
+  who.textContent = state.who.authenticated ? `${state.who.name} (${state.who.role})` : "no sign-in (loopback)";
+  who.dataset.role = state.who.role;
+}
+
+// mayCommand: command buttons only for a token that may send commands.
+function mayCommand() { return state.who && (state.who.role === "operator" || state.who.role === "admin"); }
+
+async function command(verb, body) {
+  try {
+    const r = await api("/cairn/v1/commands/" + verb, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    flash(`${verb}: ${r.ok ? "accepted" : "refused"}` + (r.warnings ? " — " + r.warnings.join("; ") : ""));
+  } catch (e) {
+    flash(`${verb} refused: ${e.message}`, true);
+  }
+  scheduleRefresh();
+}
+
+function flash(msg, bad) {
+  const f = document.getElementById("flash");
+  f.textContent = msg;
+  f.className = bad ? "error" : "ok";
+}
+
+function age(ts) {
+  if (!ts) return "";
+  const s = Math.max(0, (Date.now() - Date.parse(ts)) / 1000);
+  if (s < 120) return `${Math.round(s)} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  return `${Math.round(s / 3600)} h`;
+}
+
+function nodeFlags(n) {
+  const flags = [];
+  const props = (n.spec && n.spec.properties) || {};
+  if (props.AutoplaceTarget === "false") flags.push("cordoned");
+  if (n.spec && n.spec.maintenance) flags.push(n.spec.maintenance.toLowerCase());
+  return flags;
+}
+
+// Pages.
+
+async function overview(main) {
+  const [health, nodes, domains, leader, res] = await Promise.all([
+    api("/cairn/v1/health"), api("/cairn/v1/nodes"), api("/cairn/v1/domains"),
+    api("/cairn/v1/leader").catch(() => null), api("/cairn/v1/resources?limit=1000")]);
+  const hl = health.health || {};
+  main.append(h("section", { class: "card", id: "health" }, h("h2", {}, "Cluster health"),
+    h("p", {}, h("span", { class: hl.status === "ok" ? "ok" : "bad", id: "health-status" }, hl.status || "unknown"),
+      hl.budget !== undefined ? ` — failure budget ${hl.budget_used}/${hl.budget}` : "",
+      leader && leader.holder ? ` — side effects run by ${leader.holder}` : ""),
+    (hl.reasons || []).length ? h("ul", {}, hl.reasons.map(r => h("li", {}, typeof r === "string" ? r : JSON.stringify(r)))) : null));
+
+  const domainCards = (domains.domains || []).map(d => h("div", { class: "domain", "data-domain": d.label },
+    h("div", {}, d.label), h("div", { class: "hosts" }, (d.hosts || []).length), h("div", {}, "hosts: " + (d.hosts || []).join(", "))));
+  main.append(h("section", { class: "card" }, h("h2", {}, "Failure domains"),
+    domains.failure_domains ? h("p", { id: "domain-verdict", class: domains.verdict === "balanced" ? "ok" : "warn" }, domains.verdict || "") : h("p", {}, "failure domains are off"),
+    h("div", { class: "domains" }, domainCards)));
+
+  const rows = (nodes.nodes || []).map(n => {
+    const st = n.status || {};
+    const actions = [];
+    if (mayCommand()) {
+      actions.push(h("button", { "data-action": "cordon", onclick: () => command("node.modify", { name: n.name, properties: { AutoplaceTarget: "false" } }) }, "Cordon"));
+      actions.push(h("button", { "data-action": "evacuate", onclick: () => { if (confirm(`Evacuate ${n.name}?`)) command("node.evacuate", { name: n.name }); } }, "Evacuate"));
+      actions.push(h("button", { "data-action": "restore", onclick: () => command("node.restore", { name: n.name }) }, "Restore"));
+    }
+    return h("tr", { "data-node": n.name }, h("td", {}, n.name), h("td", {}, n.spec.host), h("td", {}, n.spec.failure_domain || ""),
+      h("td", { class: "state-" + st.state }, st.state || ""), h("td", {}, age(st.since)),
+      h("td", {}, nodeFlags(n).map(f => h("span", { class: "flag" }, f))), h("td", {}, actions));
+  });
+  main.append(h("section", { class: "card" }, h("h2", {}, `Nodes (${rows.length})`),
+    table(["Node", "Host", "Domain", "State", "For", "Flags", ""], rows, { id: "nodes" })));
+
+  const names = (res.resources || []).map(r => r.name);
+  main.append(h("section", { class: "card" }, h("h2", {}, `Resources (${names.length}${res.next ? "+" : ""})`),
+    h("p", { id: "resource-names" }, names.slice(0, 200).join(", "))));
+}
+
+function replicaCell(rep) {
+  const o = rep.observed || {};
+  const disk = rep.diskless ? (rep.tiebreaker ? "tiebreaker" : "diskless") : ((o.volumes || []).map(v => v.disk_state).join(",") || "unknown");
+  let sync = null;
+  for (const p of o.peers || []) {
+    for (const v of p.volumes || []) {
+      if (v.out_of_sync_kib > 0) {
+        const total = (rep.volume_size_kib || v.out_of_sync_kib) || 1;
+        const done = Math.max(0, Math.min(100, 100 - 100 * v.out_of_sync_kib / total));
+        const fill = h("span", {});
+        fill.style.width = `${done}%`; // a property, not a style attribute: the page's CSP allows no inline styles
+        sync = h("span", { class: "sync" }, h("span", { class: "bar" }, fill), ` ${v.out_of_sync_kib} KiB to ${p.node}`);
+      }
+    }
+  }
+  const conns = (o.peers || []).map(p => `${p.node}:${p.connection}`).join(" ");
+  return h("div", { "data-replica": rep.node }, h("b", {}, rep.node), " ", h("span", { class: disk }, disk), conns ? h("small", {}, " " + conns) : null, sync);
+}
+
+async function resources(main) {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const prefix = params.get("prefix") || "";
+  const after = params.get("after") || "";
+  const search = h("input", { id: "search", placeholder: "name starts with…", value: prefix });
+  search.addEventListener("keydown", ev => { if (ev.key === "Enter") location.hash = "#/resources?prefix=" + encodeURIComponent(search.value); });
+  const list = await api(`/cairn/v1/resources?limit=50&prefix=${encodeURIComponent(prefix)}&after=${encodeURIComponent(after)}`);
+  const views = await Promise.all((list.resources || []).map(r => api("/cairn/v1/resources/" + encodeURIComponent(r.name)).catch(() => r)));
+  const rows = views.map(rv => {
+    const size = (rv.volumes || []).reduce((a, v) => a + v.size_kib, 0);
+    for (const rep of rv.replicas || []) rep.volume_size_kib = size;
+    const snap = mayCommand() ? h("button", { "data-action": "snapshot", onclick: () => {
+      const name = prompt("Snapshot name", "snap-" + new Date().toISOString().slice(0, 19).replace(/[-:T]/g, ""));
+      if (name) command("rd.snapshot", { resource: rv.name, name });
+    } }, "Snapshot") : null;
+    return h("tr", { "data-resource": rv.name }, h("td", {}, rv.name), h("td", {}, rv.resource_group || ""),
+      h("td", {}, `${size} KiB`), h("td", { class: rv.degraded ? "bad" : "ok" }, `${rv.up_to_date || 0}/${rv.place_count || "?"}`),
+      h("td", {}, (rv.replicas || []).map(replicaCell)), h("td", {}, (rv.snapshots || []).map(s => h("div", {}, `${s.name} (${s.phase})`))), h("td", {}, snap));
+  });
+  main.append(h("section", { class: "card" }, h("h2", {}, "Resources"), h("div", { class: "filters" }, search,
+    list.next ? h("a", { href: `#/resources?prefix=${encodeURIComponent(prefix)}&after=${encodeURIComponent(list.next)}`, id: "next-page" }, "next page") : null),
+    table(["Name", "Group", "Size", "UpToDate", "Replicas", "Snapshots", ""], rows, { id: "resources" })));
+}
+
+async function pools(main) {
+  const [pools, sps] = await Promise.all([api("/cairn/v1/pools"), api("/cairn/v1/storage-pools")]);
+  const prow = (pools.pools || []).map(p => h("tr", { "data-pool": p.name }, h("td", {}, p.name), h("td", {}, p.owner || "—"),
+    h("td", { class: p.contested ? "bad" : "ok" }, p.contested ? "contested: " + (p.contest_reason || "") : "ok"), h("td", {}, (p.nodes || []).join(", "))));
+  main.append(h("section", { class: "card" }, h("h2", {}, "Shared pools"), table(["Pool", "Owner", "MMP", "Nodes"], prow, { id: "pools" })));
+  const srow = (sps.storage_pools || []).map(sp => h("tr", {}, h("td", {}, sp.node), h("td", {}, sp.name), h("td", {}, sp.provider), h("td", {}, sp.pool),
+    h("td", {}, sp.capacity_kib ? `${sp.capacity_kib} KiB` : "")));
+  main.append(h("section", { class: "card" }, h("h2", {}, "Storage pools"), table(["Node", "Name", "Provider", "Pool", "Capacity"], srow)));
+}
+
+async function policies(main) {
+  const p = await api("/cairn/v1/policies").catch(e => ({ error: e.message }));
+  main.append(h("section", { class: "card", id: "policies" }, h("h2", {}, "Policies"), h("pre", {}, JSON.stringify(p, null, 2))));
+}
+
+async function history(main) {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const f = { type: params.get("type") || "", actor: params.get("actor") || "", subject: params.get("subject") || "" };
+  const inputs = Object.keys(f).map(k => h("input", { name: k, placeholder: k, value: f[k] }));
+  const apply = h("button", { onclick: () => {
+    const q = new URLSearchParams();
+    for (const i of inputs) if (i.value) q.set(i.name, i.value);
+    location.hash = "#/history?" + q.toString();
+  } }, "Filter");
+  const q = new URLSearchParams({ limit: "200" });
+  for (const [k, v] of Object.entries(f)) if (v) q.set(k, v);
+  const last = await api("/cairn/v1/events?" + q.toString() + "&from_seq=1");
+  const evs = (last.events || []).slice(-200).reverse();
+  const rows = evs.map(ev => h("tr", { "data-seq": ev.seq }, h("td", {}, ev.seq), h("td", {}, (ev.occurred_at || "").replace("T", " ").slice(0, 19)),
+    h("td", {}, ev.type), h("td", {}, ev.subject), h("td", {}, ev.actor), h("td", {}, h("code", {}, JSON.stringify(ev.payload)))));
+  main.append(h("section", { class: "card" }, h("h2", {}, "History"), h("div", { class: "filters" }, inputs, apply),
+    table(["Seq", "When", "Type", "Subject", "Actor", "Payload"], rows, { id: "history" })));
+}
+
+const pages = { overview, resources, pools, policies, history };
+
+async function render() {
+  const name = (location.hash.replace(/^#\//, "").split("?")[0]) || "overview";
+  state.page = pages[name] ? name : "overview";
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.page === state.page);
+  const main = h("main", { id: "main", "data-page": state.page });
+  try {
+    await pages[state.page](main);
+  } catch (e) {
+    if (e.message !== "unauthenticated") main.append(h("p", { class: "error" }, e.message));
+  }
+  document.getElementById("main").replaceWith(main);
+}
+
+function scheduleRefresh() {
+  clearTimeout(state.refresh);
+  state.refresh = setTimeout(render, 300);
+}
+
+// follow reads the event stream with the token (EventSource cannot send one) and
+// refreshes the page on every event; it reconnects after Last-Event-ID.
+async function follow() {
+  const live = document.getElementById("live");
+  for (;;) {
+    try {
+      const headers = {};
+      if (state.token) headers["Authorization"] = "Bearer " + state.token;
+      if (state.lastEventID) headers["Last-Event-ID"] = state.lastEventID;
+      const resp = await fetch("/cairn/v1/events/stream", { headers });
+      if (!resp.ok) throw new Error(resp.statusText);
+      live.className = "live on";
+      const reader = resp.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const id = block.match(/^id: (\d+)$/m);
+          if (id) {
+            state.lastEventID = id[1];
+            live.dataset.seq = id[1];
+            scheduleRefresh();
+          }
+        }
+      }
+    } catch (e) {
+      // reconnect below
+    }
+    live.className = "live off";
+    await new Promise(r => setTimeout(r, 1000));
+  }
+}
+
+window.addEventListener("hashchange", render);
+
+(async function start() {
+  try {
+    await whoami();
+  } catch (e) {
+    return; // the sign-in form is up
+  }
+  follow();
+  render();
+})();
