@@ -69,7 +69,7 @@ func main() {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "json", "log format: json or console")
 	root.PersistentFlags().StringVar(&prefix, "prefix", "cairn", "subject prefix of the deployment (one token)")
-	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), drbdCmd(), authCmd(), mmpCmd(), simCmd(), waitCmd(), leaseCmd(), versionCmd())
+	root.AddCommand(serveCmd(), agentCmd(), cmdCmd(), auditCmd(), viewsCmd(), domainsCmd(), drbdCmd(), authCmd(), mmpCmd(), simCmd(), waitCmd(), leaseCmd(), getCmd(), describeCmd(), versionCmd())
 	refuseUnknownSubcommands(root)
 
 	root.PersistentFlags().StringVar(&cpuProfile, "cpu-profile", "", "write a Go CPU profile of the run to this file (go tool pprof)")

@@ -111,37 +111,59 @@ func (h *httpClientFlags) register(f *pflag.FlagSet) {
 
 // getAndPrint GETs a gateway path and prints the JSON; an error reply exits 1.
 func (h *httpClientFlags) getAndPrint(path string) error {
-	client := http.DefaultClient
-	if h.caCert != "" {
-		pem, err := os.ReadFile(h.caCert)
-		if err != nil {
-			return fmt.Errorf("--cacert: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("--cacert %s: no PEM certificate in it", h.caCert)
-		}
-		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	}
-	req, err := http.NewRequest(http.MethodGet, h.url+path, nil)
-	if err != nil {
-		return err
-	}
-	if h.token != "" {
-		req.Header.Set("Authorization", "Bearer "+h.token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, status, err := h.get(path)
 	if err != nil {
 		return err
 	}
 	fmt.Print(string(body))
-	if resp.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		return exitError{1}
 	}
 	return nil
+}
+
+// client is the HTTP client for the gateway (with --cacert's pool for HTTPS).
+func (h *httpClientFlags) client() (*http.Client, error) {
+	if h.caCert == "" {
+		return http.DefaultClient, nil
+	}
+	pem, err := os.ReadFile(h.caCert)
+	if err != nil {
+		return nil, fmt.Errorf("--cacert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--cacert %s: no PEM certificate in it", h.caCert)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
+}
+
+// request sends method path to the gateway with the token.
+func (h *httpClientFlags) request(method, path string, headers map[string]string) (*http.Response, error) {
+	client, err := h.client()
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequest(method, h.url+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	return client.Do(req)
+}
+
+// get GETs a gateway path: the body and the HTTP status.
+func (h *httpClientFlags) get(path string) ([]byte, int, error) {
+	resp, err := h.request(http.MethodGet, path, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return body, resp.StatusCode, err
 }
