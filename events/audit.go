@@ -87,14 +87,48 @@ func (m Match) matches(typ, actor, commandID string) bool {
 // reads through an ordered consumer, which JetStream recreates at the next sequence
 // after any interruption: no event is skipped and none comes twice.
 func (s *Store) Follow(ctx context.Context, subject string, from uint64, m Match, fn func(Record) error) error {
+	if subject == s.names.EventFilter("") {
+		subject = ""
+	}
+	return s.followStream(ctx, s.names.EventsStream(), subject, from, func(raw Raw) error {
+		rec := Record{Seq: raw.Seq, Stored: raw.Stored}
+		ev, derr := DecodeStored(raw)
+		rec.Envelope = ev.Envelope
+		if derr != nil {
+			rec.Invalid = derr.Error()
+			if rec.Subject == "" {
+				rec.Subject = raw.Subject
+			}
+		}
+		if !m.matches(rec.Type, rec.Actor, rec.CommandID) {
+			return nil
+		}
+		return fn(rec)
+	})
+}
+
+// FollowStatus is Follow for the agents' reports (the status stream, <prefix>.status.>):
+// every message on subject (wildcards allowed; "" all) from sequence from on, raw.
+func (s *Store) FollowStatus(ctx context.Context, subject string, from uint64, fn func(Raw) error) error {
+	return s.followStream(ctx, s.names.StatusStream(), subject, from, fn)
+}
+
+// FromNew as a start sequence of FollowStatus means: only what is stored from now on.
+const FromNew = ^uint64(0)
+
+// followStream reads stream through an ordered consumer from sequence from on.
+func (s *Store) followStream(ctx context.Context, stream, subject string, from uint64, fn func(Raw) error) error {
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1),
 		InactiveThreshold: time.Minute}
-	if subject != "" && subject != s.names.EventFilter("") {
+	if from == FromNew {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverNewPolicy, 0
+	}
+	if subject != "" {
 		cfg.FilterSubjects = []string{subject}
 	}
-	cons, err := s.js.OrderedConsumer(ctx, s.names.EventsStream(), cfg)
+	cons, err := s.js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
-		return fmt.Errorf("follow %s: %w", s.names.EventsStream(), err)
+		return fmt.Errorf("follow %s: %w", stream, err)
 	}
 	it, err := cons.Messages()
 	if err != nil {
@@ -113,20 +147,7 @@ func (s *Store) Follow(ctx context.Context, subject string, from uint64, m Match
 		if err != nil {
 			return err
 		}
-		raw := Raw{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Stored: meta.Timestamp, Data: msg.Data(), MidBatch: MidBatch(msg.Headers())}
-		rec := Record{Seq: raw.Seq, Stored: raw.Stored}
-		ev, derr := DecodeStored(raw)
-		rec.Envelope = ev.Envelope
-		if derr != nil {
-			rec.Invalid = derr.Error()
-			if rec.Subject == "" {
-				rec.Subject = raw.Subject
-			}
-		}
-		if !m.matches(rec.Type, rec.Actor, rec.CommandID) {
-			continue
-		}
-		if err := fn(rec); err != nil {
+		if err := fn(Raw{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Stored: meta.Timestamp, Data: msg.Data(), MidBatch: MidBatch(msg.Headers())}); err != nil {
 			return err
 		}
 	}

@@ -125,3 +125,31 @@ func TestEventStreamResumesWithoutGapOrDuplicate(t *testing.T) {
 	assert.Equal(t, 400, code, body)
 	assert.Contains(t, body, "one of subject, node and resource")
 }
+
+// GET /cairn/v1/status/stream: the agents' reports live, filtered by kind and id (here
+// the DRBD reports of r1 from its replicas, with their disk states), resumable after
+// Last-Event-ID like the event stream.
+func TestStatusStreamShowsReplicaReports(t *testing.T) {
+	c := startSimCluster(t, 3)
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	c.waitUpToDate("r1", 2, 60*time.Second)
+	stream, stop := openStream(t, c.s, "/cairn/v1/status/stream?kind=drbd&id=r1", "")
+	seen := map[string]bool{}
+	var last uint64
+	for len(seen) < 3 {
+		ev := nextEvents(t, stream, 1)[0]
+		require.Equal(t, "drbd", ev.Event)
+		assert.Equal(t, "r1", ev.Data["id"])
+		seen[ev.Data["node"].(string)] = true
+		last = ev.ID
+	}
+	stop()
+	// A report after the resume point comes, none before it.
+	resumed, _ := openStream(t, c.s, "/cairn/v1/status/stream?kind=drbd&id=r1", strconv.FormatUint(last, 10))
+	c.cmd("vd.resize", `{"resource":"r1","volume":0,"size_kib":8192}`)
+	ev := nextEvents(t, resumed, 1)[0]
+	assert.Greater(t, ev.ID, last)
+	report := ev.Data["report"].(map[string]any)
+	assert.Equal(t, "r1", report["resource"])
+}

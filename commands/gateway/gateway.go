@@ -94,6 +94,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /cairn/v1/pools/{name}", g.getPool)
 	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)
 	mux.HandleFunc("GET /cairn/v1/events/stream", g.streamEvents)
+	mux.HandleFunc("GET /cairn/v1/status/stream", g.streamStatus)
 	mux.HandleFunc("GET /cairn/v1/views/digest", g.digest)
 	mux.HandleFunc("POST /cairn/v1/commands/{verb}", g.postCommand)
 	mux.HandleFunc("GET /cairn/v1/tokens", g.listTokens)

@@ -41,6 +41,67 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	g.sse(w, r, from, "events", func(ctx context.Context, push func(uint64, string, []byte) error) error {
+		return g.Store.Follow(ctx, subject, from, match, func(rec events.Record) error {
+			data, _ := json.Marshal(rec)
+			return push(rec.Seq, rec.Type, data)
+		})
+	})
+}
+
+// streamStatus serves GET /cairn/v1/status/stream: the agents' reports (replica states,
+// resync progress, storage pools, shared pools, heartbeats) as Server-Sent Events, as
+// the event stream serves events: id the status stream's sequence (resume after
+// Last-Event-ID), event the report's kind (drbd, sp, zpool, node), data {"seq",
+// "subject", "node", "kind", "id", "stored_at", "report"}. Filters: ?node=, ?kind=,
+// ?id= (the resource or pool); ?from_seq=new starts with the next report (default: every
+// subject's latest first). The status stream keeps each subject's latest report, so
+// a resumed client gets the latest of what changed meanwhile.
+func (g *Gateway) streamStatus(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	names := g.Store.Names()
+	var from uint64
+	var err error
+	switch {
+	case r.Header.Get("Last-Event-ID") != "":
+		from, err = strconv.ParseUint(strings.TrimSpace(r.Header.Get("Last-Event-ID")), 10, 64)
+		from++
+	case q.Get("from_seq") == "new":
+		from = events.FromNew // only what is reported from now on
+	case q.Get("from_seq") != "":
+		from, err = strconv.ParseUint(q.Get("from_seq"), 10, 64)
+	default:
+		from = 0 // every subject's latest report, then what comes
+	}
+	if err != nil {
+		writeError(w, cairn.InvalidField("from_seq", "Last-Event-ID and from_seq must be a stream sequence"))
+		return
+	}
+	tok := func(s string) string {
+		if s == "" {
+			return "*"
+		}
+		return events.Token(s)
+	}
+	subject := fmt.Sprintf("%s.status.%s.%s.%s", names.Prefix, tok(q.Get("node")), tok(q.Get("kind")), tok(q.Get("id")))
+	g.sse(w, r, from, "reports", func(ctx context.Context, push func(uint64, string, []byte) error) error {
+		return g.Store.FollowStatus(ctx, subject, from, func(raw events.Raw) error {
+			node, kind, id, _ := names.ParseStatus(raw.Subject)
+			report := json.RawMessage(raw.Data)
+			if !json.Valid(report) {
+				report = json.RawMessage("null")
+			}
+			data, _ := json.Marshal(map[string]any{"seq": raw.Seq, "subject": raw.Subject, "node": node, "kind": kind, "id": id,
+				"stored_at": raw.Stored, "report": report})
+			return push(raw.Seq, kind, data)
+		})
+	})
+}
+
+// sse answers r as a Server-Sent Events stream of what follow pushes (id, event, data),
+// each subscriber with its own buffer of StreamBuffer messages: one that falls further
+// behind is sent an event "error" naming where to resume, and cut off.
+func (g *Gateway) sse(w http.ResponseWriter, r *http.Request, from uint64, what string, follow func(ctx context.Context, push func(id uint64, event string, data []byte) error) error) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, cairn.Errorf(cairn.CodeInternal, "the connection cannot stream"))
@@ -51,7 +112,7 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, ": cairn events from sequence %d\n\n", from)
+	fmt.Fprintf(w, ": cairn %s from sequence %d\n\n", what, from)
 	flusher.Flush()
 
 	ctx, cancel := context.WithCancel(r.Context())
@@ -60,12 +121,17 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request) {
 	if size <= 0 {
 		size = DefaultStreamBuffer
 	}
-	recs := make(chan events.Record, size)
+	type message struct {
+		id    uint64
+		event string
+		data  []byte
+	}
+	msgs := make(chan message, size)
 	done := make(chan error, 1)
 	go func() {
-		done <- g.Store.Follow(ctx, subject, from, match, func(rec events.Record) error {
+		done <- follow(ctx, func(id uint64, event string, data []byte) error {
 			select {
-			case recs <- rec:
+			case msgs <- message{id, event, data}:
 				return nil
 			default:
 				return errSubscriberSlow
@@ -74,34 +140,37 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request) {
 	}()
 	keepalive := time.NewTicker(streamKeepalive)
 	defer keepalive.Stop()
-	next := from // the sequence to resume from
+	var last uint64 // the last id sent
+	if from > 0 {
+		last = from - 1
+	}
+	write := func(m message) error {
+		_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", m.id, m.event, m.data)
+		last = m.id
+		return err
+	}
 	for {
 		select {
-		case rec := <-recs:
-			data, _ := json.Marshal(rec)
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", rec.Seq, rec.Type, data); err != nil {
+		case m := <-msgs:
+			if write(m) != nil {
 				return
 			}
-			next = rec.Seq + 1
-			if len(recs) == 0 {
+			if len(msgs) == 0 {
 				flusher.Flush()
 			}
 		case <-keepalive.C:
 			fmt.Fprint(w, ": keepalive\n\n")
 			flusher.Flush()
 		case err := <-done:
-			for len(recs) > 0 { // what was read before the cut still goes out
-				rec := <-recs
-				data, _ := json.Marshal(rec)
-				fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", rec.Seq, rec.Type, data)
-				next = rec.Seq + 1
+			for len(msgs) > 0 { // what was read before the cut still goes out
+				_ = write(<-msgs)
 			}
 			if err != nil && r.Context().Err() == nil {
 				why := err.Error()
 				if errors.Is(err, errSubscriberSlow) {
-					why = fmt.Sprintf("this subscriber fell %d events behind and was cut off; reconnect with Last-Event-ID: %d", size, next-1)
+					why = fmt.Sprintf("this subscriber fell %d messages behind and was cut off; reconnect with Last-Event-ID: %d", size, last)
 				}
-				data, _ := json.Marshal(map[string]any{"error": why, "resume_after": next - 1})
+				data, _ := json.Marshal(map[string]any{"error": why, "resume_after": last})
 				fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
 			}
 			flusher.Flush()

@@ -71,7 +71,7 @@ func TestASlowSubscriberIsCutOff(t *testing.T) {
 	}
 	out := w.body.String()
 	assert.Contains(t, out, "event: error")
-	assert.Contains(t, out, "fell 4 events behind and was cut off; reconnect with Last-Event-ID:")
+	assert.Contains(t, out, "fell 4 messages behind and was cut off; reconnect with Last-Event-ID:")
 	assert.Less(t, strings.Count(out, "event: node.added"), 20, "every event went out: nothing was cut")
 	assert.GreaterOrEqual(t, strings.Count(out, "event: node.added"), 2)
 }

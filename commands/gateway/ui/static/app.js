@@ -48,7 +48,7 @@ document.getElementById("login-form").addEventListener("submit", async ev => {
   try {
     await whoami();
     document.getElementById("login").hidden = true;
-    follow();
+    followAll();
     render();
   } catch (e) {
     showLogin(e.message);
@@ -233,18 +233,18 @@ function scheduleRefresh() {
   state.refresh = setTimeout(render, 300);
 }
 
-// follow reads the event stream with the token (EventSource cannot send one) and
-// refreshes the page on every event; it reconnects after Last-Event-ID.
-async function follow() {
-  const live = document.getElementById("live");
+// follow reads a Server-Sent Events stream with the token (EventSource cannot send one)
+// and calls onMessage with each message's id; it reconnects after the last id it saw.
+async function follow(path, onMessage, indicator) {
+  let lastID = "";
   for (;;) {
     try {
       const headers = {};
       if (state.token) headers["Authorization"] = "Bearer " + state.token;
-      if (state.lastEventID) headers["Last-Event-ID"] = state.lastEventID;
-      const resp = await fetch("/cairn/v1/events/stream", { headers });
+      if (lastID) headers["Last-Event-ID"] = lastID;
+      const resp = await fetch(path, { headers });
       if (!resp.ok) throw new Error(resp.statusText);
-      live.className = "live on";
+      if (indicator) indicator.className = "live on";
       const reader = resp.body.getReader();
       const dec = new TextDecoder();
       let buf = "";
@@ -258,18 +258,25 @@ async function follow() {
           buf = buf.slice(i + 2);
           const id = block.match(/^id: (\d+)$/m);
           if (id) {
-            state.lastEventID = id[1];
-            live.dataset.seq = id[1];
-            scheduleRefresh();
+            lastID = id[1];
+            onMessage(id[1]);
           }
         }
       }
     } catch (e) {
       // reconnect below
     }
-    live.className = "live off";
+    if (indicator) indicator.className = "live off";
     await new Promise(r => setTimeout(r, 1000));
   }
+}
+
+// followAll: every stored event refreshes the page; the replicas' reports (disk states,
+// resync progress) refresh the resources page.
+function followAll() {
+  const live = document.getElementById("live");
+  follow("/cairn/v1/events/stream", id => { live.dataset.seq = id; scheduleRefresh(); }, live);
+  follow("/cairn/v1/status/stream?kind=drbd&from_seq=new", () => { if (state.page === "resources") scheduleRefresh(); }, null);
 }
 
 window.addEventListener("hashchange", render);
@@ -280,6 +287,6 @@ window.addEventListener("hashchange", render);
   } catch (e) {
     return; // the sign-in form is up
   }
-  follow();
+  followAll();
   render();
 })();
