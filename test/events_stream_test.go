@@ -153,3 +153,33 @@ func TestStatusStreamShowsReplicaReports(t *testing.T) {
 	report := ev.Data["report"].(map[string]any)
 	assert.Equal(t, "r1", report["resource"])
 }
+
+// LINSTOR's GET /v1/events/drbd/promotion, requested as golinstor does it (client/sse.go
+// DRBDPromotion; client/client.go doEvent: Accept: text/event-stream): every replica's
+// may_promote first, then a change when one becomes Primary (the sim's promote: DRBD's
+// may_promote is no on the Primary itself).
+func TestLinstorPromotionEvents(t *testing.T) {
+	c := startSimCluster(t, 3)
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	rv := c.waitUpToDate("r1", 2, 60*time.Second)
+	disks := diskfulNodes(rv)
+	stream, _ := openStream(t, c.s, "/v1/events/drbd/promotion", "")
+	may := map[string]bool{}
+	for len(may) < 3 {
+		ev := nextEvents(t, stream, 1)[0]
+		require.Equal(t, "may-promote-change", ev.Event)
+		require.Equal(t, "r1", ev.Data["resource_name"])
+		may[ev.Data["node_name"].(string)] = ev.Data["may_promote"] == true
+	}
+	assert.True(t, may[disks[1]], "an UpToDate replica may promote: %v", may)
+	out, code := run(t, "sim", "promote", "--root", c.root(disks[0]), "r1")
+	require.Equal(t, 0, code, out)
+	for {
+		ev := nextEvents(t, stream, 1)[0]
+		if ev.Data["node_name"] == disks[0] {
+			assert.NotEqual(t, true, ev.Data["may_promote"], "%s is Primary: it may not promote again", disks[0])
+			break
+		}
+	}
+}

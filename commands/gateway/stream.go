@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 )
 
@@ -226,4 +227,39 @@ func ifSet(s string, f func(string) string) string {
 		return ""
 	}
 	return f(s)
+}
+
+// promotionEvents serves LINSTOR's GET /v1/events/drbd/promotion (golinstor
+// client/sse.go, EventService.DRBDPromotion): an event "may-promote-change" with
+// {"resource_name", "node_name", "may_promote"} whenever a replica's may_promote, as its
+// agent reports it from DRBD's events2, differs from the last one this stream sent for
+// it; every replica's current one first. The id is the status stream's sequence; a
+// client resuming with Last-Event-ID gets the changes after it.
+func (g *Gateway) promotionEvents(w http.ResponseWriter, r *http.Request) {
+	var from uint64
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
+		if err != nil {
+			writeError(w, cairn.InvalidField("Last-Event-ID", "Last-Event-ID must be a stream sequence, got %q", id))
+			return
+		}
+		from = n + 1
+	}
+	subject := g.Store.Names().Prefix + ".status.*.drbd.*"
+	g.sse(w, r, from, "may-promote changes", func(ctx context.Context, push func(uint64, string, []byte) error) error {
+		sent := map[string]bool{}
+		return g.Store.FollowStatus(ctx, subject, from, func(raw events.Raw) error {
+			var st drbd.Status
+			if json.Unmarshal(raw.Data, &st) != nil || st.MayPromote == nil || st.Resource == "" {
+				return nil
+			}
+			key := st.Resource + "\x00" + st.Node
+			if prev, ok := sent[key]; ok && prev == *st.MayPromote {
+				return nil
+			}
+			sent[key] = *st.MayPromote
+			data, _ := json.Marshal(map[string]any{"resource_name": st.Resource, "node_name": st.Node, "may_promote": *st.MayPromote})
+			return push(raw.Seq, "may-promote-change", data)
+		})
+	})
 }
