@@ -126,6 +126,20 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	assert.Contains(t, hist, "node.added")
 	assert.Contains(t, hist, "cairn.ev.node.n9")
 	assert.NotContains(t, hist, "rd.created")
+
+	// The cluster as it was after n9's node.added, from the history's link, and what
+	// changed since (n3 cordoned afterwards).
+	var seq, then, since string
+	inBrowser(t, ctx, 20*time.Second,
+		chromedp.Text(`#history tr:first-child td:first-child`, &seq),
+		chromedp.Click(`#history tr:first-child td:first-child a`),
+		chromedp.WaitVisible(`#at-nodes`),
+		chromedp.Text(`#at-nodes`, &then),
+		chromedp.Text(`#at-diff`, &since))
+	assert.Contains(t, then, "n9")
+	assert.Contains(t, since, "n3")
+	assert.Contains(t, since, "changed since")
+	assert.NotEmpty(t, seq)
 	assert.Empty(t, *errs, "JavaScript errors")
 }
 

@@ -5,8 +5,10 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-io/cairn"
@@ -46,6 +48,12 @@ type Gateway struct {
 	// StreamBuffer is how many events a subscriber of GET /cairn/v1/events/stream may be
 	// behind before it is cut off (DefaultStreamBuffer).
 	StreamBuffer int
+	// At builds the views as of stream sequence seq into a store of their own (a replay
+	// of the stream up to seq, for /cairn/v1/at/{seq}/…); nil: no such routes.
+	At func(ctx context.Context, seq uint64) (*projections.DB, error)
+
+	atMu    sync.Mutex
+	atViews []atView // the last views built, newest last
 }
 
 // Handler returns the routes.
@@ -71,27 +79,16 @@ func (g *Gateway) Handler() http.Handler {
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.Handle("GET /metrics", metricsHandler)
-	mux.HandleFunc("GET /cairn/v1/cluster", g.getCluster)
+	g.readRoutes(mux)
+	if g.At != nil {
+		mux.HandleFunc("GET /cairn/v1/at/{seq}/{rest...}", g.atSeq)
+	}
 	if g.Leader != nil {
 		mux.HandleFunc("GET /cairn/v1/leader", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Leader()) })
 	}
 	if g.Policies != nil {
 		mux.HandleFunc("GET /cairn/v1/policies", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Policies()) })
 	}
-	mux.HandleFunc("GET /cairn/v1/nodes", g.listNodes)
-	mux.HandleFunc("GET /cairn/v1/nodes/{name}", g.getNode)
-	mux.HandleFunc("GET /cairn/v1/domains", g.listDomains)
-	mux.HandleFunc("GET /cairn/v1/placement", g.placementPlan)
-	mux.HandleFunc("GET /cairn/v1/health", g.clusterHealth)
-	mux.HandleFunc("GET /cairn/v1/volume-stores", g.recordedPlacement)
-	mux.HandleFunc("GET /cairn/v1/storage-pools", g.listStoragePools)
-	mux.HandleFunc("GET /cairn/v1/resource-groups", g.listResourceGroups)
-	mux.HandleFunc("GET /cairn/v1/resources", g.listResources)
-	mux.HandleFunc("GET /cairn/v1/resources/{name}", g.getResource)
-	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots", g.listSnapshots)
-	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots/{snap}", g.getSnapshot)
-	mux.HandleFunc("GET /cairn/v1/pools", g.listPools)
-	mux.HandleFunc("GET /cairn/v1/pools/{name}", g.getPool)
 	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)
 	mux.HandleFunc("GET /cairn/v1/events/stream", g.streamEvents)
 	mux.HandleFunc("GET /cairn/v1/status/stream", g.streamStatus)
@@ -156,4 +153,24 @@ func (g *Gateway) whoami(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"authenticated": false, "role": events.RoleAdmin})
+}
+
+// readRoutes are the reads of the views: the same on the current views and, under
+// /cairn/v1/at/{seq}/, on the views as of a sequence.
+func (g *Gateway) readRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /cairn/v1/cluster", g.getCluster)
+	mux.HandleFunc("GET /cairn/v1/nodes", g.listNodes)
+	mux.HandleFunc("GET /cairn/v1/nodes/{name}", g.getNode)
+	mux.HandleFunc("GET /cairn/v1/domains", g.listDomains)
+	mux.HandleFunc("GET /cairn/v1/placement", g.placementPlan)
+	mux.HandleFunc("GET /cairn/v1/health", g.clusterHealth)
+	mux.HandleFunc("GET /cairn/v1/volume-stores", g.recordedPlacement)
+	mux.HandleFunc("GET /cairn/v1/storage-pools", g.listStoragePools)
+	mux.HandleFunc("GET /cairn/v1/resource-groups", g.listResourceGroups)
+	mux.HandleFunc("GET /cairn/v1/resources", g.listResources)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}", g.getResource)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots", g.listSnapshots)
+	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots/{snap}", g.getSnapshot)
+	mux.HandleFunc("GET /cairn/v1/pools", g.listPools)
+	mux.HandleFunc("GET /cairn/v1/pools/{name}", g.getPool)
 }

@@ -93,6 +93,26 @@ func ProjectInto(ctx context.Context, db *projections.DB, js jetstream.JetStream
 		// 1.6 GB. Near this soft limit the collector runs as often as it must.
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(replayMemoryLimit))
 	}
+	return project(ctx, db, js, names, stopAt, retention, log)
+}
+
+// ViewsAt builds the views as of stream sequence seq (inclusive) in memory, for a
+// running serve (GET /cairn/v1/at/{seq}/…): ProjectInto without its collector settings,
+// which would change the serve's own.
+func ViewsAt(ctx context.Context, js jetstream.JetStream, names events.Names, seq uint64, retention time.Duration, log zerolog.Logger) (*projections.DB, error) {
+	db, err := projections.OpenInMem()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := project(ctx, db, js, names, seq, retention, log); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// project replays the stream into db up to stopAt.
+func project(ctx context.Context, db *projections.DB, js jetstream.JetStream, names events.Names, stopAt uint64, retention time.Duration, log zerolog.Logger) (projections.Digest, error) {
 	p, err := projections.NewProjector(db, js, names, log)
 	if err != nil {
 		return projections.Digest{}, err

@@ -386,7 +386,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if s.starting != nil {
 		gw := &gateway.Gateway{NC: s.NC, Store: s.Store, DB: db, Liveness: s.Watchdog, Ready: s.ready,
-			Leader: func() any { return s.Lease.Info() }, Refusals: s.Admission.RecentRefusals, Policies: s.policies}
+			Leader: func() any { return s.Lease.Info() }, Refusals: s.Admission.RecentRefusals, Policies: s.policies,
+			At: func(ctx context.Context, seq uint64) (*projections.DB, error) {
+				return ViewsAt(ctx, s.JS, names, seq, cfg.CommandRetention, zerolog.Nop())
+			}}
 		if cfg.HTTPAuth {
 			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger(), Ready: s.ready}
 		}

@@ -207,13 +207,35 @@ async function history(main) {
   for (const [k, v] of Object.entries(f)) if (v) q.set(k, v);
   const last = await api("/cairn/v1/events?" + q.toString() + "&from_seq=1");
   const evs = (last.events || []).slice(-200).reverse();
-  const rows = evs.map(ev => h("tr", { "data-seq": ev.seq }, h("td", {}, ev.seq), h("td", {}, (ev.occurred_at || "").replace("T", " ").slice(0, 19)),
+  const rows = evs.map(ev => h("tr", { "data-seq": ev.seq }, h("td", {}, h("a", { href: "#/at?seq=" + ev.seq, title: "the cluster as it was after this event" }, ev.seq)), h("td", {}, (ev.occurred_at || "").replace("T", " ").slice(0, 19)),
     h("td", {}, ev.type), h("td", {}, ev.subject), h("td", {}, ev.actor), h("td", {}, h("code", {}, JSON.stringify(ev.payload)))));
   main.append(h("section", { class: "card" }, h("h2", {}, "History"), h("div", { class: "filters" }, inputs, apply),
     table(["Seq", "When", "Type", "Subject", "Actor", "Payload"], rows, { id: "history" })));
 }
 
-const pages = { overview, resources, pools, policies, history };
+// at: the cluster as it was right after the event at ?seq=, and what changed since.
+async function at(main) {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const seq = params.get("seq") || "1";
+  const [nodes, res, diff] = await Promise.all([api(`/cairn/v1/at/${encodeURIComponent(seq)}/nodes`),
+    api(`/cairn/v1/at/${encodeURIComponent(seq)}/resources?limit=100`), api(`/cairn/v1/at/${encodeURIComponent(seq)}/diff?with=now`)]);
+  main.append(h("h2", { id: "at-title" }, `The cluster as it was after event ${seq}`));
+  const rows = (nodes.nodes || []).map(n => h("tr", { "data-node": n.name }, h("td", {}, n.name), h("td", {}, n.spec.host),
+    h("td", {}, n.spec.failure_domain || ""), h("td", {}, (n.status || {}).state || "")));
+  main.append(h("section", { class: "card" }, h("h2", {}, "Nodes then"), table(["Node", "Host", "Domain", "State"], rows, { id: "at-nodes" })));
+  const rrows = (res.resources || []).map(r => h("tr", { "data-resource": r.name }, h("td", {}, r.name),
+    h("td", {}, (r.replicas || []).map(x => x.node + (x.diskless ? " (diskless)" : "")).join(", "))));
+  main.append(h("section", { class: "card" }, h("h2", {}, "Resources then"), table(["Name", "Replicas"], rrows, { id: "at-resources" })));
+  const changes = [];
+  for (const kind of ["nodes", "resources"]) {
+    for (const what of ["added", "removed", "changed"]) {
+      for (const name of (diff[kind] || {})[what] || []) changes.push(h("tr", {}, h("td", {}, kind), h("td", {}, name), h("td", {}, what + " since")));
+    }
+  }
+  main.append(h("section", { class: "card" }, h("h2", {}, `Since then (event ${diff.to_seq})`), table(["Kind", "Name", ""], changes, { id: "at-diff" })));
+}
+
+const pages = { overview, resources, pools, policies, history, at };
 
 async function render() {
   const name = (location.hash.replace(/^#\//, "").split("?")[0]) || "overview";
