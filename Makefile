@@ -8,8 +8,12 @@ BENCH_EVENTS ?= 1000000
 
 .PHONY: build run test test-short bench lint fuzz clean
 
+# The version `cairn version` and LINSTOR's controller version show: the commit, as git
+# describes it (a tag once there is one), "dev" outside a git checkout.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/cairn
+	$(GO) build -ldflags "-X github.com/cairn-io/cairn.Version=$(VERSION)" -o $(BIN) ./cmd/cairn
 
 run: build
 	./$(BIN) serve --data $(DATA) --log-format console

@@ -198,6 +198,6 @@ func (w *workers) progress(ctx context.Context) {
 		}
 		lastDone = done
 		w.log.Info().Int("done", done).Int("round", total).Int("queued", q).Int("running", r).
-			Dur("elapsed", time.Since(start)).Msg("reconciling")
+			Dur("elapsed_ms", time.Since(start)).Msg("reconciling")
 	}
 }

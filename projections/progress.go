@@ -40,7 +40,7 @@ func (pr *progress) loop() {
 			if cur > pr.start && time.Since(pr.began) > time.Second {
 				el := time.Since(pr.began)
 				pr.log.Info().Uint64("applied", cur).Uint64("events", cur-pr.start).
-					Dur("elapsed", el).Float64("events_per_s", float64(cur-pr.start)/el.Seconds()).Msg("projector caught up")
+					Dur("elapsed_ms", el).Float64("events_per_s", float64(cur-pr.start)/el.Seconds()).Msg("projector caught up")
 			}
 			return
 		case <-tick.C:

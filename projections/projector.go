@@ -285,7 +285,7 @@ func (p *Projector) commitUnended(ctx context.Context, t *tx) (rearm bool, err e
 		return t.midBatch && t.pending > 0, nil // moved on meanwhile: look again later
 	}
 	metricUnendedBatches.Inc()
-	p.log.Warn().Uint64("seq", seq).Dur("waited", unendedBatchWait).
+	p.log.Warn().Uint64("seq", seq).Dur("waited_ms", unendedBatchWait).
 		Msg("projector: the atomic batch of this event has no end in the stream (its last message deleted); views committed without it")
 	return false, p.commit(t)
 }

@@ -39,7 +39,7 @@ func (w *worker) refuse(ctx context.Context, grant uint64, st zpool.Status) {
 	w.local.RetryAt = w.now().Add(wait)
 	st.GrantSeq = grant
 	w.log.Warn().Str("phase", st.Phase).Str("code", st.Code).Uint64("grant", grant).Int("attempt", w.local.Attempts).
-		Dur("retry_in", wait).Msg(st.Error)
+		Dur("retry_in_ms", wait).Msg(st.Error)
 	outcome := st.Phase
 	metricImports.WithLabelValues(outcome, st.Code).Inc()
 	w.publish(ctx, st)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
+	"github.com/mattn/go-isatty"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -38,7 +39,8 @@ func newLogger() zerolog.Logger {
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	var l zerolog.Logger
 	if logFormat == "console" {
-		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339})
+		// Colour only on a terminal: codes in a log file are noise.
+		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339, NoColor: !isatty.IsTerminal(os.Stderr.Fd())})
 	} else {
 		l = zerolog.New(os.Stderr)
 	}

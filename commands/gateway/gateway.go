@@ -18,6 +18,8 @@ import (
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Liveness tells when a node's agent was last heard from.
@@ -78,7 +80,8 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	mux.Handle("GET /metrics", metricsHandler)
+	mux.HandleFunc("GET /metrics", g.metrics)
+	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound)) // a browser at the address gets the dashboard
 	g.readRoutes(mux)
 	if g.At != nil {
 		mux.HandleFunc("GET /cairn/v1/at/{seq}/{rest...}", g.atSeq)
@@ -173,4 +176,23 @@ func (g *Gateway) readRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /cairn/v1/resources/{name}/snapshots/{snap}", g.getSnapshot)
 	mux.HandleFunc("GET /cairn/v1/pools", g.listPools)
 	mux.HandleFunc("GET /cairn/v1/pools/{name}", g.getPool)
+}
+
+var metricNodes = promauto.NewGaugeVec(prometheus.GaugeOpts{Name: "cairn_nodes",
+	Help: "Nodes in the cluster by state (online, offline), as this serve's views have them at the scrape: alert on offline > 0."}, []string{"state"})
+
+// metrics serves /metrics, counting the nodes by state from the views first.
+func (g *Gateway) metrics(w http.ResponseWriter, r *http.Request) {
+	if v, err := g.DB.Read(); err == nil {
+		counts := map[string]float64{events.StateOnline: 0, events.StateOffline: 0}
+		_ = v.EachNode("", func(n projections.Node) (bool, error) {
+			counts[n.Status.State]++
+			return true, nil
+		})
+		v.Close()
+		for state, n := range counts {
+			metricNodes.WithLabelValues(state).Set(n)
+		}
+	}
+	metricsHandler.ServeHTTP(w, r)
 }

@@ -273,7 +273,7 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 		}
 		c.Log.Debug().Int("read", v.Reads).Uint64("txg", cur.Slot.TXG).Uint64("timestamp", cur.Slot.Timestamp).
 			Uint64("seq", cur.Slot.MMPSeq()).Str("leaf", cur.LeafName).Int("label", cur.Slot.Label).
-			Dur("remaining", expire.Sub(clock.Now())).Msg("activity check: re-read")
+			Dur("remaining_ms", expire.Sub(clock.Now())).Msg("activity check: re-read")
 		if zfs.Compare(cur.Slot.Uberblock, found.Slot.Uberblock) != 0 {
 			v.Active, v.Code = true, CodeActivityDetected
 			v.Changed = SeenFrom(cur.LeafName, cur.Slot)

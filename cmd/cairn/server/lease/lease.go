@@ -215,7 +215,7 @@ func (l *Lease) open(ctx context.Context) (jetstream.KeyValue, error) {
 		if err := setTTL(cctx, l.js, l.opts.Bucket, l.opts.TTL, l.opts.Replicas, l.opts.Holder); err != nil {
 			return nil, fmt.Errorf("lease bucket %s: TTL %s to %s: %w", l.opts.Bucket, st.TTL(), l.opts.TTL, err)
 		}
-		l.opts.Log.Info().Dur("from", st.TTL()).Dur("to", l.opts.TTL).Msg("lease TTL changed (embedded NATS: one serve)")
+		l.opts.Log.Info().Dur("from_ms", st.TTL()).Dur("to_ms", l.opts.TTL).Msg("lease TTL changed (embedded NATS: one serve)")
 		return kv, nil
 	}
 	if st.TTL() != l.opts.TTL {
