@@ -150,14 +150,14 @@ func TestLinstorCLISession(t *testing.T) {
 			} `json:"drbd"`
 		} `json:"layer_object"`
 	}
-	// upToDate waits until the definition has disks UpToDate replicas with a disk, and
-	// returns them all.
-	upToDate := func(disks int) []resource {
+	// upToDateOf waits until definition rd has disks UpToDate replicas with a disk, and
+	// returns them all; upToDate is r1's.
+	upToDateOf := func(rd string, disks int) []resource {
 		t.Helper()
 		var rs []resource
 		require.Eventually(t, func() bool {
 			var out [][]resource
-			machine(&out, "resource", "list", "-r", "r1")
+			machine(&out, "resource", "list", "-r", rd)
 			rs = out[0]
 			n := 0
 			for _, r := range rs {
@@ -166,9 +166,10 @@ func TestLinstorCLISession(t *testing.T) {
 				}
 			}
 			return n == disks
-		}, 60*time.Second, 250*time.Millisecond, "r1 never had %d disks UpToDate: %+v", disks, rs)
+		}, 60*time.Second, 250*time.Millisecond, "%s never had %d disks UpToDate: %+v", rd, disks, rs)
 		return rs
 	}
+	upToDate := func(disks int) []resource { t.Helper(); return upToDateOf("r1", disks) }
 	rs := upToDate(2)
 	require.Len(t, rs, 3, "two disks and a tiebreaker")
 	table := ok("resource", "list")
@@ -284,17 +285,7 @@ func TestLinstorCLISession(t *testing.T) {
 	assert.Equal(t, 404, code, body)
 	assert.NotContains(t, ok("snapshot", "list"), "m2", "a refused group snapshot started one of its members")
 	ok("resource-group", "spawn", "rg2", "g2", "4M")
-	require.Eventually(t, func() bool {
-		var out [][]resource
-		machine(&out, "resource", "list", "-r", "g2")
-		n := 0
-		for _, r := range out[0] {
-			if len(r.Volumes) == 1 && r.Volumes[0].State.DiskState == "UpToDate" {
-				n++
-			}
-		}
-		return n == 2
-	}, 60*time.Second, 250*time.Millisecond, "g2's disks are not UpToDate")
+	upToDateOf("g2", 2)
 	code, body = httpJSON(t, "POST", s.url("/v1/actions/snapshot/multi"), `{"snapshots":[{"name":"m2","resource_name":"r1"},{"name":"m2","resource_name":"g2"}]}`)
 	require.Equal(t, 201, code, body)
 	assert.Contains(t, body, "New snapshot 'm2' of resource 'r1' successfully created.")
@@ -325,17 +316,7 @@ func TestLinstorCLISession(t *testing.T) {
 	}
 	rs = upToDate(3)
 	assert.Contains(t, ok("resource-definition", "clone", "r1", "r1c"), "r1c")
-	require.Eventually(t, func() bool {
-		var out [][]resource
-		machine(&out, "resource", "list", "-r", "r1c")
-		n := 0
-		for _, r := range out[0] {
-			if len(r.Volumes) == 1 && r.Volumes[0].State.DiskState == "UpToDate" {
-				n++
-			}
-		}
-		return n == 3
-	}, 60*time.Second, 250*time.Millisecond, "the clone r1c never had its three disks UpToDate")
+	upToDateOf("r1c", 3)
 	ok("resource-definition", "delete", "r1c")
 	require.Eventually(t, func() bool { return !strings.Contains(ok("snapshot", "list"), "clone-r1c") }, 30*time.Second, 250*time.Millisecond,
 		"the clone's snapshot was left behind")
@@ -355,17 +336,7 @@ func TestLinstorCLISession(t *testing.T) {
 	require.NotEmpty(t, again)
 	assert.Equal(t, retCode(lsError, lsCreate, lsRsc, 502), again[0].RetCode, "FAIL_EXISTS_RSC, which linstor-csi takes for done: %+v", again)
 	ok("resource", "create", "r1r", "--auto-place", "2")
-	require.Eventually(t, func() bool {
-		var out [][]resource
-		machine(&out, "resource", "list", "-r", "r1r")
-		n := 0
-		for _, r := range out[0] {
-			if len(r.Volumes) == 1 && r.Volumes[0].State.DiskState == "UpToDate" {
-				n++
-			}
-		}
-		return n == 2
-	}, 60*time.Second, 250*time.Millisecond, "the restored r1r never had two disks UpToDate")
+	upToDateOf("r1r", 2) // the restored disk, and the autoplaced one synced in full from it
 	ok("resource-definition", "delete", "r1r")
 	// Deleting a snapshot that is not there warns, as LINSTOR does: no error.
 	assert.Contains(t, ok("snapshot", "delete", "r1", "clone-r1c"), "not found")
