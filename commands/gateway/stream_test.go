@@ -75,3 +75,19 @@ func TestASlowSubscriberIsCutOff(t *testing.T) {
 	assert.Less(t, strings.Count(out, "event: node.added"), 20, "every event went out: nothing was cut")
 	assert.GreaterOrEqual(t, strings.Count(out, "event: node.added"), 2)
 }
+
+// An idle stream sends a keepalive comment (proxies close silent connections).
+func TestAnIdleStreamSendsKeepalives(t *testing.T) {
+	js := testtools.JetStream(t)
+	names := events.NewNames("")
+	require.NoError(t, events.EnsureStreams(context.Background(), js, names, events.StreamOptions{}))
+	defer func(d time.Duration) { streamKeepalive = d }(streamKeepalive)
+	streamKeepalive = 50 * time.Millisecond
+	g := &Gateway{Store: events.NewStore(js, names)}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	w := httptest.NewRecorder()
+	g.streamEvents(w, httptest.NewRequest(http.MethodGet, "/cairn/v1/events/stream", nil).WithContext(ctx))
+	assert.GreaterOrEqual(t, strings.Count(w.Body.String(), ": keepalive\n\n"), 3, w.Body.String())
+	assert.Equal(t, "text/event-stream", w.Header().Get("Content-Type"))
+}
