@@ -9,8 +9,10 @@ package schemas
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -279,4 +281,67 @@ func fieldError(ve *jsonschema.ValidationError) *cairn.Error {
 		return cairn.InvalidField("", "body %s", msg)
 	}
 	return cairn.InvalidField(field, "%s %s", field, msg)
+}
+
+// Field is one field of a command body as its schema says it (CommandFields).
+type Field struct {
+	Name     string
+	Required bool
+	// Type is the JSON type, or the shared definition it refers to (defs.json), or
+	// the values it takes.
+	Type string
+}
+
+// CommandFields returns a verb's schema title and its body's fields, required ones
+// first, then by name (command_id, which every verb takes, left out). Refuses an
+// unknown verb (not_found).
+func CommandFields(verb string) (title string, fields []Field, err error) {
+	raw, err := files.ReadFile("commands/" + verb + ".json")
+	if err != nil {
+		return "", nil, cairn.Errorf(cairn.CodeNotFound, "no command %q (cairn cmd --help lists them)", verb)
+	}
+	var doc struct {
+		Title      string                    `json:"title"`
+		Required   []string                  `json:"required"`
+		Properties map[string]map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return "", nil, err
+	}
+	for name, p := range doc.Properties {
+		if name == "command_id" {
+			continue
+		}
+		f := Field{Name: name, Required: slices.Contains(doc.Required, name)}
+		switch {
+		case p["$ref"] != nil:
+			ref, _ := p["$ref"].(string)
+			f.Type = ref[strings.LastIndex(ref, "/")+1:]
+		case p["enum"] != nil:
+			f.Type = fmt.Sprint(p["enum"])
+		default:
+			f.Type = fmt.Sprint(p["type"])
+		}
+		fields = append(fields, f)
+	}
+	slices.SortFunc(fields, func(a, b Field) int {
+		if a.Required != b.Required {
+			if a.Required {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return doc.Title, fields, nil
+}
+
+// Verbs are every command verb with a schema, sorted.
+func Verbs() []string {
+	entries, _ := fs.ReadDir(files, "commands")
+	var out []string
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), ".json"))
+	}
+	return out
 }

@@ -83,3 +83,19 @@ func TestLoggedDurationsSayMilliseconds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, bad, "logged durations without _ms")
 }
+
+// `cairn cmd VERB --help` shows the verb's fields from its schema (it showed only the
+// flags); `cairn cmd --help` lists every verb.
+func TestCmdHelpShowsTheVerbsFields(t *testing.T) {
+	out, code := run(t, "cmd", "rd.create", "--help")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "rd.create: a resource definition")
+	assert.Regexp(t, `(?m)^\s+name\s+name \(required\)$`, out)
+	assert.Regexp(t, `(?m)^\s+resource_group\s+name$`, out)
+	assert.NotContains(t, out, "command_id")
+	out, code = run(t, "cmd", "--help")
+	require.Equal(t, 0, code, out)
+	for _, verb := range []string{"cluster.create", "rd.snapshot-multi", "rd.restore-volumes", "vd.resize"} {
+		assert.Contains(t, out, "\n  "+verb+"\n")
+	}
+}

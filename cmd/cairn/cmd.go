@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-io/cairn/cmd/cairn/server/natsauth"
 	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -144,6 +145,38 @@ Exit status: 0 accepted, 1 refused (the reply says why), 2 no answer.`,
 			return printReply(reply)
 		},
 	}
+	// `cairn cmd VERB --help` shows the verb's fields from its schema; `cairn cmd --help`
+	// lists the verbs.
+	defaultHelp := c.HelpFunc()
+	c.SetHelpFunc(func(cc *cobra.Command, args []string) {
+		var verb string
+		for _, a := range args {
+			if !strings.HasPrefix(a, "-") && a != "cmd" {
+				verb = a
+				break
+			}
+		}
+		if verb == "" {
+			defaultHelp(cc, args)
+			fmt.Fprintf(cc.OutOrStdout(), "\nVerbs (cairn cmd VERB --help shows a verb's fields):\n  %s\n", strings.Join(schemas.Verbs(), "\n  "))
+			return
+		}
+		title, fields, err := schemas.CommandFields(verb)
+		if err != nil {
+			fmt.Fprintln(cc.ErrOrStderr(), err)
+			return
+		}
+		out := cc.OutOrStdout()
+		fmt.Fprintf(out, "%s\n\nFields of the JSON body:\n", title)
+		for _, f := range fields {
+			req := ""
+			if f.Required {
+				req = " (required)"
+			}
+			fmt.Fprintf(out, "  %-24s %s%s\n", f.Name, f.Type, req)
+		}
+		fmt.Fprintf(out, "\nSee docs/ for each verb's rules and refusals. Flags:\n%s", cc.LocalFlags().FlagUsages())
+	})
 	f := c.Flags()
 	f.StringVar(&natsURL, "nats", defaultNATS, "NATS server URL")
 	f.StringVar(&creds, "creds", "", "NATS credentials file")
