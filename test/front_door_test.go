@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -33,6 +34,11 @@ func TestFrontDoor(t *testing.T) {
 	code, body := httpJSON(t, "GET", s.url("/"), "")
 	assert.Equal(t, 200, code)
 	assert.Contains(t, body, "<title>Cairn</title>", "GET / does not lead to the dashboard")
+	resp, err := http.Get(s.url("/ui/app.js"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'", resp.Header.Get("Content-Security-Policy"),
+		"the dashboard's files carry the policy docs/dashboard.md states")
 
 	_, c := run(t, "cmd", "cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`, "--nats", s.natsURL())
 	require.Equal(t, 0, c)
