@@ -50,15 +50,7 @@ func (s *Store) Audit(ctx context.Context, r Range, m Match, limit int, fn func(
 				return true
 			}
 		}
-		rec := Record{Seq: raw.Seq, Stored: raw.Stored}
-		ev, err := DecodeStored(raw)
-		rec.Envelope = ev.Envelope // as written, even when it does not decode as an event
-		if err != nil {
-			rec.Invalid = err.Error()
-			if rec.Subject == "" {
-				rec.Subject = raw.Subject
-			}
-		}
+		rec := recordOf(raw)
 		if !m.matches(rec.Type, rec.Actor, rec.CommandID) {
 			return true
 		}
@@ -68,6 +60,21 @@ func (s *Store) Audit(ctx context.Context, r Range, m Match, limit int, fn func(
 		}
 		return limit == 0 || n < limit
 	})
+}
+
+// recordOf is a stored message as an auditor sees it: the envelope as written, even
+// when it does not decode as an event (Invalid says why).
+func recordOf(raw Raw) Record {
+	rec := Record{Seq: raw.Seq, Stored: raw.Stored}
+	ev, err := DecodeStored(raw)
+	rec.Envelope = ev.Envelope
+	if err != nil {
+		rec.Invalid = err.Error()
+		if rec.Subject == "" {
+			rec.Subject = raw.Subject
+		}
+	}
+	return rec
 }
 
 // auditEnvelope is the part of an envelope audit filters look at.
@@ -91,15 +98,7 @@ func (s *Store) Follow(ctx context.Context, subject string, from uint64, m Match
 		subject = ""
 	}
 	return s.followStream(ctx, s.names.EventsStream(), subject, from, func(raw Raw) error {
-		rec := Record{Seq: raw.Seq, Stored: raw.Stored}
-		ev, derr := DecodeStored(raw)
-		rec.Envelope = ev.Envelope
-		if derr != nil {
-			rec.Invalid = derr.Error()
-			if rec.Subject == "" {
-				rec.Subject = raw.Subject
-			}
-		}
+		rec := recordOf(raw)
 		if !m.matches(rec.Type, rec.Actor, rec.CommandID) {
 			return nil
 		}

@@ -152,7 +152,7 @@ func diffDocs(a, b map[string][]byte) map[string][]string {
 		}
 	}
 	for _, l := range d {
-		sortStrings(l)
+		slices.Sort(l)
 	}
 	return d
 }
@@ -176,5 +176,3 @@ func definitionDocs(v *projections.View) (map[string][]byte, error) {
 	})
 	return out, err
 }
-
-func sortStrings(l []string) { slices.Sort(l) }

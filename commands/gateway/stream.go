@@ -142,7 +142,7 @@ func (g *Gateway) sse(w http.ResponseWriter, r *http.Request, from uint64, what 
 	keepalive := time.NewTicker(streamKeepalive)
 	defer keepalive.Stop()
 	var last uint64 // the last id sent
-	if from > 0 {
+	if from > 0 && from != events.FromNew {
 		last = from - 1
 	}
 	write := func(m message) error {

@@ -2,7 +2,7 @@
 // commands. Every value from the API goes into the page as text (never as HTML).
 "use strict";
 
-const state = { token: sessionStorage.getItem("cairn-token") || "", who: null, page: "overview", lastEventID: "", refresh: null, history: [] };
+const state = { token: sessionStorage.getItem("cairn-token") || "", who: null, page: "overview", refresh: null };
 
 // h builds an element: h("td", {class: "x"}, "text", child, …).
 function h(tag, attrs, ...children) {
