@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/test/testtools"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,4 +91,24 @@ func TestAnIdleStreamSendsKeepalives(t *testing.T) {
 	g.streamEvents(w, httptest.NewRequest(http.MethodGet, "/cairn/v1/events/stream", nil).WithContext(ctx))
 	assert.GreaterOrEqual(t, strings.Count(w.Body.String(), ": keepalive\n\n"), 3, w.Body.String())
 	assert.Equal(t, "text/event-stream", w.Header().Get("Content-Type"))
+}
+
+// The views of past sequences are built once and the last two kept (atViewsKept, as
+// docs/operations.md says): asking again for a kept one builds nothing, a third one
+// evicts the oldest.
+func TestPastViewsAreBuiltOnceAndTwoKept(t *testing.T) {
+	builds := map[uint64]int{}
+	g := &Gateway{At: func(ctx context.Context, seq uint64) (*projections.DB, error) {
+		builds[seq]++
+		return projections.OpenInMem()
+	}}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	for _, seq := range []uint64{1, 2, 1, 2, 3, 1} {
+		_, err := g.viewsAt(r, seq)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, map[uint64]int{1: 2, 2: 1, 3: 1}, builds, "1 was evicted by 3 and built again; 2 was kept")
+	for _, v := range g.atViews {
+		_ = v.db.Close()
+	}
 }
