@@ -52,6 +52,8 @@ const (
 	ObjPool               = "pool"
 	ObjLvol               = "lvol"
 	ObjSnapshot           = "snapshot"
+	ObjRemote             = "remote"
+	ObjBackup             = "backup"
 )
 
 // About returns e naming the kind of object it is about (it mutates and returns e for

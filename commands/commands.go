@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-io/cairn/commands/kv"
 	"github.com/cairn-io/cairn/commands/nodes"
 	"github.com/cairn-io/cairn/commands/pools"
+	"github.com/cairn-io/cairn/commands/remotes"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/commands/resources"
 	"github.com/cairn-io/cairn/commands/tokens"
@@ -31,6 +32,8 @@ type Options struct {
 	// PoolFailoverTimeout: how long a pool's owner must be offline before its grant may
 	// move to another node (30 s).
 	PoolFailoverTimeout time.Duration
+	// Seal seals remotes' secret keys (nil: remote.create is refused).
+	Seal remotes.Sealer
 }
 
 // Handlers are every verb's handlers. busy reports the claims of commands under way in
@@ -43,6 +46,7 @@ func Handlers(opts Options, busy func(subject string) bool) []decide.Handler {
 	out = append(out, volumes.Handlers()...)
 	out = append(out, tokens.Handlers()...)
 	out = append(out, lostHandler(resources.Config{Ports: opts.Ports, Minors: opts.Minors, Busy: busy}))
+	out = append(out, remotes.Handlers(opts.Seal)...)
 	return append(out, kv.Handlers()...)
 }
 

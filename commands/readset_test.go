@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-io/cairn/commands/decide"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/secret"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,6 +74,8 @@ func guard(names events.Names, key string) (subject, unguarded string) {
 		return names.EventFilter("token"), ""
 	case "kv":
 		return one("kv"), ""
+	case "remote":
+		return one("remote"), ""
 	case "controller":
 		return names.Event("controller", "settings"), ""
 	case "host":
@@ -177,6 +180,7 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok := func(verb, body string) { steps = append(steps, step{verb, body, true}) }
 	no := func(verb, body string) { steps = append(steps, step{verb, body, false}) }
 
+	sha := `"` + strings.Repeat("ab", 32) + `"`
 	no("node.add", `{"name":"n0","host":"h0","address":"10.0.1.0"}`) // no cluster yet
 	ok("cluster.create", `{"name":"c1","failure_domains":true,"data_chunks":1,"parity_chunks":1}`)
 	for i := 1; i <= 6; i++ {
@@ -205,6 +209,21 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	no("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r3"}`)
 	ok("rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"take"}`)
 	ok("rd.snapshot-progress", `{"resource":"r1","name":"s1","phase":"taken"}`)
+	ok("remote.create", `{"name":"s3","kind":"s3","endpoint":"http://127.0.0.1:1","bucket":"bk1","access_key":"a","secret_key":"s"}`)
+	no("remote.create", `{"name":"s3","kind":"s3","endpoint":"http://127.0.0.1:1","bucket":"bk1","access_key":"a","secret_key":"s"}`)
+	no("backup.create", `{"resource":"r1","remote":"nope","snapshot":"s1"}`)
+	ok("backup.create", `{"resource":"r1","remote":"s3","snapshot":"s1"}`)
+	no("remote.delete", `{"name":"s3"}`)                             // an upload is under way
+	no("backup.delete", `{"remote":"s3","resource":"r1","id":"s1"}`) // it is uploading
+	no("rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)        // its backup is uploading
+	ok("backup.finish", `{"resource":"r1","id":"s1","ok":true,"manifest_sha256":`+sha+`}`)
+	no("backup.finish", `{"resource":"r1","id":"s1","ok":true,"manifest_sha256":`+sha+`}`)
+	ok("backup.create", `{"resource":"r1","remote":"s3","snapshot":"s1","id":"s1b"}`)
+	no("backup.delete", `{"remote":"s3","resource":"r1","id":"s1"}`) // the base of s1b
+	ok("backup.abort", `{"resource":"r1","id":"s1b"}`)
+	ok("backup.delete", `{"remote":"s3","resource":"r1","id":"s1"}`)
+	no("backup.restore", `{"remote":"s3","resource":"r1","id":"s1","target":"r1","nodes":["n2"],"volumes":[{"number":0,"size_kib":8192}],"manifest_sha256":`+sha+`}`)
+	ok("backup.restore", `{"remote":"s3","resource":"r1","id":"s1","target":"rb","nodes":["n2","n4"],"storage_pool":"thin","volumes":[{"number":0,"size_kib":8192}],"manifest_sha256":`+sha+`}`)
 	ok("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r3"}`)
 	no("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r3"}`)
 	ok("rd.create", `{"name":"r4"}`)
@@ -257,9 +276,12 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok("token.revoke", `{"name":"ops"}`)
 	ok("kv.modify", `{"instance":"csi","set":{"a":"b"}}`)
 	ok("kv.delete", `{"instance":"csi"}`)
+	ok("remote.delete", `{"name":"s3"}`)
 
 	handlers := map[string]decide.Handler{}
-	for _, h := range commands.Handlers(commands.Options{}, nil) {
+	key, err := secret.New(make([]byte, secret.KeySize))
+	require.NoError(t, err)
+	for _, h := range commands.Handlers(commands.Options{Seal: key.Seal}, nil) {
 		handlers[h.Verb] = h
 	}
 	checked := map[string]bool{}

@@ -35,6 +35,8 @@ type Desired struct {
 	// name, each with what to do now (see SnapshotOrder). A snapshot the node recorded
 	// that is no longer listed is deleted.
 	Snapshots []SnapshotOrder `json:"snapshots,omitempty"`
+	// Backups are the uploads of the definition's snapshots this node carries out.
+	Backups []BackupOrder `json:"backups,omitempty"`
 }
 
 // SnapshotOrder is one snapshot of the definition as one node's agent carries it out.
@@ -103,6 +105,10 @@ type Local struct {
 	// this node (of the source definition's volumes in the same pool) each new backing
 	// volume starts from.
 	RestoreFrom *SnapshotRef `json:"restore_from,omitempty"`
+	// RestoreBackup, on a replica of a definition restored from a backup, is the
+	// backup each new backing volume is filled from (every chunk checked) before its
+	// metadata is created with Seeds.
+	RestoreBackup *BackupRef `json:"restore_backup,omitempty"`
 	// Rollback, once per Seq, makes every backing volume hold its snapshot Snapshot
 	// again and gives it fresh metadata with Seeds (the same current UUID on every
 	// replica), while the resource is down.
@@ -121,4 +127,28 @@ type Seed struct {
 	Volume int    `json:"volume"`
 	NodeID int    `json:"node_id"`
 	GI     string `json:"gi"`
+}
+
+// BackupRef names a backup on a remote a restored replica's disks start from
+// (Local.RestoreBackup): the manifest's SHA-256 is the one recorded when it was taken
+// or read when the restore was admitted, so a manifest changed on the store since is
+// refused.
+type BackupRef struct {
+	Remote         string `json:"remote"`
+	Resource       string `json:"resource"`
+	ID             string `json:"id"`
+	ManifestSHA256 string `json:"manifest_sha256"`
+}
+
+// BackupOrder is one backup of the definition this node uploads: snapshot Snapshot's
+// copy on this node goes to Remote as backup ID, incremental to Base ("" for full).
+// Seq is the sequence of rd.backup-started. A backup no longer listed is stopped.
+type BackupOrder struct {
+	ID       string `json:"id"`
+	Seq      uint64 `json:"seq"`
+	Snapshot string `json:"snapshot"`
+	Remote   string `json:"remote"`
+	// Base and BaseManifestSHA256 name the backup this one is incremental to.
+	Base               string `json:"base,omitempty"`
+	BaseManifestSHA256 string `json:"base_manifest_sha256,omitempty"`
 }

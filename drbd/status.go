@@ -30,7 +30,34 @@ type Status struct {
 	Peers          []PeerStatus   `json:"peers,omitempty"`
 	// Snapshots are where this node is with each snapshot of its Desired.
 	Snapshots []SnapshotStatus `json:"snapshots,omitempty"`
+	// Backups are where this node is with each upload of its Desired, and with the
+	// restore of its disks from a backup (ID "restore").
+	Backups []BackupStatus `json:"backups,omitempty"`
 }
+
+// BackupStatus is one node's upload of one backup.
+type BackupStatus struct {
+	ID  string `json:"id"`
+	Seq uint64 `json:"seq"`
+	// Phase: BackupUploading (Error, when set, is what the last attempt stopped on: it
+	// is tried again), BackupUploaded (ManifestSHA256 is the complete backup's),
+	// BackupFailed (Error: nothing a retry cures, such as wrong credentials).
+	Phase          string `json:"phase"`
+	Error          string `json:"error,omitempty"`
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
+	BytesDone      int64  `json:"bytes_done"`
+	BytesTotal     int64  `json:"bytes_total"`
+	BytesSent      int64  `json:"bytes_sent"`
+	ChunksSent     int64  `json:"chunks_sent"`
+}
+
+// Phases of a BackupStatus.
+const (
+	BackupUploading = "uploading"
+	BackupUploaded  = "uploaded"
+	BackupFailed    = "failed"
+	BackupRestoring = "restoring"
+)
 
 // SnapshotStatus is one node's part of one snapshot.
 type SnapshotStatus struct {

@@ -159,6 +159,8 @@ type ReplicaAdded struct {
 	DRBDOptions drbd.Options     `json:"drbd_options,omitzero"`
 	// RestoreFrom: the disk starts as this node's copy of a snapshot (rd.restore).
 	RestoreFrom *drbd.SnapshotRef `json:"restore_from,omitempty"`
+	// RestoreBackup: the disk starts as the data of a backup (backup.restore).
+	RestoreBackup *drbd.BackupRef `json:"restore_backup,omitempty"`
 	// Reason: explicit, autoplace, tiebreaker, restore or replace.
 	Reason string `json:"reason"`
 	// Replaces: the node whose replica this one replaces (replica.replace,

@@ -180,6 +180,27 @@ func (n Names) ParseAgentAttach(subject string) (node string, ok bool) {
 	return Untoken(tok), true
 }
 
+// AgentRemote is the subject a node's agent asks a serve for a remote's credentials on
+// (<prefix>.agent.<node>.remote): the serve opens the sealed secret and answers; the
+// secret is never recorded in clear.
+func (n Names) AgentRemote(node string) string {
+	return n.Prefix + ".agent." + Token(node) + ".remote"
+}
+
+// AgentRemoteFilter covers every node's remote requests.
+func (n Names) AgentRemoteFilter() string { return n.Prefix + ".agent.*.remote" }
+
+// ParseAgentRemote returns the node of a remote request subject (ok false for any
+// other subject).
+func (n Names) ParseAgentRemote(subject string) (node string, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.Prefix+".agent.")
+	tok, found2 := strings.CutSuffix(rest, ".remote")
+	if !found || !found2 || tok == "" || strings.Contains(tok, ".") {
+		return "", false
+	}
+	return Untoken(tok), true
+}
+
 // AgentAttachFilter covers every node's attach requests.
 func (n Names) AgentAttachFilter() string { return n.Prefix + ".agent.*.attach" }
 

@@ -146,6 +146,8 @@ type Replica struct {
 	Inactive    bool                 `json:"inactive,omitempty"`
 	// RestoreFrom: the disk started as this node's copy of a snapshot.
 	RestoreFrom *drbd.SnapshotRef `json:"restore_from,omitempty"`
+	// RestoreBackup: the disk started as the data of a backup.
+	RestoreBackup *drbd.BackupRef `json:"restore_backup,omitempty"`
 	// Incarnation is the sequence of the event that created the replica's current disk
 	// (replica.added, or replica.disk-toggled to diskful).
 	Incarnation uint64    `json:"incarnation"`
@@ -180,11 +182,16 @@ type ResourceDefinition struct {
 	// RestoredFrom is the snapshot the definition was restored from (rd.restore): every
 	// replica added later gets a full sync.
 	RestoredFrom *drbd.SnapshotRef `json:"restored_from,omitempty"`
+	// RestoredFromBackup is the backup the definition was restored from
+	// (backup.restore): every replica added later gets a full sync.
+	RestoredFromBackup *drbd.BackupRef `json:"restored_from_backup,omitempty"`
 	// Rollback is the definition's last roll back to a snapshot (rd.rolled-back).
 	Rollback *RollbackRecord `json:"rollback,omitempty"`
 	// Snapshots are the definition's snapshots, by name (docs/resources.md "Snapshots").
-	Snapshots  []RDSnapshot `json:"snapshots,omitempty"`
-	CreatedSeq uint64       `json:"created_seq"`
+	Snapshots []RDSnapshot `json:"snapshots,omitempty"`
+	// Backups are the definition's backups to remotes, by id (docs/backups.md).
+	Backups    []RDBackup `json:"backups,omitempty"`
+	CreatedSeq uint64     `json:"created_seq"`
 	// Seq is the sequence of the last event that changed the definition.
 	Seq uint64 `json:"seq"`
 }
@@ -448,6 +455,11 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			return true, err
 		}
 		freePort(t, rd.Port)
+		for _, b := range rd.Backups {
+			if b.Phase == BackupUploading {
+				t.del(backupUnderWayKey(rd.Name, b.ID))
+			}
+		}
 		t.del(rdKey(d.Name))
 		t.del(rdReplicasKey(d.Name))
 		if err := delIfPresent(t, replacingKey(d.Name)); err != nil {
@@ -652,7 +664,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			}
 			r := Replica{Node: d.Node, NodeID: d.NodeID, Minors: d.Minors, Diskless: d.Diskless, Tiebreaker: d.Tiebreaker,
 				StoragePool: d.StoragePool, Provider: d.Provider, Pool: d.Pool, Seeds: d.Seeds, FullSync: d.FullSync,
-				DRBDOptions: d.DRBDOptions, RestoreFrom: d.RestoreFrom, Incarnation: ev.Seq, AddedSeq: ev.Seq, AddedAt: ev.OccurredAt,
+				DRBDOptions: d.DRBDOptions, RestoreFrom: d.RestoreFrom, RestoreBackup: d.RestoreBackup, Incarnation: ev.Seq, AddedSeq: ev.Seq, AddedAt: ev.OccurredAt,
 				Replaces: d.Replaces}
 			rd.Replicas = append(rd.Replicas, r)
 			slices.SortFunc(rd.Replicas, func(a, b Replica) int { return a.NodeID - b.NodeID })

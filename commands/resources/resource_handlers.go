@@ -339,5 +339,28 @@ func Handlers(cfg Config) []decide.Handler {
 		onResource("resource.deactivate", func() any { return new(ResourceActivate) },
 			func(c any) string { return c.(*ResourceActivate).Resource },
 			func(p *resourcePlan, c any) error { return p.activate(*c.(*ResourceActivate), false) }),
+		onResource("backup.create", func() any { return new(BackupCreate) },
+			func(c any) string { return c.(*BackupCreate).Resource },
+			func(p *resourcePlan, c any) error { return p.createBackup(*c.(*BackupCreate)) }),
+		onResource("backup.finish", func() any { return new(BackupFinish) },
+			func(c any) string { return c.(*BackupFinish).Resource },
+			func(p *resourcePlan, c any) error { return p.finishBackup(*c.(*BackupFinish)) }),
+		onResource("backup.abort", func() any { return new(BackupFinish) },
+			func(c any) string { return c.(*BackupFinish).Resource },
+			func(p *resourcePlan, c any) error {
+				b := *c.(*BackupFinish)
+				return p.finishBackup(BackupFinish{Resource: b.Resource, ID: b.ID, Error: "aborted (backup.abort)"})
+			}),
+		{Verb: "backup.restore", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c BackupRestore
+			if err := decide.DecodeBody(body, &c); err != nil {
+				return decide.Decision{}, err
+			}
+			p, err := newResourcePlan(v, names, cfg)
+			if err == nil {
+				err = p.restoreBackup(c)
+			}
+			return p.decision(), err
+		}},
 	}
 }

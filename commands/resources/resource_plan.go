@@ -51,7 +51,9 @@ type resourcePlan struct {
 
 // restorePlan is what the disks of a definition restored from a snapshot share.
 type restorePlan struct {
-	from    drbd.SnapshotRef
+	from drbd.SnapshotRef
+	// backup, for backup.restore, is the backup the disks are filled from (from unused).
+	backup  *drbd.BackupRef
 	current map[int]drbd.UUID // by volume: the current UUID of every restored copy
 }
 
@@ -366,13 +368,17 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 	if pool != nil {
 		ev.StoragePool, ev.Provider, ev.Pool = pool.Name, pool.Provider, pool.Pool
 		if p.restore != nil {
-			from := p.restore.from
-			ev.RestoreFrom, ev.Reason = &from, "restore"
+			if p.restore.backup != nil {
+				ev.RestoreBackup, ev.Reason = p.restore.backup, "restore"
+			} else {
+				from := p.restore.from
+				ev.RestoreFrom, ev.Reason = &from, "restore"
+			}
 			ev.Seeds, err = drbd.PlanRestoreSeeds(id, p.restore.current)
 		} else {
 			// A restored definition's data came from a snapshot, not from writes since
 			// day 0: a later disk gets a full sync.
-			ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, !p.hasDisk(), force || p.rd.RestoredFrom != nil)
+			ev.Seeds, ev.FullSync, err = p.seeds(id, pool.Provider, !p.hasDisk(), force || p.rd.RestoredFrom != nil || p.rd.RestoredFromBackup != nil)
 		}
 		if err != nil {
 			return err
@@ -387,7 +393,7 @@ func (p *resourcePlan) addReplica(node string, pool *replicas.StoragePool, tiebr
 	p.emit(ev)
 	p.rd.Replicas = append(p.rd.Replicas, projections.Replica{Node: node, NodeID: id, Minors: ev.Minors,
 		Diskless: ev.Diskless, Tiebreaker: tiebreaker, StoragePool: ev.StoragePool, Provider: ev.Provider, Pool: ev.Pool,
-		RestoreFrom: ev.RestoreFrom, Replaces: ev.Replaces})
+		RestoreFrom: ev.RestoreFrom, RestoreBackup: ev.RestoreBackup, Replaces: ev.Replaces})
 	return nil
 }
 

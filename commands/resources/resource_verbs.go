@@ -96,7 +96,7 @@ func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
 					WithDetails(map[string]any{"node": r.Node, "storage_pool": r.StoragePool, "free_kib": sp.FreeKiB(), "needed_kib": sizeKiB})
 			}
 			ev.Seeds, ev.FullSync, err = drbd.PlanSeeds(drbd.SeedInput{NodeID: r.NodeID, Provider: r.Provider,
-				Volumes: []drbd.SeedVolume{{Number: volume, Day0GI: gi.String(), First: first}}, ForceInitialSync: p.rd.RestoredFrom != nil, Rand: p.rand})
+				Volumes: []drbd.SeedVolume{{Number: volume, Day0GI: gi.String(), First: first}}, ForceInitialSync: p.rd.RestoredFrom != nil || p.rd.RestoredFromBackup != nil, Rand: p.rand})
 			if err != nil {
 				return err
 			}

@@ -141,6 +141,9 @@ func (p *resourcePlan) deleteSnapshot(name string) error {
 	if !ok {
 		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no snapshot %s", p.rd.Name, name)
 	}
+	if err := p.refuseBackupsOf(name); err != nil {
+		return err
+	}
 	if s.Phase == projections.SnapshotSuspending || s.Phase == projections.SnapshotTaking {
 		p.warn("snapshot %s of %s was under way (%s): its nodes resume I/O and remove what they took", name, p.rd.Name, s.Phase)
 	}

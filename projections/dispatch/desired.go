@@ -51,7 +51,8 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	}
 	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller.Options, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas)
 	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
-		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync, RestoreFrom: local.RestoreFrom}
+		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync, RestoreFrom: local.RestoreFrom,
+		RestoreBackup: local.RestoreBackup}
 	if rb := rd.Rollback; rb != nil && !local.Diskless && local.Incarnation < rb.Seq {
 		current := map[int]drbd.UUID{}
 		for v, hex := range rb.Current {
@@ -65,6 +66,15 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	for _, s := range rd.Snapshots {
 		if slices.Contains(s.Nodes, node) || slices.Contains(s.Diskless, node) {
 			d.Snapshots = append(d.Snapshots, drbd.SnapshotOrder{Name: s.Name, Seq: s.StartedSeq, Phase: snapshotOrders[s.Phase]})
+		}
+	}
+	for _, b := range rd.Backups {
+		if b.Node == node && b.Phase == projections.BackupUploading {
+			o := drbd.BackupOrder{ID: b.ID, Seq: b.StartedSeq, Snapshot: b.Snapshot, Remote: b.Remote, Base: b.Base}
+			if base, ok := rd.Backup(b.Remote, b.Base); ok {
+				o.BaseManifestSHA256 = base.ManifestSHA256
+			}
+			d.Backups = append(d.Backups, o)
 		}
 	}
 	return d, true

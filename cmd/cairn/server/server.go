@@ -31,6 +31,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
+
+	"github.com/cairn-io/cairn/storage/secret"
 )
 
 // Config configures `cairn serve`. Zero values take the defaults in parentheses.
@@ -76,7 +78,11 @@ type Config struct {
 	// CommandRetention is how long accepted command ids stay in the views (0: 7 days;
 	// negative: for good). Every serve of one stream must use the same.
 	CommandRetention time.Duration
-	Admission        commands.Options
+	// SecretsKey is the file of the key remotes' secrets are sealed with
+	// (<data>/secrets.key, created when missing); every serve of one stream needs the
+	// same file.
+	SecretsKey string
+	Admission  commands.Options
 	Log              zerolog.Logger
 }
 
@@ -116,6 +122,8 @@ type Server struct {
 	// ControlCreds is the path of the control user's credentials file.
 	Auth         *natsauth.Authority
 	ControlCreds string
+	// Secrets seals and opens remotes' secret keys.
+	Secrets *secret.Key
 }
 
 // Start brings up every part of the control plane and returns once admission and the
@@ -285,6 +293,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 
+	if cfg.SecretsKey == "" {
+		cfg.SecretsKey = filepath.Join(cfg.DataDir, "secrets.key")
+	}
+	if s.Secrets, err = secret.LoadOrCreate(cfg.SecretsKey); err != nil {
+		return nil, fmt.Errorf("secrets key: %w", err)
+	}
+	if cfg.Admission.Seal == nil {
+		cfg.Admission.Seal = s.Secrets.Seal
+	}
 	if cfg.Admission.Replies == nil {
 		// Refusals shared by every serve of the stream: a retry gets the same answer
 		// from any of them.
@@ -329,6 +346,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("subscribe %s: %w", names.AgentAttachFilter(), err)
 	}
 	s.background(func() { <-runCtx.Done(); _ = attachSub.Unsubscribe() })
+	remoteSub, err := answerRemotes(runCtx, s.NC, names, db, s.Secrets, cfg.Log.With().Str("part", "remotes").Logger())
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", names.AgentRemoteFilter(), err)
+	}
+	s.background(func() { <-runCtx.Done(); _ = remoteSub.Unsubscribe() })
 	s.Dispatcher = &dispatch.Dispatcher{DB: db, Projector: s.Projector, JS: s.JS, Names: names, Fence: s.Lease.Leading,
 		Log: cfg.Log.With().Str("part", "dispatcher").Logger()}
 	s.background(func() {

@@ -329,6 +329,7 @@ func NodePermissions(names events.Names, node string) *natsserver.Permissions {
 		Publish: &natsserver.SubjectPermission{Allow: []string{
 			names.StatusFilter(node),
 			names.AgentAttach(node),
+			names.AgentRemote(node),
 			"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
 			"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
 		}},

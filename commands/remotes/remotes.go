@@ -1,0 +1,144 @@
+// Package remotes decides the remote verbs (remote.create, remote.delete) and
+// backup.delete: the object stores backups go to, each on its own subject
+// (cairn.ev.remote.<name>). A remote's secret key is sealed at admission (package
+// secret) and only the sealed form is ever recorded.
+package remotes
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/decide"
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/secret"
+)
+
+// RemoteCreate is the body of remote.create (an S3 remote).
+type RemoteCreate struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Endpoint  string `json:"endpoint"`
+	Bucket    string `json:"bucket"`
+	Region    string `json:"region,omitempty"`
+	PathStyle bool   `json:"path_style,omitempty"`
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key"`
+}
+
+// RemoteDelete is the body of remote.delete.
+type RemoteDelete struct {
+	Name string `json:"name"`
+}
+
+// BackupDelete is the body of backup.delete.
+type BackupDelete struct {
+	Remote   string `json:"remote"`
+	Resource string `json:"resource"`
+	ID       string `json:"id"`
+}
+
+// Sealer seals a secret for the events (secret.Key.Seal); nil where this serve has no
+// secrets key.
+type Sealer func(plaintext string) (secret.Sealed, error)
+
+// Handlers decide the remote verbs, each bounded by the remote's subject. seal seals
+// remote.create's secret key.
+func Handlers(seal Sealer) []decide.Handler {
+	return []decide.Handler{
+		{Verb: "remote.create", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c RemoteCreate
+			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, names.Event("remote", c.Name)) })
+			if err != nil {
+				return d, err
+			}
+			ev, err := decideCreate(v, seal, c)
+			return d.With(names.Event("remote", c.Name), ev, nil), err
+		}},
+		{Verb: "remote.delete", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c RemoteDelete
+			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, names.Event("remote", c.Name)) })
+			if err != nil {
+				return d, err
+			}
+			if err := exists(v, c.Name); err != nil {
+				return d, err
+			}
+			if err := refuseUnderWay(v, c.Name, func(b projections.BackupUnderWay) bool { return true }, "it is deleted"); err != nil {
+				return d, err
+			}
+			return d.With(names.Event("remote", c.Name), &events.RemoteDeleted{Name: c.Name}, nil), nil
+		}},
+		{Verb: "backup.delete", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c BackupDelete
+			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, names.Event("remote", c.Remote)) })
+			if err != nil {
+				return d, err
+			}
+			if err := exists(v, c.Remote); err != nil {
+				return d, err
+			}
+			err = refuseUnderWay(v, c.Remote, func(b projections.BackupUnderWay) bool {
+				return b.Resource == c.Resource && (b.ID == c.ID || b.Base == c.ID)
+			}, "backup "+c.ID+" is deleted")
+			if err != nil {
+				return d, err
+			}
+			return d.With(names.Event("remote", c.Remote), &events.RemoteBackupDeleted{Remote: c.Remote, Resource: c.Resource, ID: c.ID}, nil), nil
+		}},
+	}
+}
+
+// decideCreate seals the secret key of a new remote. Refuses already_exists,
+// invalid_argument (kind, endpoint), precondition_failed when this serve cannot seal.
+func decideCreate(v *projections.View, seal Sealer, c RemoteCreate) (*events.RemoteCreated, error) {
+	if r, ok, err := v.Remote(c.Name); err != nil || ok {
+		if err == nil {
+			err = cairn.Errorf(cairn.CodeAlreadyExists, "remote %s already exists (%s %s/%s)", c.Name, r.Kind, r.Endpoint, r.Bucket).About(cairn.ObjRemote)
+		}
+		return nil, err
+	}
+	if c.Kind != "s3" {
+		return nil, cairn.InvalidField("kind", "must be s3, got %q", c.Kind)
+	}
+	if e := c.Endpoint; strings.Contains(e, "://") {
+		if u, err := url.Parse(e); err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" || u.Path != "" && u.Path != "/" {
+			return nil, cairn.InvalidField("endpoint", "must be http(s)://host[:port] or host[:port], got %q", e)
+		}
+	}
+	if seal == nil {
+		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "this serve has no secrets key to seal the remote's secret key with (cairn serve --secrets-key)")
+	}
+	sealed, err := seal(c.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("seal the secret key: %w", err)
+	}
+	return &events.RemoteCreated{Name: c.Name, Kind: c.Kind, Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region,
+		PathStyle: c.PathStyle, AccessKey: c.AccessKey, SecretKey: sealed}, nil
+}
+
+func exists(v *projections.View, name string) error {
+	if _, ok, err := v.Remote(name); err != nil || ok {
+		return err
+	}
+	return cairn.Errorf(cairn.CodeNotFound, "remote %s does not exist", name).About(cairn.ObjRemote)
+}
+
+// refuseUnderWay refuses precondition_failed when an upload to remote that match
+// selects is under way. Not a read to check: every upload's start appends a claim on
+// the remote's subject (remote.claimed), which the decision is conditional on.
+func refuseUnderWay(v *projections.View, remote string, match func(projections.BackupUnderWay) bool, what string) error {
+	busy, err := v.Unchecked().BackupsUnderWay()
+	if err != nil {
+		return err
+	}
+	for _, b := range busy {
+		if b.Remote == remote && match(b) {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "backup %s of %s to remote %s is uploading (base %q); abort it (backup.abort) or let it finish before %s",
+				b.ID, b.Resource, remote, b.Base, what)
+		}
+	}
+	return nil
+}

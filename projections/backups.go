@@ -1,0 +1,184 @@
+package projections
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/secret"
+)
+
+// Remote is an object store backups go to (remote.created).
+type Remote struct {
+	Name      string        `json:"name"`
+	Kind      string        `json:"kind"`
+	Endpoint  string        `json:"endpoint"`
+	Bucket    string        `json:"bucket"`
+	Region    string        `json:"region,omitempty"`
+	PathStyle bool          `json:"path_style,omitempty"`
+	AccessKey string        `json:"access_key"`
+	SecretKey secret.Sealed `json:"secret_key"`
+	Seq       uint64        `json:"seq"`
+}
+
+// RDBackup is one backup of a definition to a remote.
+type RDBackup struct {
+	ID       string `json:"id"`
+	Snapshot string `json:"snapshot"`
+	Remote   string `json:"remote"`
+	Node     string `json:"node"`
+	Base     string `json:"base,omitempty"`
+	// Phase: BackupUploading, BackupDone, BackupFailed or BackupDeleted.
+	Phase          string    `json:"phase"`
+	Error          string    `json:"error,omitempty"`
+	ManifestSHA256 string    `json:"manifest_sha256,omitempty"`
+	BytesTotal     int64     `json:"bytes_total,omitempty"`
+	BytesSent      int64     `json:"bytes_sent,omitempty"`
+	ChunksSent     int64     `json:"chunks_sent,omitempty"`
+	StartedSeq     uint64    `json:"started_seq"`
+	StartedAt      time.Time `json:"started_at"`
+	DoneAt         time.Time `json:"done_at,omitzero"`
+}
+
+// Phases of an RDBackup.
+const (
+	BackupUploading = "uploading"
+	BackupDone      = "done"
+	BackupFailed    = "failed"
+	BackupDeleted   = "deleted"
+)
+
+// Backup returns the definition's backup id on remote, if any.
+func (rd *ResourceDefinition) Backup(remote, id string) (*RDBackup, bool) {
+	for i := range rd.Backups {
+		if rd.Backups[i].Remote == remote && rd.Backups[i].ID == id {
+			return &rd.Backups[i], true
+		}
+	}
+	return nil, false
+}
+
+// LatestBackup returns the newest complete backup of the definition on remote that is
+// not deleted (the base of an incremental one), if any.
+func (rd *ResourceDefinition) LatestBackup(remote string) (*RDBackup, bool) {
+	var best *RDBackup
+	for i := range rd.Backups {
+		b := &rd.Backups[i]
+		if b.Remote == remote && b.Phase == BackupDone && (best == nil || b.StartedSeq > best.StartedSeq) {
+			best = b
+		}
+	}
+	return best, best != nil
+}
+
+func remoteKey(name string) string { return "v/remote/" + name }
+
+// backupUnderWayKey indexes the uploads under way, so the serve holding the lease finds
+// them without reading every definition; its value is the remote and the base.
+func backupUnderWayKey(rd, id string) string { return "v/backup-busy/" + rd + "/" + id }
+
+// BackupUnderWay is one upload under way (the index's entry).
+type BackupUnderWay struct {
+	Resource string `json:"resource"`
+	ID       string `json:"id"`
+	Remote   string `json:"remote"`
+	Base     string `json:"base,omitempty"`
+}
+
+// applyBackup folds remotes and backups; handled is false for other types.
+func applyBackup(t *tx, ev events.Event) (handled bool, err error) {
+	switch d := ev.Data.(type) {
+	case *events.RemoteCreated:
+		return true, t.put(remoteKey(d.Name), Remote{Name: d.Name, Kind: d.Kind, Endpoint: d.Endpoint, Bucket: d.Bucket,
+			Region: d.Region, PathStyle: d.PathStyle, AccessKey: d.AccessKey, SecretKey: d.SecretKey, Seq: ev.Seq})
+	case *events.RemoteClaimed:
+		return true, nil // a claim: the state is in rd.backup-started
+	case *events.RemoteDeleted:
+		t.del(remoteKey(d.Name))
+		return true, nil
+	case *events.RemoteBackupDeleted:
+		var rd ResourceDefinition
+		if ok, err := getJSON(t, rdKey(d.Resource), &rd); err != nil || !ok {
+			return true, err
+		}
+		if _, ok := rd.Backup(d.Remote, d.ID); !ok {
+			return true, nil
+		}
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			b, _ := rd.Backup(d.Remote, d.ID)
+			b.Phase = BackupDeleted
+			return nil
+		})
+	case *events.RDBackupStarted:
+		if err := t.put(backupUnderWayKey(d.Resource, d.ID), BackupUnderWay{Resource: d.Resource, ID: d.ID, Remote: d.Remote, Base: d.Base}); err != nil {
+			return true, err
+		}
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			// A backup of the same id on the same remote deleted or failed before: replaced.
+			rd.Backups = slices.DeleteFunc(rd.Backups, func(b RDBackup) bool { return b.Remote == d.Remote && b.ID == d.ID })
+			rd.Backups = append(rd.Backups, RDBackup{ID: d.ID, Snapshot: d.Snapshot, Remote: d.Remote, Node: d.Node, Base: d.Base,
+				Phase: BackupUploading, StartedSeq: ev.Seq, StartedAt: ev.OccurredAt})
+			slices.SortFunc(rd.Backups, func(a, b RDBackup) int { return strings.Compare(a.ID+"/"+a.Remote, b.ID+"/"+b.Remote) })
+			return nil
+		})
+	case *events.RDBackupFinished:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			i := slices.IndexFunc(rd.Backups, func(b RDBackup) bool { return b.ID == d.ID && b.Phase == BackupUploading })
+			if i < 0 {
+				return fmt.Errorf("rd.backup-finished: %s has no backup %s uploading", d.Resource, d.ID)
+			}
+			b := &rd.Backups[i]
+			t.del(backupUnderWayKey(d.Resource, d.ID))
+			b.Phase, b.Error, b.DoneAt = BackupDone, "", ev.OccurredAt
+			if !d.OK {
+				b.Phase, b.Error = BackupFailed, d.Error
+			}
+			b.ManifestSHA256, b.BytesTotal, b.BytesSent, b.ChunksSent = d.ManifestSHA256, d.BytesTotal, d.BytesSent, d.ChunksSent
+			return nil
+		})
+	case *events.RDRestoreFromBackupBegun:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			from := d.From
+			rd.RestoredFromBackup = &from
+			return nil
+		})
+	}
+	return false, nil
+}
+
+// Remote returns the remote called name, if any.
+func (v *View) Remote(name string) (Remote, bool, error) {
+	var r Remote
+	ok, err := getJSON(v.r, remoteKey(name), &r)
+	return r, ok, err
+}
+
+// Remotes returns every remote in name order.
+func (v *View) Remotes() ([]Remote, error) {
+	var out []Remote
+	err := v.scan("v/remote/", func(key string, val []byte) error {
+		var r Remote
+		if err := unmarshalInto(key, val, &r); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// BackupsUnderWay returns every upload under way, by definition and id.
+func (v *View) BackupsUnderWay() ([]BackupUnderWay, error) {
+	var out []BackupUnderWay
+	err := v.scan("v/backup-busy/", func(key string, val []byte) error {
+		var b BackupUnderWay
+		if err := unmarshalInto(key, val, &b); err != nil {
+			return err
+		}
+		out = append(out, b)
+		return nil
+	})
+	return out, err
+}
