@@ -83,7 +83,7 @@ type Config struct {
 	// same file.
 	SecretsKey string
 	Admission  commands.Options
-	Log              zerolog.Logger
+	Log        zerolog.Logger
 }
 
 // Server is a running control-plane process.
