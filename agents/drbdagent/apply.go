@@ -53,6 +53,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	case plan.Refuse != "":
 		return st, errors.New(plan.Refuse)
 	case plan.Remove:
+		r.stopUploads(rd, nil)
 		r.cfg.Log.Info().Str("resource", rd).Strs("steps", plan.Steps(true)).Msg("carrying out desired state")
 		return nil, r.remove(ctx, rd, st, plan.Down)
 	case d == nil || d.Local == nil:
@@ -153,6 +154,20 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			path, err := prov.Create(ctx, name, want)
 			if err != nil {
 				return st, fmt.Errorf("backing volume %s: %w", name, err)
+			}
+			if ref := l.RestoreBackup; ref != nil && !st.MDCreated && !st.Filled[v.Number] {
+				// A disk restored from a backup: its data, every chunk checked, before
+				// its metadata (which seeds it as in sync with the other restored disks).
+				if err := r.fill(ctx, rd, ref, v, path, l.Provider.Thin() || l.Provider == backing.ProviderFile || l.Provider == backing.ProviderZFS); err != nil {
+					return st, err
+				}
+				if st.Filled == nil {
+					st.Filled = map[int]bool{}
+				}
+				st.Filled[v.Number] = true
+				if err := save(st); err != nil {
+					return st, err
+				}
 			}
 			st.Disks[v.Number] = path
 			if st.Sizes[v.Number] == 0 {
@@ -343,6 +358,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 	if plan.Adjust {
 		st.Peers = PeerKeysOf(d)
 	}
+	r.startUploads(rd, d, st, prov)
 	st.Revision = d.Revision
 	return st, save(st)
 }

@@ -66,6 +66,12 @@ type Config struct {
 	// md-created, seeded, installed, adjusting, adjusted, removed); returning true makes
 	// the reconcile stop right there as if the process had died (tests of restarts).
 	AfterStep func(resource, step string) bool
+	// Remotes opens a remote's object store (the agent asks a serve for its
+	// credentials); nil: backups and restores from backups fail saying so.
+	Remotes func(ctx context.Context, remote string) (RemoteStore, error)
+	// BackupRetry is the first wait before an upload that stopped on an error a retry
+	// may cure is tried again (1 s; it doubles up to 30 s).
+	BackupRetry time.Duration
 }
 
 // ErrStopped is returned when AfterStep stopped a reconcile.
@@ -92,6 +98,9 @@ type Reconciler struct {
 	locks    map[string]*sync.Mutex
 	timersMu sync.Mutex
 	timers   map[string]*time.Timer
+
+	// ups are the uploads of backups under way or finished, by resource and id.
+	ups uploads
 }
 
 // lockResource takes rd's lock (reconciles and snapshot timers of one resource never
@@ -131,7 +140,10 @@ func New(cfg Config) (*Reconciler, error) {
 		cfg.SuspendBound = DefaultSuspendBound
 	}
 	r := &Reconciler{cfg: cfg, adm: drbdutils.Adm{Config: cfg.Paths.MainConf}, fold: NewFold(), res: map[string]*resInfo{},
-		locks: map[string]*sync.Mutex{}, timers: map[string]*time.Timer{}}
+		locks: map[string]*sync.Mutex{}, timers: map[string]*time.Timer{}, ups: uploads{jobs: map[string]*uploadJob{}}}
+	if r.cfg.BackupRetry <= 0 {
+		r.cfg.BackupRetry = time.Second
+	}
 	r.pub = &statusPublisher{r: r, dirty: map[string]bool{}, last: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	return r, nil
 }

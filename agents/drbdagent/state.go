@@ -55,6 +55,9 @@ type State struct {
 	GrowFrom map[int]uint64 `json:"grow_from_bytes,omitempty"`
 
 	MDCreated bool `json:"md_created,omitempty"`
+	// Filled are the volumes filled from a backup (Local.RestoreBackup), by number:
+	// done once, before their metadata is created.
+	Filled map[int]bool `json:"filled,omitempty"`
 	Seeded    bool `json:"seeded,omitempty"`
 	Adjusted  bool `json:"adjusted,omitempty"`
 

@@ -145,6 +145,7 @@ func (r *Reconciler) build(ctx context.Context, rd string) (drbd.Status, bool) {
 	r.fold.Fill(rd, &st, names)
 	resizePhases(&st, d, state)
 	st.Snapshots = snapshotStatuses(state)
+	st.Backups = r.ups.statuses(rd)
 	if d.Local.Diskless || state == nil || !state.MDCreated {
 		return st, true
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,8 +14,10 @@ import (
 	"github.com/cairn-io/cairn/agents/drbdagent"
 	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/agents/spagent"
+	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/backup/s3store"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -127,7 +131,8 @@ func newDRBDAgent(ctx context.Context, opts agents.Options, nc *nats.Conn, root,
 	log := opts.Log.With().Str("node", opts.Node).Logger()
 	exec := &execx.Runner{Timeout: timeout, Log: log}
 	paths := drbdagent.NewPaths(root)
-	cfg := drbdagent.Config{Node: opts.Node, Names: opts.Names, Paths: paths, Exec: exec, Pub: nc, Log: log}
+	cfg := drbdagent.Config{Node: opts.Node, Names: opts.Names, Paths: paths, Exec: exec, Pub: nc, Log: log,
+		Remotes: remoteStores(nc, opts.Names.AgentRemote(opts.Node))}
 	switch kernel {
 	case "real":
 		cfg.Kernel = &drbdagent.Real{Exec: exec, Lines: exec, Adm: drbdutils.Adm{Config: paths.MainConf}, Drbdsetup: drbdsetup}
@@ -267,4 +272,26 @@ func simCmd() *cobra.Command {
 	_ = fail.MarkFlagRequired("root")
 	c.AddCommand(w, check, role(true), role(false), fail)
 	return c
+}
+
+// remoteStores opens remotes for the agent: it asks a serve for a remote's credentials on
+// subject (server.RemoteReply), each time it needs them; they stay in memory only.
+func remoteStores(nc *nats.Conn, subject string) func(ctx context.Context, remote string) (drbdagent.RemoteStore, error) {
+	return func(ctx context.Context, remote string) (drbdagent.RemoteStore, error) {
+		body, _ := json.Marshal(server.RemoteRequest{Remote: remote})
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msg, err := nc.RequestWithContext(rctx, subject, body)
+		if err != nil {
+			return nil, fmt.Errorf("ask a serve for its credentials: %w", err)
+		}
+		var r server.RemoteReply
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			return nil, fmt.Errorf("credentials reply: %w", err)
+		}
+		if r.Error != "" || r.S3 == nil {
+			return nil, errors.New(r.Error)
+		}
+		return s3store.New(*r.S3)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-io/cairn/commands/gateway/ui"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backup"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -53,6 +54,9 @@ type Gateway struct {
 	// At builds the views as of stream sequence seq into a store of their own (a replay
 	// of the stream up to seq, for /cairn/v1/at/{seq}/…); nil: no such routes.
 	At func(ctx context.Context, seq uint64) (*projections.DB, error)
+	// Remotes opens a remote's object store with its secret (the serve's RemoteStore);
+	// nil: no backup routes but the list of remotes.
+	Remotes func(name string) (backup.Store, error)
 
 	atMu    sync.Mutex
 	atViews []atView // the last views built, newest last
@@ -92,6 +96,7 @@ func (g *Gateway) Handler() http.Handler {
 	if g.Policies != nil {
 		mux.HandleFunc("GET /cairn/v1/policies", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Policies()) })
 	}
+	g.backupRoutes(mux)
 	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)
 	mux.HandleFunc("GET /cairn/v1/events/stream", g.streamEvents)
 	mux.HandleFunc("GET /cairn/v1/status/stream", g.streamStatus)

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
+	"github.com/cairn-io/cairn/storage/backup"
 	"github.com/cairn-io/cairn/storage/secret"
 )
 
@@ -367,9 +368,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Log: cfg.Log.With().Str("part", "evacuation").Logger()}
 	s.Evictor = &policy.Evictor{Adm: s.Admission, DB: db, Log: cfg.Log.With().Str("part", "auto-evict").Logger()}
 	snapHook := snaps.Hook(runCtx)
-	hooks := statusfold.Hooks{Pool: onPool, DRBD: func(st drbd.Status) { snapHook(st); s.Evacuator.Observe(st); s.Evacuator.Wake() },
+	backups := policy.BackupRecorder{Adm: s.Admission, DB: db, Leading: s.Lease.Leading, Log: cfg.Log.With().Str("part", "backups").Logger()}
+	backupHook := backups.Hook(runCtx)
+	hooks := statusfold.Hooks{Pool: onPool, DRBD: func(st drbd.Status) {
+		snapHook(st)
+		backupHook(st)
+		s.Evacuator.Observe(st)
+		s.Evacuator.Wake()
+	},
 		Capacity: policy.RecordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
 	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
+	s.background(func() { s.Lease.While(runCtx, "backups", backups.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "auto-evict", s.Evictor.Sweep) })
 	s.background(func() {
@@ -411,7 +420,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			Leader: func() any { return s.Lease.Info() }, Refusals: s.Admission.RecentRefusals, Policies: s.policies,
 			At: func(ctx context.Context, seq uint64) (*projections.DB, error) {
 				return ViewsAt(ctx, s.JS, names, seq, cfg.CommandRetention, zerolog.Nop())
-			}}
+			},
+			Remotes: func(name string) (backup.Store, error) { return s.RemoteStore(name) }}
 		if cfg.HTTPAuth {
 			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger(), Ready: s.ready}
 		}

@@ -1,14 +1,17 @@
 // Package s3store is backup.Store on an S3 server (AWS S3, SeaweedFS, MinIO, Ceph RGW, …)
-// through minio-go. Every PUT carries the chunk's SHA-256 (x-amz-checksum-sha256), so the
-// server refuses data altered on the way.
+// through minio-go. Every PUT carries the data's MD5 (Content-MD5) and, signed, its
+// SHA-256 (x-amz-content-sha256, over http; https sends it unsigned), so the server
+// refuses data altered on the way.
 package s3store
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -91,13 +94,16 @@ func (s *Store) Check(ctx context.Context) error {
 	return nil
 }
 
-// Put stores data under key with its SHA-256 for the server to check.
+// Put stores data under key with its MD5 for the server to check; sum is the caller's
+// SHA-256 of data, checked here before anything is sent.
 func (s *Store) Put(ctx context.Context, key string, data []byte, sum [32]byte) error {
+	if sha256.Sum256(data) != sum {
+		return fmt.Errorf("%s: data does not hash to the SHA-256 given: %w", key, backup.ErrPermanent)
+	}
 	_, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{
-		ContentType:          "application/octet-stream",
-		Checksum:             minio.ChecksumSHA256,
-		DisableMultipart:     true,
-		DisableContentSha256: false,
+		ContentType:      "application/octet-stream",
+		SendContentMd5:   true,
+		DisableMultipart: true,
 	})
 	return classify(err)
 }
@@ -148,6 +154,10 @@ func classify(err error) error {
 			return fmt.Errorf("bucket %s does not exist (NoSuchBucket): %w", r.BucketName, backup.ErrPermanent)
 		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidBucketName", "EntityTooLarge", "XAmzContentChecksumMismatch", "BadDigest", "InvalidDigest":
 			return fmt.Errorf("%s (%s): %w", r.Message, r.Code, backup.ErrPermanent)
+		}
+		if r.StatusCode >= 400 && r.StatusCode < 500 && r.StatusCode != http.StatusRequestTimeout && r.StatusCode != http.StatusTooManyRequests {
+			// The request itself is refused: sending it again gets the same answer.
+			return fmt.Errorf("%s (%s, HTTP %d): %w", r.Message, r.Code, r.StatusCode, backup.ErrPermanent)
 		}
 		if r.Code != "" {
 			return fmt.Errorf("%s (%s, HTTP %d)", r.Message, r.Code, r.StatusCode)

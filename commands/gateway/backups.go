@@ -1,0 +1,276 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/resources"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backup"
+)
+
+// ChunkGrace is how old an unreferenced chunk must be before a backup's deletion
+// removes it: a younger one may belong to an upload whose manifest is not written yet.
+var ChunkGrace = time.Hour
+
+// The backup routes (docs/backups.md): remotes from the views; what is on a remote read
+// from the remote itself (a backup exists there once its manifest is written, whichever
+// cluster wrote it), so a fresh cluster lists and restores another's backups.
+func (g *Gateway) backupRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /cairn/v1/remotes", g.listRemotes)
+	if g.Remotes == nil {
+		return
+	}
+	mux.HandleFunc("GET /cairn/v1/remotes/{remote}/backups", g.listBackups)
+	mux.HandleFunc("GET /cairn/v1/remotes/{remote}/backups/{resource}/{id}", g.getBackup)
+	mux.HandleFunc("POST /cairn/v1/remotes/{remote}/backups/{resource}/{id}/verify", g.verifyBackup)
+	mux.HandleFunc("POST /cairn/v1/remotes/{remote}/backups/{resource}/{id}/restore", g.restoreBackup)
+	mux.HandleFunc("DELETE /cairn/v1/remotes/{remote}/backups/{resource}/{id}", g.deleteBackup)
+}
+
+// RemoteView is a remote as the API shows it: never its secret, only the id of the
+// key that sealed it.
+type RemoteView struct {
+	Name         string `json:"name"`
+	Kind         string `json:"kind"`
+	Endpoint     string `json:"endpoint"`
+	Bucket       string `json:"bucket"`
+	Region       string `json:"region,omitempty"`
+	PathStyle    bool   `json:"path_style,omitempty"`
+	AccessKey    string `json:"access_key"`
+	SecretSealed string `json:"secret_key_sealed_with"`
+}
+
+// RemoteViewOf is r without its secret.
+func RemoteViewOf(r projections.Remote) RemoteView {
+	return RemoteView{Name: r.Name, Kind: r.Kind, Endpoint: r.Endpoint, Bucket: r.Bucket, Region: r.Region,
+		PathStyle: r.PathStyle, AccessKey: r.AccessKey, SecretSealed: r.SecretKey.KeyID}
+}
+
+func (g *Gateway) listRemotes(w http.ResponseWriter, r *http.Request) {
+	g.withView(w, func(v *projections.View) (any, error) {
+		rs, err := v.Remotes()
+		out := make([]RemoteView, 0, len(rs))
+		for _, x := range rs {
+			out = append(out, RemoteViewOf(x))
+		}
+		return map[string]any{"seq": v.Seq(), "remotes": out}, err
+	})
+}
+
+// store opens the request's remote; it writes the error and returns nil when it cannot.
+func (g *Gateway) store(w http.ResponseWriter, r *http.Request) backup.Store {
+	st, err := g.Remotes(r.PathValue("remote"))
+	if err != nil {
+		writeError(w, err)
+		return nil
+	}
+	return st
+}
+
+// storeError maps a store's error to the API's: not_found, precondition_failed for a
+// permanent one (credentials, bucket), unavailable otherwise.
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, backup.ErrNotFound):
+		return cairn.Errorf(cairn.CodeNotFound, "%v", err).About(cairn.ObjBackup)
+	case errors.Is(err, backup.ErrPermanent):
+		return cairn.Errorf(cairn.CodePreconditionFailed, "%v", err)
+	case errors.As(err, new(*cairn.Error)):
+		return err
+	}
+	return cairn.Errorf(cairn.CodeUnavailable, "remote: %v", err)
+}
+
+// BackupSummary is one complete backup on a remote.
+type BackupSummary struct {
+	Remote    string    `json:"remote"`
+	Resource  string    `json:"resource"`
+	ID        string    `json:"id"`
+	Snapshot  string    `json:"snapshot"`
+	Base      string    `json:"base,omitempty"`
+	Node      string    `json:"node,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Bytes     int64     `json:"bytes"`
+	Volumes   int       `json:"volumes"`
+	Chunks    int       `json:"chunks"`
+	SHA256    string    `json:"manifest_sha256"`
+}
+
+// SummaryOf sums up a listed backup.
+func SummaryOf(remote string, l backup.Listed) BackupSummary {
+	return BackupSummary{Remote: remote, Resource: l.Resource, ID: l.ID, Snapshot: l.Snapshot, Base: l.Base, Node: l.Node,
+		CreatedAt: l.CreatedAt, Bytes: l.Bytes(), Volumes: len(l.Volumes), Chunks: len(l.StoredChunks()), SHA256: l.SHA256}
+}
+
+// listBackups lists the complete backups on the remote (?resource= for one
+// definition's) and the uploads to it this cluster has under way or saw fail.
+func (g *Gateway) listBackups(w http.ResponseWriter, r *http.Request) {
+	st := g.store(w, r)
+	if st == nil {
+		return
+	}
+	remote, resource := r.PathValue("remote"), r.URL.Query().Get("resource")
+	listed, err := backup.List(r.Context(), st, resource)
+	if err != nil && len(listed) == 0 {
+		writeError(w, storeError(err))
+		return
+	}
+	out := map[string]any{"backups": []BackupSummary{}}
+	var sums []BackupSummary
+	for _, l := range listed {
+		sums = append(sums, SummaryOf(remote, l))
+	}
+	if sums != nil {
+		out["backups"] = sums
+	}
+	if err != nil {
+		out["warning"] = err.Error()
+	}
+	v, verr := g.DB.Read()
+	if verr == nil {
+		defer v.Close()
+		busy, _ := v.BackupsUnderWay()
+		var under []projections.RDBackup
+		for _, b := range busy {
+			if b.Remote != remote || resource != "" && b.Resource != resource {
+				continue
+			}
+			if rd, ok, _ := v.ResourceDefinition(b.Resource); ok {
+				if rb, ok := rd.Backup(remote, b.ID); ok {
+					under = append(under, *rb)
+				}
+			}
+		}
+		out["uploading"] = nonNil(under)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) manifest(w http.ResponseWriter, r *http.Request, st backup.Store) (backup.Manifest, string, bool) {
+	m, sum, err := backup.ReadManifest(r.Context(), st, r.PathValue("resource"), r.PathValue("id"), "")
+	if err != nil {
+		writeError(w, storeError(err))
+		return m, sum, false
+	}
+	return m, sum, true
+}
+
+func (g *Gateway) getBackup(w http.ResponseWriter, r *http.Request) {
+	st := g.store(w, r)
+	if st == nil {
+		return
+	}
+	if m, sum, ok := g.manifest(w, r, st); ok {
+		writeJSON(w, http.StatusOK, SummaryOf(r.PathValue("remote"), backup.Listed{Manifest: m, SHA256: sum}))
+	}
+}
+
+// verifyBackup reads every chunk of the backup and checks its hash: {ok, bad: {chunk:
+// why}, bytes, chunks}.
+func (g *Gateway) verifyBackup(w http.ResponseWriter, r *http.Request) {
+	st := g.store(w, r)
+	if st == nil {
+		return
+	}
+	m, _, ok := g.manifest(w, r, st)
+	if !ok {
+		return
+	}
+	bad, p, err := backup.Verify(r.Context(), st, m, nil)
+	if err != nil {
+		writeError(w, storeError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": len(bad) == 0, "bad": bad, "bytes": p.BytesTotal, "chunks": len(m.StoredChunks())})
+}
+
+// RestoreBody is the body of POST …/restore.
+type RestoreBody struct {
+	Target        string   `json:"target"`
+	Nodes         []string `json:"nodes"`
+	StoragePool   string   `json:"storage_pool,omitempty"`
+	ResourceGroup string   `json:"resource_group,omitempty"`
+}
+
+// RestoreCommand is backup.restore of backup m (SHA-256 sum) on remote into b.Target.
+func RestoreCommand(remote string, m backup.Manifest, sum string, b RestoreBody) resources.BackupRestore {
+	c := resources.BackupRestore{Remote: remote, Resource: m.Resource, ID: m.ID, Target: b.Target, Nodes: b.Nodes,
+		StoragePool: b.StoragePool, ResourceGroup: b.ResourceGroup, ManifestSHA256: sum}
+	for _, v := range m.Volumes {
+		c.Volumes = append(c.Volumes, resources.BackupVolume{Number: v.Number, SizeKiB: v.SizeKiB})
+	}
+	return c
+}
+
+// restoreBackup reads the backup's manifest and sends backup.restore with its volumes
+// and SHA-256: the new definition's disks are filled from it by their agents.
+func (g *Gateway) restoreBackup(w http.ResponseWriter, r *http.Request) {
+	var b RestoreBody
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&b); err != nil {
+		writeError(w, cairn.Errorf(cairn.CodeInvalidArgument, "restore body: %v", err))
+		return
+	}
+	st := g.store(w, r)
+	if st == nil {
+		return
+	}
+	m, sum, ok := g.manifest(w, r, st)
+	if !ok {
+		return
+	}
+	body, _ := json.Marshal(RestoreCommand(r.PathValue("remote"), m, sum, b))
+	g.sendAndAnswer(w, r, "backup.restore", body)
+}
+
+// deleteBackup sends backup.delete, then removes the manifest and the chunks no other
+// backup names (older than ChunkGrace) from the remote.
+func (g *Gateway) deleteBackup(w http.ResponseWriter, r *http.Request) {
+	st := g.store(w, r)
+	if st == nil {
+		return
+	}
+	remote, resource, id := r.PathValue("remote"), r.PathValue("resource"), r.PathValue("id")
+	body, _ := json.Marshal(map[string]string{"remote": remote, "resource": resource, "id": id})
+	reply, err := g.Send(r.Context(), "backup.delete", body, actorOf(r, "http:"+r.RemoteAddr), nil)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !reply.OK {
+		writeJSON(w, HTTPStatus(reply.Error.Code), reply)
+		return
+	}
+	removed, err := DeleteFromRemote(r.Context(), st, resource, id)
+	if err != nil {
+		writeError(w, storeError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "events": reply.Events, "chunks_removed": removed})
+}
+
+// DeleteFromRemote removes backup id of resource from st: its manifest, then every
+// chunk no backup names that is older than ChunkGrace.
+func DeleteFromRemote(ctx context.Context, st backup.Store, resource, id string) (int, error) {
+	return backup.Delete(ctx, st, resource, id, ChunkGrace, time.Now())
+}
+
+// sendAndAnswer sends a command on behalf of the request and writes its reply.
+func (g *Gateway) sendAndAnswer(w http.ResponseWriter, r *http.Request, verb string, body []byte) {
+	reply, err := g.Send(r.Context(), verb, body, actorOf(r, "http:"+r.RemoteAddr), nil)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if !reply.OK {
+		status = HTTPStatus(reply.Error.Code)
+	}
+	writeJSON(w, status, reply)
+}
+
