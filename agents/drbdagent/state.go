@@ -57,9 +57,9 @@ type State struct {
 	MDCreated bool `json:"md_created,omitempty"`
 	// Filled are the volumes filled from a backup (Local.RestoreBackup), by number:
 	// done once, before their metadata is created.
-	Filled map[int]bool `json:"filled,omitempty"`
-	Seeded    bool `json:"seeded,omitempty"`
-	Adjusted  bool `json:"adjusted,omitempty"`
+	Filled   map[int]bool `json:"filled,omitempty"`
+	Seeded   bool         `json:"seeded,omitempty"`
+	Adjusted bool         `json:"adjusted,omitempty"`
 
 	// Adding are volumes added to the adjusted incarnation whose metadata is not
 	// created and seeded yet (written before their backing volumes are made).

@@ -273,4 +273,3 @@ func (g *Gateway) sendAndAnswer(w http.ResponseWriter, r *http.Request, verb str
 	}
 	writeJSON(w, status, reply)
 }
-
