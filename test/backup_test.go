@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cairn-io/cairn/commands/gateway"
+	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backup"
 )
@@ -161,4 +162,81 @@ func TestBackupToS3AndRestoreIntoAFreshCluster(t *testing.T) {
 		assert.Contains(t, string(data), `"restore_backup"`)
 		assert.NotContains(t, string(data), `"full_sync":true`, "restored disks start in sync")
 	}
+}
+
+// uploadStatus is the upload of backup id as rd's node reports it (ok false before the
+// first report of it).
+func (c *simCluster) uploadStatus(rd, node, id string) (drbd.BackupStatus, bool) {
+	for _, r := range c.resource(rd).Replicas {
+		if r.Node != node || r.Observed == nil {
+			continue
+		}
+		for _, b := range r.Observed.Backups {
+			if b.ID == id {
+				return b, true
+			}
+		}
+	}
+	return drbd.BackupStatus{}, false
+}
+
+// An upload interrupted twice, once by its agent killed (SIGKILL) and once by the S3
+// server stopped for a while, finishes later without an operator, sending what it had
+// not sent before; meanwhile no backup is listed on the remote (no manifest), and the
+// backup restores byte for byte. The agents upload at 4 MiB/s (--backup-bandwidth), so
+// the 24 MiB of data take about 6 s: time to interrupt it.
+func TestBackupResumesAfterAnAgentKillAndAnS3Outage(t *testing.T) {
+	s3 := startS3(t)
+	c := startSimClusterWith(t, 2, []string{"--backup-bandwidth", "4"})
+	const size = 32768
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", fmt.Sprintf(`{"resource_group":"rg2","name":"r1","size_kib":%d}`, size))
+	c.waitUpToDate("r1", 2, 60*time.Second)
+	require.NoError(t, c.write("r1", "n1", 6144)) // 24 MiB: chunks 0-23
+	c.snapshotTaken("r1", "s1")
+	c.cmd("remote.create", s3.remoteBody("s3"))
+	c.cmd("backup.create", `{"resource":"r1","remote":"s3","snapshot":"s1","node":"n2"}`)
+	listed := func() int {
+		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/remotes/s3/backups"), "")
+		return len(decode[struct{ Backups []gateway.BackupSummary }](t, body).Backups)
+	}
+	sentAtLeast := func(n int64) func() bool {
+		return func() bool { b, ok := c.uploadStatus("r1", "n2", "s1"); return ok && b.ChunksSent >= n }
+	}
+
+	require.Eventually(t, sentAtLeast(4), 30*time.Second, 50*time.Millisecond, "the upload did not start")
+	c.kill("n2")
+	assert.Zero(t, listed(), "a backup is listed while its upload is cut off")
+	assert.NotContains(t, s3.objects("cairn/backups/"), backup.ManifestKey("r1", "s1"))
+	firstRun := len(s3.objects("cairn/chunks/"))
+	require.Positive(t, firstRun)
+	c.startAgent("n2")
+
+	require.Eventually(t, sentAtLeast(4), 30*time.Second, 50*time.Millisecond, "the upload did not resume")
+	s3.stop()
+	require.Eventually(t, func() bool {
+		b, ok := c.uploadStatus("r1", "n2", "s1")
+		return ok && strings.Contains(b.Error, "trying again")
+	}, 60*time.Second, 100*time.Millisecond, "the outage is not reported")
+	b := c.resource("r1")
+	rb, _ := b.Backup("s3", "s1")
+	assert.Equal(t, projections.BackupUploading, rb.Phase, "an outage does not fail the backup")
+	require.Eventually(t, func() bool { // the outage lasts: retries go on meanwhile
+		b, ok := c.uploadStatus("r1", "n2", "s1")
+		return ok && strings.Contains(b.Error, "attempt 2:")
+	}, 60*time.Second, 100*time.Millisecond, "no second attempt during the outage")
+	s3.start()
+
+	done := c.waitBackup("r1", "s3", "s1", 120*time.Second)
+	require.Equal(t, projections.BackupDone, done.Phase, done.Error)
+	assert.Less(t, done.ChunksSent, int64(24), "the last run sent only what the runs before had not")
+	assert.Equal(t, 1, listed())
+	code, body := httpJSON(t, "POST", c.s.url("/cairn/v1/remotes/s3/backups/r1/s1/verify"), "")
+	require.Equal(t, 200, code, body)
+	assert.Contains(t, body, `"ok": true`)
+
+	code, body = httpJSON(t, "POST", c.s.url("/cairn/v1/remotes/s3/backups/r1/s1/restore"), `{"target":"r1b","nodes":["n1"],"storage_pool":"thin"}`)
+	require.Equal(t, 200, code, body)
+	c.waitUpToDate("r1b", 1, 60*time.Second)
+	require.True(t, bytes.Equal(c.snapshotData("r1", "s1", "n2", size), c.diskData("r1b", "n1", size)), "the restored disk differs from the snapshot")
 }

@@ -27,11 +27,18 @@ type simCluster struct {
 	s      *serve
 	base   string
 	agents map[string]*exec.Cmd
+	// agentFlags are added to every agent's flags.
+	agentFlags []string
 }
 
 func startSimCluster(t *testing.T, nodes int, serveFlags ...string) *simCluster {
+	return startSimClusterWith(t, nodes, nil, serveFlags...)
+}
+
+// startSimClusterWith is startSimCluster with more agent flags.
+func startSimClusterWith(t *testing.T, nodes int, agentFlags []string, serveFlags ...string) *simCluster {
 	testtools.Need(t, "drbdadm", "drbdmeta")
-	c := &simCluster{t: t, s: startServe(t, t.TempDir(), serveFlags...), base: t.TempDir(), agents: map[string]*exec.Cmd{}}
+	c := &simCluster{t: t, s: startServe(t, t.TempDir(), serveFlags...), base: t.TempDir(), agents: map[string]*exec.Cmd{}, agentFlags: agentFlags}
 	c.cmd("cluster.create", `{"name":"c1","failure_domains":false,"data_chunks":1,"parity_chunks":1}`)
 	for i := 1; i <= nodes; i++ {
 		n := fmt.Sprintf("n%d", i)
@@ -47,7 +54,7 @@ func (c *simCluster) root(node string) string { return filepath.Join(c.base, nod
 // startAgent starts node's sim agent (again, after kill).
 func (c *simCluster) startAgent(node string) {
 	require.NoError(c.t, os.MkdirAll(filepath.Join(c.root(node), "var/lib/cairn/thin"), 0o755))
-	c.agents[node] = startAgent(c.t, c.s, agentOpts{node: node, root: c.root(node), kernel: "sim", extra: []string{"--heartbeat-interval", "300ms"}})
+	c.agents[node] = startAgent(c.t, c.s, agentOpts{node: node, root: c.root(node), kernel: "sim", extra: append([]string{"--heartbeat-interval", "300ms"}, c.agentFlags...)})
 }
 
 // kill ends node's agent with SIGKILL: in the sim, its host is gone.

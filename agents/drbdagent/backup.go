@@ -251,6 +251,12 @@ func (r *Reconciler) uploadOnce(ctx context.Context, j *uploadJob, o drbd.Backup
 		Manifest: backup.Manifest{ID: o.ID, Resource: j.rd, Snapshot: o.Snapshot, Node: r.cfg.Node, Base: base,
 			CreatedAt: time.Now().UTC(), Volumes: vols},
 		Open: func(v int) (io.ReaderAt, error) { return opened[v], nil },
+		Throttle: func(ctx context.Context, n int) error {
+			if r.upLimit == nil {
+				return nil
+			}
+			return r.upLimit.WaitN(ctx, n)
+		},
 		OnProgress: func(p backup.Progress) {
 			j.set(func(s *drbd.BackupStatus) {
 				s.BytesDone, s.BytesTotal, s.BytesSent, s.ChunksSent = p.BytesDone, p.BytesTotal, p.BytesSent, p.ChunksSent

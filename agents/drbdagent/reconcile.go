@@ -1,6 +1,10 @@
 package drbdagent
 
 import (
+	"golang.org/x/time/rate"
+
+	"github.com/cairn-io/cairn/storage/backup"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,6 +76,9 @@ type Config struct {
 	// BackupRetry is the first wait before an upload that stopped on an error a retry
 	// may cure is tried again (1 s; it doubles up to 30 s).
 	BackupRetry time.Duration
+	// BackupBandwidth limits what this node's uploads send, together, in bytes per
+	// second (0: no limit).
+	BackupBandwidth int64
 }
 
 // ErrStopped is returned when AfterStep stopped a reconcile.
@@ -99,8 +106,10 @@ type Reconciler struct {
 	timersMu sync.Mutex
 	timers   map[string]*time.Timer
 
-	// ups are the uploads of backups under way or finished, by resource and id.
-	ups uploads
+	// ups are the uploads of backups under way or finished, by resource and id;
+	// upLimit paces them (Config.BackupBandwidth; nil: no limit).
+	ups     uploads
+	upLimit *rate.Limiter
 }
 
 // lockResource takes rd's lock (reconciles and snapshot timers of one resource never
@@ -143,6 +152,9 @@ func New(cfg Config) (*Reconciler, error) {
 		locks: map[string]*sync.Mutex{}, timers: map[string]*time.Timer{}, ups: uploads{jobs: map[string]*uploadJob{}}}
 	if r.cfg.BackupRetry <= 0 {
 		r.cfg.BackupRetry = time.Second
+	}
+	if r.cfg.BackupBandwidth > 0 {
+		r.upLimit = rate.NewLimiter(rate.Limit(r.cfg.BackupBandwidth), max(int(r.cfg.BackupBandwidth), backup.ChunkSize))
 	}
 	r.pub = &statusPublisher{r: r, dirty: map[string]bool{}, last: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	return r, nil

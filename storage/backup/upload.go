@@ -45,6 +45,9 @@ type Upload struct {
 	Workers int
 	// OnProgress, when set, is called after every chunk (from one goroutine at a time).
 	OnProgress func(Progress)
+	// Throttle, when set, is called before a chunk of n bytes is sent and waits as long
+	// as a bandwidth limit says (rate.Limiter.WaitN); its error stops the upload.
+	Throttle func(ctx context.Context, n int) error
 }
 
 // Run uploads the backup and returns its manifest's SHA-256 and the progress at the
@@ -105,6 +108,12 @@ func (u *Upload) Run(ctx context.Context) (string, Progress, error) {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
+				if u.Throttle != nil {
+					if err := u.Throttle(ctx, len(j.data)); err != nil {
+						fail(err)
+						continue
+					}
+				}
 				if err := u.Store.Put(ctx, ChunkKey(j.sum), j.data, j.raw); err != nil {
 					fail(fmt.Errorf("chunk %s: %w", j.sum, err))
 					continue
