@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +240,40 @@ func TestBackupResumesAfterAnAgentKillAndAnS3Outage(t *testing.T) {
 	require.Equal(t, 200, code, body)
 	c.waitUpToDate("r1b", 1, 60*time.Second)
 	require.True(t, bytes.Equal(c.snapshotData("r1", "s1", "n2", size), c.diskData("r1b", "n1", size)), "the restored disk differs from the snapshot")
+}
+
+// Wrong credentials and a bucket that does not exist fail the backup at once with the
+// store's reason, before anything is sent (the bucket stays empty); the remote's
+// listing says the same; a later backup to a good remote works.
+func TestBackupToAWrongRemoteFailsClearly(t *testing.T) {
+	s3 := startS3(t)
+	c := startSimCluster(t, 2)
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	c.waitUpToDate("r1", 2, 60*time.Second)
+	require.NoError(t, c.write("r1", "n1", 10))
+	c.snapshotTaken("r1", "s1")
+
+	wrongKey := strings.Replace(s3.remoteBody("wrongkey"), s3.SecretKey, "not-the-secret", 1)
+	noBucket := strings.Replace(s3.remoteBody("nobucket"), `"bucket":"backups"`, `"bucket":"no-such-bucket"`, 1)
+	c.cmd("remote.create", wrongKey)
+	c.cmd("remote.create", noBucket)
+	// SeaweedFS answers a bucket check with wrong credentials AccessDenied, a listing
+	// SignatureDoesNotMatch: either is a refusal of the credentials.
+	creds := regexp.MustCompile(`AccessDenied|SignatureDoesNotMatch|InvalidAccessKeyId`)
+	for remote, want := range map[string]*regexp.Regexp{"wrongkey": creds, "nobucket": regexp.MustCompile("no-such-bucket does not exist")} {
+		c.cmd("backup.create", fmt.Sprintf(`{"resource":"r1","remote":%q,"snapshot":"s1"}`, remote))
+		b := c.waitBackup("r1", remote, "s1", 30*time.Second)
+		assert.Equal(t, projections.BackupFailed, b.Phase, remote)
+		assert.Regexp(t, want, b.Error, remote)
+		code, body := httpJSON(t, "GET", c.s.url("/cairn/v1/remotes/"+remote+"/backups"), "")
+		assert.Equal(t, 422, code, body)
+		assert.Regexp(t, want, body)
+	}
+	assert.Empty(t, s3.objects(""), "nothing was sent")
+
+	c.cmd("remote.create", s3.remoteBody("good"))
+	c.cmd("backup.create", `{"resource":"r1","remote":"good","snapshot":"s1"}`)
+	b := c.waitBackup("r1", "good", "s1", 30*time.Second)
+	assert.Equal(t, projections.BackupDone, b.Phase, b.Error)
 }

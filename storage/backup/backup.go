@@ -63,7 +63,7 @@ var ErrNotFound = errors.New("no such object")
 // ErrPermanent marks a store error that trying again will not cure (wrong credentials,
 // a bucket that does not exist, a store refusing the data): a backup fails with it at
 // once, where other errors are waited out.
-var ErrPermanent = errors.New("permanent")
+var ErrPermanent = errors.New("not retried")
 
 const (
 	chunkPrefix    = "cairn/chunks/"
