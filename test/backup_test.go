@@ -277,3 +277,83 @@ func TestBackupToAWrongRemoteFailsClearly(t *testing.T) {
 	b := c.waitBackup("r1", "good", "s1", 30*time.Second)
 	assert.Equal(t, projections.BackupDone, b.Phase, b.Error)
 }
+
+// The unmodified LINSTOR CLI drives backups: `remote create s3`, `remote list` (no
+// secret), `backup create` (a snapshot taken, then the upload), `backup list` (Shipping,
+// then Success, with LINSTOR's ids), `backup info`, `backup restore` into a new
+// definition on a node (the data byte-equal to the snapshot's), and `backup delete id`.
+func TestLinstorCLIBackups(t *testing.T) {
+	s3 := startS3(t)
+	c := startSimCluster(t, 2)
+	linstor := linstorCLI(t, "http://"+c.s.httpAddr)
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":8192}`)
+	c.waitUpToDate("r1", 2, 60*time.Second)
+	require.NoError(t, c.write("r1", "n1", 700))
+
+	out, errOut, code := linstor("remote", "create", "s3", "--use-path-style", "offsite", s3.Endpoint, s3.Bucket, "us-east-1", s3.AccessKey, s3.SecretKey)
+	require.Equal(t, 0, code, out+errOut)
+	out, _, code = linstor("remote", "list")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "offsite")
+	assert.Contains(t, out, s3.Bucket)
+	assert.NotContains(t, out, s3.SecretKey)
+	_, _, code = linstor("remote", "create", "s3", "offsite", s3.Endpoint, s3.Bucket, "us-east-1", s3.AccessKey, s3.SecretKey)
+	assert.NotEqual(t, 0, code, "a second remote of the same name")
+
+	out, errOut, code = linstor("backup", "create", "--snapshot", "nightly1", "offsite", "r1")
+	require.Equal(t, 0, code, out+errOut)
+	b := c.waitBackup("r1", "offsite", "nightly1", 60*time.Second)
+	require.Equal(t, projections.BackupDone, b.Phase, b.Error)
+	require.NoError(t, c.write("r1", "n1", 1))
+	out, errOut, code = linstor("backup", "create", "--snapshot", "nightly2", "offsite", "r1")
+	require.Equal(t, 0, code, out+errOut)
+	b2 := c.waitBackup("r1", "offsite", "nightly2", 60*time.Second)
+	require.Equal(t, projections.BackupDone, b2.Phase, b2.Error)
+	assert.Equal(t, "nightly1", b2.Base, "incremental by default, as LINSTOR's")
+	out, errOut, code = linstor("backup", "create", "--full", "--snapshot", "nightly3", "offsite", "r1")
+	require.Equal(t, 0, code, out+errOut)
+	b3 := c.waitBackup("r1", "offsite", "nightly3", 60*time.Second)
+	assert.Empty(t, b3.Base, "--full")
+
+	out, errOut, code = linstor("--machine-readable", "backup", "list", "offsite")
+	require.Equal(t, 0, code, out+errOut)
+	var list struct {
+		Linstor map[string]struct {
+			ID         string `json:"id"`
+			OriginRsc  string `json:"origin_rsc"`
+			OriginSnap string `json:"origin_snap"`
+			Restorable bool   `json:"restorable"`
+			BasedOnID  string `json:"based_on_id"`
+		} `json:"linstor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &list), out) // machine-readable raw: the object as served
+	require.Len(t, list.Linstor, 3)
+	assert.True(t, list.Linstor["r1_nightly1"].Restorable)
+	assert.Equal(t, "r1_nightly1.meta", list.Linstor["r1_nightly2"].BasedOnID)
+	out, _, code = linstor("backup", "list", "--show-id", "offsite")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "nightly1")
+	assert.Contains(t, out, "Success")
+
+	out, errOut, code = linstor("backup", "info", "--id", "r1_nightly2", "offsite")
+	require.Equal(t, 0, code, out+errOut)
+	assert.Contains(t, out, "r1_nightly1", "its full backup")
+
+	out, errOut, code = linstor("backup", "restore", "--id", "r1_nightly1", "offsite", "n2", "r1-back")
+	require.Equal(t, 0, code, out+errOut)
+	c.waitUpToDate("r1-back", 1, 60*time.Second)
+	require.True(t, bytes.Equal(c.snapshotData("r1", "nightly1", "n1", 8192), c.diskData("r1-back", "n2", 8192)), "the restored disk differs from the snapshot")
+	_, _, code = linstor("backup", "restore", "--id", "r1_nosuch", "offsite", "n2", "r1-none")
+	assert.NotEqual(t, 0, code)
+
+	out, errOut, code = linstor("backup", "delete", "id", "offsite", "r1_nightly3")
+	require.Equal(t, 0, code, out+errOut)
+	out, _, _ = linstor("--machine-readable", "backup", "list", "offsite")
+	assert.NotContains(t, out, "r1_nightly3")
+	assert.Contains(t, out, "r1_nightly2")
+	_, _, code = linstor("remote", "delete", "offsite")
+	assert.Equal(t, 0, code)
+	out, _, _ = linstor("remote", "list")
+	assert.NotContains(t, out, "offsite")
+}

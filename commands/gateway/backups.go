@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/gateway/linstor"
 	"github.com/cairn-io/cairn/commands/resources"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backup"
@@ -16,7 +17,7 @@ import (
 
 // ChunkGrace is how old an unreferenced chunk must be before a backup's deletion
 // removes it: a younger one may belong to an upload whose manifest is not written yet.
-var ChunkGrace = time.Hour
+var ChunkGrace = &linstor.ChunkGrace
 
 // The backup routes (docs/backups.md): remotes from the views; what is on a remote read
 // from the remote itself (a backup exists there once its manifest is written, whichever
@@ -257,7 +258,7 @@ func (g *Gateway) deleteBackup(w http.ResponseWriter, r *http.Request) {
 // DeleteFromRemote removes backup id of resource from st: its manifest, then every
 // chunk no backup names that is older than ChunkGrace.
 func DeleteFromRemote(ctx context.Context, st backup.Store, resource, id string) (int, error) {
-	return backup.Delete(ctx, st, resource, id, ChunkGrace, time.Now())
+	return backup.Delete(ctx, st, resource, id, *ChunkGrace, time.Now())
 }
 
 // sendAndAnswer sends a command on behalf of the request and writes its reply.

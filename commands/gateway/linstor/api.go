@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backup"
 	"github.com/nats-io/nats.go"
 )
 
@@ -42,6 +43,8 @@ type API struct {
 	// Refusals lists the commands this serve refused lately, for the error reports (nil:
 	// none).
 	Refusals func() []admission.Refusal
+	// Remotes opens a remote's object store (nil: no backup routes).
+	Remotes func(name string) (backup.Store, error)
 }
 
 // Register adds LINSTOR's routes under /v1/ to mux. Every other /v1/ path and method
@@ -125,16 +128,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/clone", a.cloneDefinition)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/clone/{clone}", a.cloneStatus)
 
-	// Remotes (backups, shipping) are not served yet, but a cluster without them lists
-	// none: linstor-csi lists them on every unfiltered ListSnapshots. The shape is what
-	// the clients decode (an object: golinstor client/remote.go RemoteService.GetAll, the
-	// Python client's RemoteListResponse), not the OpenAPI document's array.
-	mux.HandleFunc("GET /v1/remotes", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string][]any{"s3_remotes": {}, "linstor_remotes": {}, "ebs_remotes": {}})
-	})
-	for _, kind := range []string{"s3", "linstor", "ebs"} {
-		mux.HandleFunc("GET /v1/remotes/"+kind, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, []any{}) })
-	}
+	a.backupRoutes(mux)
 
 	mux.HandleFunc("GET /v1/error-reports", a.listErrorReports)
 	mux.HandleFunc("GET /v1/error-reports/{id}", a.getErrorReport)

@@ -167,6 +167,10 @@ func objectMask(object string, fallback uint64) uint64 {
 		return objVlmDfn
 	case cairn.ObjResource:
 		return objRsc
+	case cairn.ObjRemote:
+		return objRemote
+	case cairn.ObjBackup:
+		return objBackup
 	}
 	return fallback
 }

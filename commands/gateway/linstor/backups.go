@@ -1,0 +1,469 @@
+package linstor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/resources"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backup"
+)
+
+// LINSTOR's remotes and backups (docs/backups.md, "The LINSTOR CLI"): S3 remotes map to
+// remote.create/remote.delete; backup create takes a snapshot (snap_name, or
+// back_YYYYMMDD_HHMMSS as LINSTOR names it), waits until it is taken and sends
+// backup.create; list, info, restore and delete read the remote's manifests. A backup's
+// LINSTOR id is "<resource>_<backup id>" (LINSTOR's "<rsc>_<snapshot>"), resolved against
+// the remote's list.
+
+const (
+	objRemote   uint64 = 0x040000 // MASK_REMOTE
+	objBackup   uint64 = 0x080000 // MASK_BACKUP
+	objSchedule uint64 = 0x540000 // MASK_SCHEDULE
+
+	codeNotFoundRemote   uint64 = 321
+	codeNotFoundBackup   uint64 = 322
+	codeNotFoundSchedule uint64 = 323
+	codeExistsRemote     uint64 = 527
+	codeExistsSchedule   uint64 = 528
+)
+
+func init() {
+	notFoundCodes[objRemote], notFoundCodes[objBackup], notFoundCodes[objSchedule] = codeNotFoundRemote, codeNotFoundBackup, codeNotFoundSchedule
+	existsCodes[objRemote], existsCodes[objSchedule] = codeExistsRemote, codeExistsSchedule
+}
+
+// S3Remote is LINSTOR's S3 remote (the secret key only ever comes in).
+type S3Remote struct {
+	RemoteName   string `json:"remote_name"`
+	Endpoint     string `json:"endpoint"`
+	Bucket       string `json:"bucket"`
+	Region       string `json:"region"`
+	AccessKey    string `json:"access_key,omitempty"`
+	SecretKey    string `json:"secret_key,omitempty"`
+	UsePathStyle bool   `json:"use_path_style"`
+}
+
+func s3RemoteOf(r projections.Remote) S3Remote {
+	return S3Remote{RemoteName: r.Name, Endpoint: r.Endpoint, Bucket: r.Bucket, Region: r.Region, AccessKey: r.AccessKey, UsePathStyle: r.PathStyle}
+}
+
+func (a *API) backupRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/remotes", a.listRemotes)
+	mux.HandleFunc("GET /v1/remotes/s3", a.listS3Remotes)
+	mux.HandleFunc("POST /v1/remotes/s3", a.createS3Remote)
+	mux.HandleFunc("DELETE /v1/remotes", a.deleteRemote)
+	for _, kind := range []string{"linstor", "ebs"} {
+		mux.HandleFunc("GET /v1/remotes/"+kind, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, []any{}) })
+	}
+	if a.Remotes == nil {
+		return
+	}
+	mux.HandleFunc("POST /v1/remotes/{remote}/backups", a.createBackup)
+	mux.HandleFunc("GET /v1/remotes/{remote}/backups", a.listBackups)
+	mux.HandleFunc("DELETE /v1/remotes/{remote}/backups", a.deleteBackups)
+	mux.HandleFunc("POST /v1/remotes/{remote}/backups/restore", a.restoreBackup)
+	mux.HandleFunc("POST /v1/remotes/{remote}/backups/info", a.backupInfo)
+	mux.HandleFunc("POST /v1/remotes/{remote}/backups/abort", a.abortBackup)
+}
+
+// listRemotes answers the object the clients decode (golinstor client/remote.go
+// GetAll, the Python client's RemoteListResponse), not the OpenAPI document's array.
+func (a *API) listRemotes(w http.ResponseWriter, r *http.Request) {
+	a.withView(w, objRemote, func(v *projections.View) (any, error) {
+		rs, err := v.Remotes()
+		s3 := []S3Remote{}
+		for _, x := range rs {
+			s3 = append(s3, s3RemoteOf(x))
+		}
+		return map[string]any{"s3_remotes": s3, "linstor_remotes": []any{}, "ebs_remotes": []any{}}, err
+	})
+}
+
+func (a *API) listS3Remotes(w http.ResponseWriter, r *http.Request) {
+	a.withView(w, objRemote, func(v *projections.View) (any, error) {
+		rs, err := v.Remotes()
+		s3 := []S3Remote{}
+		for _, x := range rs {
+			s3 = append(s3, s3RemoteOf(x))
+		}
+		return s3, err
+	})
+}
+
+func (a *API) createS3Remote(w http.ResponseWriter, r *http.Request) {
+	var in S3Remote
+	if !readBody(w, r, &in) {
+		return
+	}
+	a.commit(w, r, "remote.create", map[string]any{"name": in.RemoteName, "kind": "s3", "endpoint": in.Endpoint, "bucket": in.Bucket,
+		"region": in.Region, "path_style": in.UsePathStyle, "access_key": in.AccessKey, "secret_key": in.SecretKey}, opCreate, objRemote,
+		fmt.Sprintf("Remote '%s' created.", in.RemoteName), map[string]string{"RemoteName": in.RemoteName})
+}
+
+func (a *API) deleteRemote(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("remote_name")
+	a.commit(w, r, "remote.delete", map[string]any{"name": name}, opDelete, objRemote,
+		fmt.Sprintf("Remote '%s' deleted.", name), map[string]string{"RemoteName": name})
+}
+
+// backupIn is LINSTOR's BackupCreate.
+type backupIn struct {
+	RscName     string `json:"rsc_name"`
+	NodeName    string `json:"node_name"`
+	SnapName    string `json:"snap_name"`
+	Incremental *bool  `json:"incremental"`
+}
+
+// createBackup takes the snapshot, waits until it is taken (SnapshotWait) and starts
+// the upload; like LINSTOR it answers once the upload started, not finished.
+func (a *API) createBackup(w http.ResponseWriter, r *http.Request) {
+	var in backupIn
+	if !readBody(w, r, &in) {
+		return
+	}
+	remote := r.PathValue("remote")
+	snap := in.SnapName
+	if snap == "" {
+		snap = "back_" + time.Now().UTC().Format("20060102_150405")
+	}
+	if _, err := a.command(r, "rd.snapshot", map[string]any{"resource": in.RscName, "name": snap}); err != nil {
+		writeFailure(w, opCreate, objBackup, err)
+		return
+	}
+	if err := a.waitTaken(r.Context(), in.RscName, snap, time.Now().Add(SnapshotWait)); err != nil {
+		writeFailure(w, opCreate, objBackup, err)
+		return
+	}
+	body := map[string]any{"resource": in.RscName, "remote": remote, "snapshot": snap, "full": in.Incremental != nil && !*in.Incremental}
+	if in.NodeName != "" {
+		body["node"] = in.NodeName
+	}
+	a.commit(w, r, "backup.create", body, opCreate, objBackup,
+		fmt.Sprintf("Backup shipping of resource '%s' to remote '%s' started (snapshot '%s').", in.RscName, remote, snap),
+		map[string]string{"RscDfn": in.RscName, "SnapshotName": snap})
+}
+
+// waitTaken waits until snapshot snap of rd is taken; an error when it failed, is gone
+// or is still under way at deadline.
+func (a *API) waitTaken(ctx context.Context, rd, snap string, deadline time.Time) error {
+	for {
+		def, err := a.definitionNow(rd)
+		if err != nil {
+			return err
+		}
+		s, ok := def.Snapshot(snap)
+		switch {
+		case !ok:
+			return cairn.Errorf(cairn.CodeNotFound, "snapshot %s of %s is gone", snap, rd).About(cairn.ObjSnapshot)
+		case s.Phase == projections.SnapshotTaken:
+			return nil
+		case s.Phase == projections.SnapshotFailed:
+			return cairn.Errorf(cairn.CodePreconditionFailed, "snapshot %s of %s failed: %s", snap, rd, s.Reason)
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			return cairn.Errorf(cairn.CodeUnavailable, "snapshot %s of %s is still %s after %s", snap, rd, s.Phase, SnapshotWait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Backup is LINSTOR's Backup.
+type Backup struct {
+	ID                string `json:"id"`
+	StartTime         string `json:"start_time,omitempty"`
+	StartTimestamp    int64  `json:"start_timestamp,omitempty"`
+	FinishedTime      string `json:"finished_time,omitempty"`
+	FinishedTimestamp int64  `json:"finished_timestamp,omitempty"`
+	OriginRsc         string `json:"origin_rsc"`
+	OriginSnap        string `json:"origin_snap"`
+	OriginNode        string `json:"origin_node,omitempty"`
+	FailMessages      string `json:"fail_messages,omitempty"`
+	Vlms              []any  `json:"vlms"`
+	Success           bool   `json:"success"`
+	Shipping          bool   `json:"shipping"`
+	Restorable        bool   `json:"restorable"`
+	BasedOnID         string `json:"based_on_id,omitempty"`
+}
+
+// linstorID is a backup's LINSTOR id.
+func linstorID(resource, id string) string { return resource + "_" + id }
+
+func (a *API) store(w http.ResponseWriter, r *http.Request, op uint64) backup.Store {
+	st, err := a.Remotes(r.PathValue("remote"))
+	if err != nil {
+		writeFailure(w, op, objRemote, err)
+		return nil
+	}
+	return st
+}
+
+// remoteError is a store's error as a Cairn error.
+func remoteError(err error) error {
+	switch {
+	case errors.Is(err, backup.ErrNotFound):
+		return cairn.Errorf(cairn.CodeNotFound, "%v", err).About(cairn.ObjBackup)
+	case errors.Is(err, backup.ErrPermanent):
+		return cairn.Errorf(cairn.CodePreconditionFailed, "%v", err)
+	}
+	return cairn.Errorf(cairn.CodeUnavailable, "remote: %v", err)
+}
+
+// listBackups answers LINSTOR's BackupList: every complete backup on the remote, and
+// the uploads to it under way here (shipping).
+func (a *API) listBackups(w http.ResponseWriter, r *http.Request) {
+	st := a.store(w, r, 0)
+	if st == nil {
+		return
+	}
+	remote, rsc, snap := r.PathValue("remote"), r.URL.Query().Get("rsc_name"), r.URL.Query().Get("snap_name")
+	listed, err := backup.List(r.Context(), st, rsc)
+	if err != nil && len(listed) == 0 {
+		writeFailure(w, 0, objBackup, remoteError(err))
+		return
+	}
+	out := map[string]Backup{}
+	for _, l := range listed {
+		if snap != "" && l.Snapshot != snap {
+			continue
+		}
+		b := Backup{ID: linstorID(l.Resource, l.ID), StartTime: l.CreatedAt.Format(time.RFC3339), StartTimestamp: l.CreatedAt.UnixMilli(),
+			FinishedTime: l.CreatedAt.Format(time.RFC3339), FinishedTimestamp: l.CreatedAt.UnixMilli(),
+			OriginRsc: l.Resource, OriginSnap: l.Snapshot, OriginNode: l.Node, Success: true, Restorable: true, Vlms: []any{}}
+		for _, v := range l.Volumes {
+			b.Vlms = append(b.Vlms, map[string]any{"vlm_nr": v.Number, "s3": map[string]string{"key": backup.ManifestKey(l.Resource, l.ID)}})
+		}
+		if l.Base != "" {
+			b.BasedOnID = linstorID(l.Resource, l.Base) + ".meta" // the CLI cuts 5 characters off
+		}
+		out[b.ID] = b
+	}
+	_ = a.read(func(v *projections.View) error {
+		busy, err := v.BackupsUnderWay()
+		for _, u := range busy {
+			if u.Remote != remote || rsc != "" && u.Resource != rsc {
+				continue
+			}
+			rd, ok, _ := v.ResourceDefinition(u.Resource)
+			if !ok {
+				continue
+			}
+			if b, ok := rd.Backup(remote, u.ID); ok && (snap == "" || b.Snapshot == snap) {
+				out[linstorID(u.Resource, u.ID)] = Backup{ID: linstorID(u.Resource, u.ID), StartTime: b.StartedAt.Format(time.RFC3339),
+					StartTimestamp: b.StartedAt.UnixMilli(), OriginRsc: u.Resource, OriginSnap: b.Snapshot, OriginNode: b.Node, Shipping: true, Vlms: []any{}}
+			}
+		}
+		return err
+	})
+	writeJSON(w, http.StatusOK, map[string]any{"linstor": out, "other": map[string]any{"files": []string{}}})
+}
+
+// find resolves a LINSTOR backup id, or the latest backup of a resource (and snapshot),
+// among the remote's complete backups.
+func find(listed []backup.Listed, id, rsc, snap string) (backup.Listed, error) {
+	var best *backup.Listed
+	for i := range listed {
+		l := &listed[i]
+		switch {
+		case id != "" && linstorID(l.Resource, l.ID) == id:
+			return *l, nil
+		case id == "" && l.Resource == rsc && (snap == "" || l.Snapshot == snap):
+			if best == nil || l.CreatedAt.After(best.CreatedAt) {
+				best = l
+			}
+		}
+	}
+	if best == nil {
+		what := "backup " + id
+		if id == "" {
+			what = "a backup of resource " + rsc
+			if snap != "" {
+				what += " snapshot " + snap
+			}
+		}
+		return backup.Listed{}, cairn.Errorf(cairn.CodeNotFound, "the remote holds no %s", what).About(cairn.ObjBackup)
+	}
+	return *best, nil
+}
+
+// restoreIn is LINSTOR's BackupRestore (and BackupInfoRequest).
+type restoreIn struct {
+	SrcRscName    string            `json:"src_rsc_name"`
+	SrcSnapName   string            `json:"src_snap_name"`
+	LastBackup    string            `json:"last_backup"`
+	StorPoolMap   map[string]string `json:"stor_pool_map"`
+	TargetRscName string            `json:"target_rsc_name"`
+	NodeName      string            `json:"node_name"`
+	DownloadOnly  bool              `json:"download_only"`
+	DstRscGrp     string            `json:"dst_rsc_grp"`
+}
+
+// pool is the storage pool a restore lands in: the one every source pool maps to.
+func (in restoreIn) pool() string {
+	var pools []string
+	for _, p := range in.StorPoolMap {
+		if !slices.Contains(pools, p) {
+			pools = append(pools, p)
+		}
+	}
+	if len(pools) == 1 {
+		return pools[0]
+	}
+	return ""
+}
+
+// restoreBackup restores a backup (last_backup, or the latest of src_rsc_name) into
+// the new definition target_rsc_name on node_name.
+func (a *API) restoreBackup(w http.ResponseWriter, r *http.Request) {
+	var in restoreIn
+	if !readBody(w, r, &in) {
+		return
+	}
+	if in.DownloadOnly {
+		writeFailure(w, opCreate, objBackup, cairn.InvalidField("download_only", "Cairn restores a backup into a new definition at once; download_only is not served"))
+		return
+	}
+	st := a.store(w, r, opCreate)
+	if st == nil {
+		return
+	}
+	listed, err := backup.List(r.Context(), st, in.SrcRscName)
+	if err != nil && len(listed) == 0 {
+		writeFailure(w, opCreate, objBackup, remoteError(err))
+		return
+	}
+	l, err := find(listed, in.LastBackup, in.SrcRscName, in.SrcSnapName)
+	if err != nil {
+		writeFailure(w, opCreate, objBackup, err)
+		return
+	}
+	c := resources.BackupRestore{Remote: r.PathValue("remote"), Resource: l.Resource, ID: l.ID, Target: in.TargetRscName,
+		Nodes: []string{in.NodeName}, StoragePool: in.pool(), ResourceGroup: in.DstRscGrp, ManifestSHA256: l.SHA256}
+	for _, v := range l.Volumes {
+		c.Volumes = append(c.Volumes, resources.BackupVolume{Number: v.Number, SizeKiB: v.SizeKiB})
+	}
+	a.commit(w, r, "backup.restore", c, opCreate, objBackup,
+		fmt.Sprintf("Restoring backup '%s' into resource '%s' on node '%s'.", linstorID(l.Resource, l.ID), in.TargetRscName, in.NodeName),
+		map[string]string{"RscDfn": in.TargetRscName})
+}
+
+// backupInfo answers LINSTOR's BackupInfo of the backup a restore would take.
+func (a *API) backupInfo(w http.ResponseWriter, r *http.Request) {
+	var in restoreIn
+	if !readBody(w, r, &in) {
+		return
+	}
+	st := a.store(w, r, 0)
+	if st == nil {
+		return
+	}
+	listed, err := backup.List(r.Context(), st, in.SrcRscName)
+	if err != nil && len(listed) == 0 {
+		writeFailure(w, 0, objBackup, remoteError(err))
+		return
+	}
+	l, err := find(listed, in.LastBackup, in.SrcRscName, in.SrcSnapName)
+	if err != nil {
+		writeFailure(w, 0, objBackup, err)
+		return
+	}
+	full, count := l.ID, 0
+	for base := l.Base; base != ""; count++ { // the chain to the full backup
+		full = base
+		b, err := find(listed, linstorID(l.Resource, base), "", "")
+		if err != nil {
+			break
+		}
+		base = b.Base
+	}
+	sizeKiB := l.Bytes() / 1024
+	writeJSON(w, http.StatusOK, map[string]any{"rsc": l.Resource, "snap": l.Snapshot, "full": linstorID(l.Resource, full),
+		"latest": linstorID(l.Resource, l.ID), "count": count + 1, "dl_size_kib": sizeKiB, "alloc_size_kib": sizeKiB, "storpools": []any{}})
+}
+
+// deleteBackups deletes the backups a LINSTOR filter names (id, id_prefix,
+// resource_name, all): backup.delete for each, then its manifest and unreferenced
+// chunks from the remote.
+func (a *API) deleteBackups(w http.ResponseWriter, r *http.Request) {
+	st := a.store(w, r, opDelete)
+	if st == nil {
+		return
+	}
+	q := r.URL.Query()
+	listed, err := backup.List(r.Context(), st, q.Get("resource_name"))
+	if err != nil && len(listed) == 0 {
+		writeFailure(w, opDelete, objBackup, remoteError(err))
+		return
+	}
+	var doomed []backup.Listed
+	for _, l := range listed {
+		id := linstorID(l.Resource, l.ID)
+		if q.Get("id") != "" && id == q.Get("id") || q.Get("id_prefix") != "" && strings.HasPrefix(id, q.Get("id_prefix")) ||
+			q.Get("resource_name") != "" && q.Get("id") == "" && q.Get("id_prefix") == "" || q.Get("all") == "True" || q.Get("all") == "true" {
+			doomed = append(doomed, l)
+		}
+	}
+	if len(doomed) == 0 {
+		e := rc(maskWarn, opDelete, objBackup, codeWarnNotFound, "No backup on the remote matches.")
+		writeResults(w, []ApiCallRc{e})
+		return
+	}
+	// Incremental ones first: a base is refused while a backup based on it uploads.
+	sort.SliceStable(doomed, func(i, j int) bool { return doomed[i].CreatedAt.After(doomed[j].CreatedAt) })
+	var rcs []ApiCallRc
+	remote := r.PathValue("remote")
+	for _, l := range doomed {
+		if _, err := a.command(r, "backup.delete", map[string]any{"remote": remote, "resource": l.Resource, "id": l.ID}); err != nil {
+			writeFailure(w, opDelete, objBackup, err)
+			return
+		}
+		if _, err := backup.Delete(r.Context(), st, l.Resource, l.ID, ChunkGrace, time.Now()); err != nil {
+			writeFailure(w, opDelete, objBackup, remoteError(err))
+			return
+		}
+		rcs = append(rcs, success(opDelete, objBackup, fmt.Sprintf("Backup '%s' deleted from remote '%s'.", linstorID(l.Resource, l.ID), remote),
+			map[string]string{"RemoteName": remote}))
+	}
+	writeResults(w, rcs)
+}
+
+// ChunkGrace is how old an unreferenced chunk must be before a deletion removes it
+// (see gateway.ChunkGrace).
+var ChunkGrace = time.Hour
+
+// abortBackup stops the uploads of rsc_name under way (backup.abort each).
+func (a *API) abortBackup(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		RscName string `json:"rsc_name"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	remote := r.PathValue("remote")
+	def, err := a.definitionNow(in.RscName)
+	if err != nil {
+		writeFailure(w, opDelete, objBackup, err)
+		return
+	}
+	var rcs []ApiCallRc
+	for _, b := range def.Backups {
+		if b.Remote != remote || b.Phase != projections.BackupUploading {
+			continue
+		}
+		if _, err := a.command(r, "backup.abort", map[string]any{"resource": in.RscName, "id": b.ID}); err != nil {
+			writeFailure(w, opDelete, objBackup, err)
+			return
+		}
+		rcs = append(rcs, success(opDelete, objBackup, fmt.Sprintf("Backup shipping of '%s' aborted.", linstorID(in.RscName, b.ID)), nil))
+	}
+	if len(rcs) == 0 {
+		rcs = append(rcs, rc(maskWarn, opDelete, objBackup, codeWarnNotFound, "No backup of resource '"+in.RscName+"' is shipping to remote '"+remote+"'."))
+	}
+	writeResults(w, rcs)
+}
