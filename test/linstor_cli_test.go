@@ -239,7 +239,9 @@ func TestLinstorCLISession(t *testing.T) {
 	assert.Contains(t, failed("resource-definition", "delete", "ghost"), "does not exist")
 	machine(&rcs, "resource-definition", "delete", "ghost")
 	assert.Equal(t, retCode(lsError, lsDelete, lsRscDfn, 301), rcs[0].RetCode, "FAIL_NOT_FOUND_RSC_DFN")
-	assert.Contains(t, failed("backup", "list", "remote1"), "Cairn does not serve")
+	assert.Contains(t, failed("backup", "list", "remote1"), "remote remote1 does not exist")
+	machine(&rcs, "backup", "list", "remote1")
+	assert.Equal(t, retCode(lsError, 0x040000, 321), rcs[0].RetCode, "FAIL_NOT_FOUND_REMOTE")
 	remotes := ok("remote", "list") // no remotes: an empty table, no error
 	assert.Contains(t, remotes, "Name")
 	assert.NotContains(t, remotes, "Error")
