@@ -54,6 +54,7 @@ const (
 	ObjSnapshot           = "snapshot"
 	ObjRemote             = "remote"
 	ObjBackup             = "backup"
+	ObjSchedule           = "schedule"
 )
 
 // About returns e naming the kind of object it is about (it mutates and returns e for

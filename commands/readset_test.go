@@ -74,8 +74,10 @@ func guard(names events.Names, key string) (subject, unguarded string) {
 		return names.EventFilter("token"), ""
 	case "kv":
 		return one("kv"), ""
-	case "remote":
+	case "remote", "remote-sched":
 		return one("remote"), ""
+	case "schedule":
+		return one("schedule"), ""
 	case "controller":
 		return names.Event("controller", "settings"), ""
 	case "host":
@@ -212,6 +214,17 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok("remote.create", `{"name":"s3","kind":"s3","endpoint":"http://127.0.0.1:1","bucket":"bk1","access_key":"a","secret_key":"s"}`)
 	no("remote.create", `{"name":"s3","kind":"s3","endpoint":"http://127.0.0.1:1","bucket":"bk1","access_key":"a","secret_key":"s"}`)
 	no("backup.create", `{"resource":"r1","remote":"nope","snapshot":"s1"}`)
+	ok("schedule.create", `{"name":"nightly","full_cron":"0 2 * * *","inc_cron":"0 * * * *","keep_local":2,"keep_remote":2}`)
+	no("schedule.create", `{"name":"nightly","full_cron":"0 2 * * *"}`)
+	no("schedule.create", `{"name":"bad","full_cron":"61 * * * *"}`)
+	ok("backup.schedule-enable", `{"remote":"s3","schedule":"nightly","group":"g"}`)
+	no("backup.schedule-enable", `{"remote":"s3","schedule":"nightly","group":"g"}`)
+	ok("backup.schedule-enable", `{"remote":"s3","schedule":"nightly","resource":"r2"}`)
+	no("schedule.delete", `{"name":"nightly"}`) // enabled
+	ok("backup.schedule-disable", `{"remote":"s3","schedule":"nightly","group":"g"}`)
+	ok("backup.schedule-disable", `{"remote":"s3","schedule":"nightly","resource":"r2"}`)
+	no("backup.schedule-disable", `{"remote":"s3","schedule":"nightly","resource":"r2"}`)
+	ok("schedule.delete", `{"name":"nightly"}`)
 	ok("backup.create", `{"resource":"r1","remote":"s3","snapshot":"s1"}`)
 	no("remote.delete", `{"name":"s3"}`)                             // an upload is under way
 	no("backup.delete", `{"remote":"s3","resource":"r1","id":"s1"}`) // it is uploading

@@ -46,6 +46,11 @@ type RDBackupStarted struct {
 	Remote   string `json:"remote"`
 	Node     string `json:"node"`
 	Base     string `json:"base,omitempty"`
+	// Schedule, for a run of a backup schedule, names it; Missed counts the times the
+	// schedule was due since its previous run that got no run of their own (the
+	// scheduler was down, or the previous run was still under way).
+	Schedule string `json:"schedule,omitempty"`
+	Missed   int    `json:"missed,omitempty"`
 }
 
 // RDBackupFinished: backup ID's upload ended: complete (OK, its manifest's SHA-256 and

@@ -71,6 +71,9 @@ func apply(t *tx, names events.Names, it Item) error {
 	if handled, err := applyBackup(t, ev); handled || err != nil {
 		return err
 	}
+	if handled, err := applySchedule(t, ev); handled || err != nil {
+		return err
+	}
 	switch d := ev.Data.(type) {
 	case *events.ClusterCreated:
 		return t.put(clusterKey, Cluster{Name: d.Name, FailureDomains: d.FailureDomains,

@@ -30,6 +30,8 @@ type RDBackup struct {
 	Remote   string `json:"remote"`
 	Node     string `json:"node"`
 	Base     string `json:"base,omitempty"`
+	// Schedule is the schedule whose run this is ("" for one asked for).
+	Schedule string `json:"schedule,omitempty"`
 	// Phase: BackupUploading, BackupDone, BackupFailed or BackupDeleted.
 	Phase          string    `json:"phase"`
 	Error          string    `json:"error,omitempty"`
@@ -118,7 +120,7 @@ func applyBackup(t *tx, ev events.Event) (handled bool, err error) {
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			// A backup of the same id on the same remote deleted or failed before: replaced.
 			rd.Backups = slices.DeleteFunc(rd.Backups, func(b RDBackup) bool { return b.Remote == d.Remote && b.ID == d.ID })
-			rd.Backups = append(rd.Backups, RDBackup{ID: d.ID, Snapshot: d.Snapshot, Remote: d.Remote, Node: d.Node, Base: d.Base,
+			rd.Backups = append(rd.Backups, RDBackup{ID: d.ID, Snapshot: d.Snapshot, Remote: d.Remote, Node: d.Node, Base: d.Base, Schedule: d.Schedule,
 				Phase: BackupUploading, StartedSeq: ev.Seq, StartedAt: ev.OccurredAt})
 			slices.SortFunc(rd.Backups, func(a, b RDBackup) int { return strings.Compare(a.ID+"/"+a.Remote, b.ID+"/"+b.Remote) })
 			return nil
@@ -181,4 +183,93 @@ func (v *View) BackupsUnderWay() ([]BackupUnderWay, error) {
 		return nil
 	})
 	return out, err
+}
+
+// Schedule is a backup schedule (schedule.created).
+type Schedule struct {
+	events.ScheduleCreated
+	Seq uint64 `json:"seq"`
+}
+
+// ScheduleEnabled is one enablement of a schedule on a remote, for a definition or a
+// group (remote.schedule-enabled).
+type ScheduleEnabled struct {
+	events.RemoteScheduleEnabled
+	Seq uint64 `json:"seq"`
+}
+
+func scheduleKey(name string) string { return "v/schedule/" + name }
+
+// enabledKey indexes an enablement under its remote: v/remote-sched/<remote>/<schedule>/
+// rd:<name> or rg:<name>.
+func enabledKey(remote, schedule, resource, group string) string {
+	target := "rd:" + resource
+	if group != "" {
+		target = "rg:" + group
+	}
+	return "v/remote-sched/" + remote + "/" + schedule + "/" + target
+}
+
+// applySchedule folds schedules and their enablements; handled is false for other types.
+func applySchedule(t *tx, ev events.Event) (handled bool, err error) {
+	switch d := ev.Data.(type) {
+	case *events.ScheduleCreated:
+		return true, t.put(scheduleKey(d.Name), Schedule{ScheduleCreated: *d, Seq: ev.Seq})
+	case *events.ScheduleDeleted:
+		t.del(scheduleKey(d.Name))
+		return true, nil
+	case *events.RemoteScheduleEnabled:
+		return true, t.put(enabledKey(d.Remote, d.Schedule, d.Resource, d.Group), ScheduleEnabled{RemoteScheduleEnabled: *d, Seq: ev.Seq})
+	case *events.RemoteScheduleDisabled:
+		t.del(enabledKey(d.Remote, d.Schedule, d.Resource, d.Group))
+		return true, nil
+	}
+	return false, nil
+}
+
+// Schedule returns the schedule called name, if any.
+func (v *View) Schedule(name string) (Schedule, bool, error) {
+	var s Schedule
+	ok, err := getJSON(v.r, scheduleKey(name), &s)
+	return s, ok, err
+}
+
+// Schedules returns every schedule in name order.
+func (v *View) Schedules() ([]Schedule, error) {
+	var out []Schedule
+	err := v.scan("v/schedule/", func(key string, val []byte) error {
+		var s Schedule
+		if err := unmarshalInto(key, val, &s); err != nil {
+			return err
+		}
+		out = append(out, s)
+		return nil
+	})
+	return out, err
+}
+
+// ScheduleEnablements returns every enablement of a schedule on a remote, by remote,
+// schedule and target; remote "" for every remote's.
+func (v *View) ScheduleEnablements(remote string) ([]ScheduleEnabled, error) {
+	prefix := "v/remote-sched/"
+	if remote != "" {
+		prefix += remote + "/"
+	}
+	var out []ScheduleEnabled
+	err := v.scan(prefix, func(key string, val []byte) error {
+		var s ScheduleEnabled
+		if err := unmarshalInto(key, val, &s); err != nil {
+			return err
+		}
+		out = append(out, s)
+		return nil
+	})
+	return out, err
+}
+
+// ScheduleEnabledFor reports whether schedule is enabled on remote for the definition
+// resource or the group (one of them set).
+func (v *View) ScheduleEnabledFor(remote, schedule, resource, group string) (bool, error) {
+	var s ScheduleEnabled
+	return getJSON(v.r, enabledKey(remote, schedule, resource, group), &s)
 }

@@ -1,5 +1,6 @@
-// Package remotes decides the remote verbs (remote.create, remote.delete) and
-// backup.delete: the object stores backups go to, each on its own subject
+// Package remotes decides the remote verbs (remote.create, remote.delete),
+// backup.delete and the backup schedules (schedule.create, schedule.delete,
+// backup.schedule-enable, backup.schedule-disable): the object stores backups go to, each on its own subject
 // (cairn.ev.remote.<name>). A remote's secret key is sealed at admission (package
 // secret) and only the sealed form is ever recorded.
 package remotes
@@ -47,7 +48,7 @@ type Sealer func(plaintext string) (secret.Sealed, error)
 // Handlers decide the remote verbs, each bounded by the remote's subject. seal seals
 // remote.create's secret key.
 func Handlers(seal Sealer) []decide.Handler {
-	return []decide.Handler{
+	return append(scheduleHandlers(), []decide.Handler{
 		{Verb: "remote.create", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
 			var c RemoteCreate
 			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, names.Event("remote", c.Name)) })
@@ -88,7 +89,7 @@ func Handlers(seal Sealer) []decide.Handler {
 			}
 			return d.With(names.Event("remote", c.Remote), &events.RemoteBackupDeleted{Remote: c.Remote, Resource: c.Resource, ID: c.ID}, nil), nil
 		}},
-	}
+	}...)
 }
 
 // decideCreate seals the secret key of a new remote. Refuses already_exists,

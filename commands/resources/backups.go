@@ -27,6 +27,9 @@ type BackupCreate struct {
 	// Full sends every chunk; by default a backup is incremental to the definition's
 	// latest complete backup on the remote, when there is one (LINSTOR's default).
 	Full bool `json:"full,omitempty"`
+	// Schedule and Missed: a run of a backup schedule (events.RDBackupStarted).
+	Schedule string `json:"schedule,omitempty"`
+	Missed   int    `json:"missed,omitempty"`
 }
 
 // BackupFinish is the body of backup.finish (the lease holder records its node's
@@ -125,7 +128,7 @@ func (p *resourcePlan) createBackup(c BackupCreate) error {
 			return cairn.Errorf(cairn.CodePreconditionFailed, "no node holding snapshot %s of %s is online (%s)", c.Snapshot, p.rd.Name, strings.Join(s.Nodes, ", "))
 		}
 	}
-	ev := &events.RDBackupStarted{Resource: p.rd.Name, ID: id, Snapshot: c.Snapshot, Remote: c.Remote, Node: node}
+	ev := &events.RDBackupStarted{Resource: p.rd.Name, ID: id, Snapshot: c.Snapshot, Remote: c.Remote, Node: node, Schedule: c.Schedule, Missed: c.Missed}
 	if base, ok := p.rd.LatestBackup(c.Remote); ok && !c.Full {
 		ev.Base = base.ID
 	}
