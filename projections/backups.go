@@ -195,7 +195,8 @@ type Schedule struct {
 // group (remote.schedule-enabled).
 type ScheduleEnabled struct {
 	events.RemoteScheduleEnabled
-	Seq uint64 `json:"seq"`
+	Seq       uint64    `json:"seq"`
+	EnabledAt time.Time `json:"enabled_at"`
 }
 
 func scheduleKey(name string) string { return "v/schedule/" + name }
@@ -219,7 +220,7 @@ func applySchedule(t *tx, ev events.Event) (handled bool, err error) {
 		t.del(scheduleKey(d.Name))
 		return true, nil
 	case *events.RemoteScheduleEnabled:
-		return true, t.put(enabledKey(d.Remote, d.Schedule, d.Resource, d.Group), ScheduleEnabled{RemoteScheduleEnabled: *d, Seq: ev.Seq})
+		return true, t.put(enabledKey(d.Remote, d.Schedule, d.Resource, d.Group), ScheduleEnabled{RemoteScheduleEnabled: *d, Seq: ev.Seq, EnabledAt: ev.OccurredAt})
 	case *events.RemoteScheduleDisabled:
 		t.del(enabledKey(d.Remote, d.Schedule, d.Resource, d.Group))
 		return true, nil

@@ -357,3 +357,129 @@ func TestLinstorCLIBackups(t *testing.T) {
 	out, _, _ = linstor("remote", "list")
 	assert.NotContains(t, out, "offsite")
 }
+
+// scheduledRuns are rd's backups that are runs of schedule, as the audit records their
+// starts: id -> the run's missed count.
+func scheduledRuns(t *testing.T, s *serve, schedule string) map[string]int {
+	out, code := run(t, "audit", "--json", "--type", "rd.backup-started", "--nats", s.natsURL())
+	require.Equal(t, 0, code, out)
+	runs := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var ev struct {
+			Actor string `json:"actor"`
+			Data  struct { // the envelope's payload
+				ID       string `json:"id"`
+				Schedule string `json:"schedule"`
+				Missed   int    `json:"missed"`
+			} `json:"payload"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &ev), line)
+		if ev.Data.Schedule == schedule {
+			assert.Equal(t, "serve:schedule:"+schedule, ev.Actor)
+			runs[ev.Data.ID] = ev.Data.Missed
+		}
+	}
+	return runs
+}
+
+// A backup schedule set up with the unmodified LINSTOR CLI (`schedule create`, `backup
+// schedule enable --rd`) runs by itself: full backups every 4 s and incremental ones
+// every 2 s in between, each run in the audit under the schedule's name; retention
+// keeps the 2 newest of its snapshots and, on the remote, the newest full backup with
+// what follows it; a serve down across due times runs once when back and records how
+// many it missed; after `backup schedule disable` no run starts.
+func TestBackupScheduleRunsByItself(t *testing.T) {
+	s3 := startS3(t)
+	c := startSimCluster(t, 2, "--schedule-interval", "200ms")
+	linstor := linstorCLI(t, "http://"+c.s.httpAddr)
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	c.waitUpToDate("r1", 2, 60*time.Second)
+	require.NoError(t, c.write("r1", "n1", 10))
+	out, errOut, code := linstor("remote", "create", "s3", "--use-path-style", "offsite", s3.Endpoint, s3.Bucket, "us-east-1", s3.AccessKey, s3.SecretKey)
+	require.Equal(t, 0, code, out+errOut)
+	out, errOut, code = linstor("schedule", "create", "--incremental-cron", "@every 2s", "--keep-local", "2", "--keep-remote", "1", "fast", "@every 4s")
+	require.Equal(t, 0, code, out+errOut)
+	out, _, code = linstor("schedule", "list")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "@every 4s")
+	out, errOut, code = linstor("backup", "schedule", "enable", "--rd", "r1", "offsite", "fast")
+	require.Equal(t, 0, code, out+errOut)
+
+	// Runs happen: fulls and incrementals.
+	require.Eventually(t, func() bool {
+		rv := c.resource("r1")
+		fulls, incs := 0, 0
+		for _, b := range rv.Backups {
+			if b.Schedule == "fast" && (b.Phase == projections.BackupDone || b.Phase == projections.BackupDeleted) {
+				if b.Base == "" {
+					fulls++
+				} else {
+					incs++
+				}
+			}
+		}
+		return fulls >= 2 && incs >= 1
+	}, 60*time.Second, 200*time.Millisecond, "the schedule did not run full and incremental backups")
+
+	// Retention: at most 2 of the schedule's snapshots stay; on the remote, nothing
+	// before the newest complete full backup.
+	require.Eventually(t, func() bool {
+		rv := c.resource("r1")
+		snaps := 0
+		for _, s := range rv.Snapshots {
+			if strings.HasPrefix(s.Name, "fast-") && s.Phase == projections.SnapshotTaken {
+				snaps++
+			}
+		}
+		var newestFull uint64
+		for _, b := range rv.Backups {
+			if b.Base == "" && b.Phase == projections.BackupDone && b.StartedSeq > newestFull {
+				newestFull = b.StartedSeq
+			}
+		}
+		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/remotes/offsite/backups"), "")
+		listed := decode[struct{ Backups []gateway.BackupSummary }](t, body).Backups
+		for _, l := range listed {
+			b, ok := rv.Backup("offsite", l.ID)
+			if !ok || b.StartedSeq < newestFull {
+				return false
+			}
+		}
+		return snaps <= 2 && len(listed) >= 1
+	}, 30*time.Second, 200*time.Millisecond, "retention did not keep to keep_local 2 / keep_remote 1")
+
+	// Down across due times: one run when back, with the misses recorded.
+	before := scheduledRuns(t, c.s, "fast")
+	require.NotEmpty(t, before)
+	c.s.stop()
+	time.Sleep(9 * time.Second) // two full and four incremental due times pass
+	c.s.start()
+	require.Eventually(t, func() bool {
+		for id, missed := range scheduledRuns(t, c.s, "fast") {
+			if _, old := before[id]; !old && missed >= 1 {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond, "no run after the serve came back records its misses")
+
+	out, errOut, code = linstor("backup", "schedule", "disable", "--rd", "r1", "offsite", "fast")
+	require.Equal(t, 0, code, out+errOut)
+	require.Eventually(t, func() bool { // a run started just before may still finish
+		for _, b := range c.resource("r1").Backups {
+			if b.Phase == projections.BackupUploading {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond)
+	settled := len(scheduledRuns(t, c.s, "fast"))
+	time.Sleep(5 * time.Second) // two full and two incremental due times
+	assert.Equal(t, settled, len(scheduledRuns(t, c.s, "fast")), "a run started after the schedule was disabled")
+	_, _, code = linstor("schedule", "delete", "fast")
+	assert.Equal(t, 0, code)
+}

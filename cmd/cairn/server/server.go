@@ -69,6 +69,9 @@ type Config struct {
 	// KeepCountInterval is how often every definition is checked against its group's
 	// place count (policy.DefaultKeepCountEvery).
 	KeepCountInterval time.Duration
+	// ScheduleInterval is how often the backup schedules are looked at
+	// (policy.ScheduleCheckEvery).
+	ScheduleInterval time.Duration
 	// AgentConsumerIdle is how long a node's desired-state consumer outlives its agent's
 	// last pull (events.AgentConsumerIdle).
 	AgentConsumerIdle time.Duration
@@ -379,6 +382,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Capacity: policy.RecordCapacity(runCtx, s.Admission, db, s.Lease.Leading, cfg.Log.With().Str("part", "capacity").Logger())}
 	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "backups", backups.Sweep) })
+	scheduler := &policy.Scheduler{Adm: s.Admission, DB: db, Every: cfg.ScheduleInterval, Log: cfg.Log.With().Str("part", "schedules").Logger(),
+		Remotes: func(name string) (backup.Store, error) { return s.RemoteStore(name) }}
+	s.background(func() { s.Lease.While(runCtx, "schedules", scheduler.Run) })
 	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "auto-evict", s.Evictor.Sweep) })
 	s.background(func() {

@@ -129,6 +129,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/clone/{clone}", a.cloneStatus)
 
 	a.backupRoutes(mux)
+	a.scheduleRoutes(mux)
 
 	mux.HandleFunc("GET /v1/error-reports", a.listErrorReports)
 	mux.HandleFunc("GET /v1/error-reports/{id}", a.getErrorReport)

@@ -467,3 +467,94 @@ func (a *API) abortBackup(w http.ResponseWriter, r *http.Request) {
 	}
 	writeResults(w, rcs)
 }
+
+// ScheduleOut is LINSTOR's Schedule.
+type ScheduleOut struct {
+	ScheduleName string `json:"schedule_name"`
+	FullCron     string `json:"full_cron"`
+	IncCron      string `json:"inc_cron,omitempty"`
+	KeepLocal    *int   `json:"keep_local,omitempty"`
+	KeepRemote   *int   `json:"keep_remote,omitempty"`
+	OnFailure    string `json:"on_failure,omitempty"`
+	MaxRetries   *int   `json:"max_retries,omitempty"`
+}
+
+func (a *API) scheduleRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/schedules", a.listSchedules)
+	mux.HandleFunc("POST /v1/schedules", a.createSchedule)
+	mux.HandleFunc("DELETE /v1/schedules/{name}", a.deleteSchedule)
+	mux.HandleFunc("PUT /v1/remotes/{remote}/backups/schedule/{schedule}/enable", a.enableSchedule(true))
+	mux.HandleFunc("PUT /v1/remotes/{remote}/backups/schedule/{schedule}/disable", a.enableSchedule(false))
+}
+
+// listSchedules answers {"data": [Schedule]}, what the CLI's ScheduleListResponse reads.
+func (a *API) listSchedules(w http.ResponseWriter, r *http.Request) {
+	a.withView(w, objSchedule, func(v *projections.View) (any, error) {
+		all, err := v.Schedules()
+		out := []ScheduleOut{}
+		for _, s := range all {
+			kl, kr, mr := s.KeepLocal, s.KeepRemote, s.MaxRetries
+			out = append(out, ScheduleOut{ScheduleName: s.Name, FullCron: s.FullCron, IncCron: s.IncCron, KeepLocal: &kl, KeepRemote: &kr,
+				OnFailure: strings.ToUpper(s.OnFailure), MaxRetries: &mr})
+		}
+		return map[string]any{"data": out}, err
+	})
+}
+
+func (a *API) createSchedule(w http.ResponseWriter, r *http.Request) {
+	var in ScheduleOut
+	if !readBody(w, r, &in) {
+		return
+	}
+	body := map[string]any{"name": in.ScheduleName, "full_cron": in.FullCron, "on_failure": strings.ToLower(in.OnFailure)}
+	if in.OnFailure == "" {
+		body["on_failure"] = "skip"
+	}
+	if in.IncCron != "" {
+		body["inc_cron"] = in.IncCron
+	}
+	for k, p := range map[string]*int{"keep_local": in.KeepLocal, "keep_remote": in.KeepRemote, "max_retries": in.MaxRetries} {
+		if p != nil {
+			body[k] = *p
+		}
+	}
+	a.commit(w, r, "schedule.create", body, opCreate, objSchedule, fmt.Sprintf("Schedule '%s' created.", in.ScheduleName),
+		map[string]string{"ScheduleName": in.ScheduleName})
+}
+
+func (a *API) deleteSchedule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	a.commit(w, r, "schedule.delete", map[string]any{"name": name}, opDelete, objSchedule, fmt.Sprintf("Schedule '%s' deleted.", name),
+		map[string]string{"ScheduleName": name})
+}
+
+// enableSchedule maps LINSTOR's backup schedule enable/disable for a definition
+// (rsc_name) or a group (grp_name); the controller level (neither) is refused.
+func (a *API) enableSchedule(enable bool) http.HandlerFunc {
+	verb, word := "backup.schedule-enable", "enabled"
+	if !enable {
+		verb, word = "backup.schedule-disable", "disabled"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			RscName string `json:"rsc_name"`
+			GrpName string `json:"grp_name"`
+		}
+		if !readBody(w, r, &in) {
+			return
+		}
+		if in.RscName == "" && in.GrpName == "" {
+			writeFailure(w, opModify, objSchedule, cairn.InvalidField("resource", "Cairn enables a schedule for a resource definition (--rd) or a resource group (--rg), not for the whole controller"))
+			return
+		}
+		remote, sched := r.PathValue("remote"), r.PathValue("schedule")
+		body := map[string]any{"remote": remote, "schedule": sched}
+		if in.RscName != "" {
+			body["resource"] = in.RscName
+		} else {
+			body["group"] = in.GrpName
+		}
+		a.commit(w, r, verb, body, opModify, objSchedule, fmt.Sprintf("Backup schedule '%s' %s on remote '%s'.", sched, word, remote),
+			map[string]string{"ScheduleName": sched, "RemoteName": remote})
+	}
+}

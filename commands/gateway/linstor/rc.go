@@ -171,6 +171,8 @@ func objectMask(object string, fallback uint64) uint64 {
 		return objRemote
 	case cairn.ObjBackup:
 		return objBackup
+	case cairn.ObjSchedule:
+		return objSchedule
 	}
 	return fallback
 }
