@@ -241,7 +241,7 @@ func TestShellBlocksParse(t *testing.T) {
 // CLI and the unmodified LINSTOR CLI. A block that fails names its file and line; a block
 // without a readme-test comment fails the test.
 func TestReadmeShellBlocks(t *testing.T) {
-	testtools.Need(t, "nats", "drbdadm", "drbdmeta")
+	testtools.Need(t, "nats", "drbdadm", "drbdmeta", "weed")
 	linstor := sharedFile(t, "tools/linstor-client/linstor")
 	shared := filepath.Dir(filepath.Dir(filepath.Dir(linstor)))
 	fake := buildFakeZpool(t, t.TempDir())
