@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backup"
+	"github.com/cairn-io/cairn/test/testtools"
 )
 
 // waitBackup waits until backup id of rd is no longer uploading and returns it.
@@ -74,7 +75,7 @@ func readData(t *testing.T, path string, sizeKiB uint64) []byte {
 // incremental backup after one chunk changed sends that chunk only; the remote's secret
 // key appears nowhere in the history; verify reads every chunk back.
 func TestBackupToS3AndRestoreIntoAFreshCluster(t *testing.T) {
-	s3 := startS3(t)
+	s3 := testtools.StartS3(t)
 	c := startSimCluster(t, 2)
 	const size = 16384 // KiB: 16 chunks
 	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
@@ -83,8 +84,8 @@ func TestBackupToS3AndRestoreIntoAFreshCluster(t *testing.T) {
 	require.NoError(t, c.write("r1", "n1", 1000)) // 4,000 KiB from offset 0: chunks 0-3
 	c.snapshotTaken("r1", "s1")
 
-	c.cmd("remote.create", s3.remoteBody("s3"))
-	out, code := run(t, "cmd", "remote.create", s3.remoteBody("s3"), "--nats", c.s.natsURL())
+	c.cmd("remote.create", s3.RemoteBody("s3"))
+	out, code := run(t, "cmd", "remote.create", s3.RemoteBody("s3"), "--nats", c.s.natsURL())
 	require.NotEqual(t, 0, code)
 	assert.Contains(t, out, "already_exists")
 	audit, _ := run(t, "audit", "--json", "--nats", c.s.natsURL())
@@ -102,7 +103,7 @@ func TestBackupToS3AndRestoreIntoAFreshCluster(t *testing.T) {
 	assert.Empty(t, b1.Base, "the first backup is full")
 
 	// What is on the bucket: one manifest, the chunks it names (zeros not stored).
-	objs := s3.objects("cairn/")
+	objs := s3.Objects("cairn/")
 	require.Contains(t, objs, backup.ManifestKey("r1", "s1"))
 	var stored int64
 	for k, n := range objs {
@@ -137,7 +138,7 @@ func TestBackupToS3AndRestoreIntoAFreshCluster(t *testing.T) {
 
 	// A fresh cluster restores s1 (not the latest) from the bucket alone.
 	c2 := startSimCluster(t, 2)
-	c2.cmd("remote.create", s3.remoteBody("offsite"))
+	c2.cmd("remote.create", s3.RemoteBody("offsite"))
 	code, body = httpJSON(t, "POST", c2.s.url("/cairn/v1/remotes/offsite/backups/r1/s1/restore"), `{"target":"r1-restored","nodes":["n1","n2"],"storage_pool":"thin"}`)
 	require.Equal(t, 200, code, body)
 	c2.waitUpToDate("r1-restored", 2, 60*time.Second)
@@ -187,7 +188,7 @@ func (c *simCluster) uploadStatus(rd, node, id string) (drbd.BackupStatus, bool)
 // backup restores byte for byte. The agents upload at 4 MiB/s (--backup-bandwidth), so
 // the 24 MiB of data take about 6 s: time to interrupt it.
 func TestBackupResumesAfterAnAgentKillAndAnS3Outage(t *testing.T) {
-	s3 := startS3(t)
+	s3 := testtools.StartS3(t)
 	c := startSimClusterWith(t, 2, []string{"--backup-bandwidth", "4"})
 	const size = 32768
 	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
@@ -195,7 +196,7 @@ func TestBackupResumesAfterAnAgentKillAndAnS3Outage(t *testing.T) {
 	c.waitUpToDate("r1", 2, 60*time.Second)
 	require.NoError(t, c.write("r1", "n1", 6144)) // 24 MiB: chunks 0-23
 	c.snapshotTaken("r1", "s1")
-	c.cmd("remote.create", s3.remoteBody("s3"))
+	c.cmd("remote.create", s3.RemoteBody("s3"))
 	c.cmd("backup.create", `{"resource":"r1","remote":"s3","snapshot":"s1","node":"n2"}`)
 	listed := func() int {
 		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/remotes/s3/backups"), "")
@@ -208,13 +209,13 @@ func TestBackupResumesAfterAnAgentKillAndAnS3Outage(t *testing.T) {
 	require.Eventually(t, sentAtLeast(4), 30*time.Second, 50*time.Millisecond, "the upload did not start")
 	c.kill("n2")
 	assert.Zero(t, listed(), "a backup is listed while its upload is cut off")
-	assert.NotContains(t, s3.objects("cairn/backups/"), backup.ManifestKey("r1", "s1"))
-	firstRun := len(s3.objects("cairn/chunks/"))
+	assert.NotContains(t, s3.Objects("cairn/backups/"), backup.ManifestKey("r1", "s1"))
+	firstRun := len(s3.Objects("cairn/chunks/"))
 	require.Positive(t, firstRun)
 	c.startAgent("n2")
 
 	require.Eventually(t, sentAtLeast(4), 30*time.Second, 50*time.Millisecond, "the upload did not resume")
-	s3.stop()
+	s3.Stop()
 	require.Eventually(t, func() bool {
 		b, ok := c.uploadStatus("r1", "n2", "s1")
 		return ok && strings.Contains(b.Error, "trying again")
@@ -226,7 +227,7 @@ func TestBackupResumesAfterAnAgentKillAndAnS3Outage(t *testing.T) {
 		b, ok := c.uploadStatus("r1", "n2", "s1")
 		return ok && strings.Contains(b.Error, "attempt 2:")
 	}, 60*time.Second, 100*time.Millisecond, "no second attempt during the outage")
-	s3.start()
+	s3.Start()
 
 	done := c.waitBackup("r1", "s3", "s1", 120*time.Second)
 	require.Equal(t, projections.BackupDone, done.Phase, done.Error)
@@ -246,7 +247,7 @@ func TestBackupResumesAfterAnAgentKillAndAnS3Outage(t *testing.T) {
 // store's reason, before anything is sent (the bucket stays empty); the remote's
 // listing says the same; a later backup to a good remote works.
 func TestBackupToAWrongRemoteFailsClearly(t *testing.T) {
-	s3 := startS3(t)
+	s3 := testtools.StartS3(t)
 	c := startSimCluster(t, 2)
 	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
 	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
@@ -254,8 +255,8 @@ func TestBackupToAWrongRemoteFailsClearly(t *testing.T) {
 	require.NoError(t, c.write("r1", "n1", 10))
 	c.snapshotTaken("r1", "s1")
 
-	wrongKey := strings.Replace(s3.remoteBody("wrongkey"), s3.SecretKey, "not-the-secret", 1)
-	noBucket := strings.Replace(s3.remoteBody("nobucket"), `"bucket":"backups"`, `"bucket":"no-such-bucket"`, 1)
+	wrongKey := strings.Replace(s3.RemoteBody("wrongkey"), s3.SecretKey, "not-the-secret", 1)
+	noBucket := strings.Replace(s3.RemoteBody("nobucket"), `"bucket":"backups"`, `"bucket":"no-such-bucket"`, 1)
 	c.cmd("remote.create", wrongKey)
 	c.cmd("remote.create", noBucket)
 	// SeaweedFS answers a bucket check with wrong credentials AccessDenied, a listing
@@ -270,9 +271,9 @@ func TestBackupToAWrongRemoteFailsClearly(t *testing.T) {
 		assert.Equal(t, 422, code, body)
 		assert.Regexp(t, want, body)
 	}
-	assert.Empty(t, s3.objects(""), "nothing was sent")
+	assert.Empty(t, s3.Objects(""), "nothing was sent")
 
-	c.cmd("remote.create", s3.remoteBody("good"))
+	c.cmd("remote.create", s3.RemoteBody("good"))
 	c.cmd("backup.create", `{"resource":"r1","remote":"good","snapshot":"s1"}`)
 	b := c.waitBackup("r1", "good", "s1", 30*time.Second)
 	assert.Equal(t, projections.BackupDone, b.Phase, b.Error)
@@ -283,7 +284,7 @@ func TestBackupToAWrongRemoteFailsClearly(t *testing.T) {
 // then Success, with LINSTOR's ids), `backup info`, `backup restore` into a new
 // definition on a node (the data byte-equal to the snapshot's), and `backup delete id`.
 func TestLinstorCLIBackups(t *testing.T) {
-	s3 := startS3(t)
+	s3 := testtools.StartS3(t)
 	c := startSimCluster(t, 2)
 	linstor := linstorCLI(t, "http://"+c.s.httpAddr)
 	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
@@ -361,7 +362,7 @@ func TestLinstorCLIBackups(t *testing.T) {
 	assert.Contains(t, out, "r1_nightly2")
 	out, errOut, code = linstor("backup", "delete", "all", "offsite")
 	require.Equal(t, 0, code, out+errOut)
-	assert.Empty(t, s3.objects("cairn/backups/"), "every manifest deleted")
+	assert.Empty(t, s3.Objects("cairn/backups/"), "every manifest deleted")
 	_, _, code = linstor("remote", "delete", "offsite")
 	assert.Equal(t, 0, code)
 	out, _, _ = linstor("remote", "list")
@@ -402,7 +403,7 @@ func scheduledRuns(t *testing.T, s *serve, schedule string) map[string]int {
 // what follows it; a serve down across due times runs once when back and records how
 // many it missed; after `backup schedule disable` no run starts.
 func TestBackupScheduleRunsByItself(t *testing.T) {
-	s3 := startS3(t)
+	s3 := testtools.StartS3(t)
 	c := startSimCluster(t, 2, "--schedule-interval", "200ms")
 	linstor := linstorCLI(t, "http://"+c.s.httpAddr)
 	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
