@@ -20,6 +20,9 @@ type RemoteCreated struct {
 	PathStyle bool          `json:"path_style,omitempty"`
 	AccessKey string        `json:"access_key"`
 	SecretKey secret.Sealed `json:"secret_key"`
+	// EncryptionPassphrase, when set, encrypts the backups' chunks on the client
+	// (storage/backup.Cipher); sealed like the secret key.
+	EncryptionPassphrase *secret.Sealed `json:"encryption_passphrase,omitempty"`
 }
 
 // RemoteDeleted: a remote is gone (the backups on it stay on the store).

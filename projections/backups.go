@@ -20,7 +20,9 @@ type Remote struct {
 	PathStyle bool          `json:"path_style,omitempty"`
 	AccessKey string        `json:"access_key"`
 	SecretKey secret.Sealed `json:"secret_key"`
-	Seq       uint64        `json:"seq"`
+	// EncryptionPassphrase, when set, encrypts the chunks (sealed).
+	EncryptionPassphrase *secret.Sealed `json:"encryption_passphrase,omitempty"`
+	Seq                  uint64         `json:"seq"`
 }
 
 // RDBackup is one backup of a definition to a remote.
@@ -94,7 +96,8 @@ func applyBackup(t *tx, ev events.Event) (handled bool, err error) {
 	switch d := ev.Data.(type) {
 	case *events.RemoteCreated:
 		return true, t.put(remoteKey(d.Name), Remote{Name: d.Name, Kind: d.Kind, Endpoint: d.Endpoint, Bucket: d.Bucket,
-			Region: d.Region, PathStyle: d.PathStyle, AccessKey: d.AccessKey, SecretKey: d.SecretKey, Seq: ev.Seq})
+			Region: d.Region, PathStyle: d.PathStyle, AccessKey: d.AccessKey, SecretKey: d.SecretKey,
+			EncryptionPassphrase: d.EncryptionPassphrase, Seq: ev.Seq})
 	case *events.RemoteClaimed:
 		return true, nil // a claim: the state is in rd.backup-started
 	case *events.RemoteDeleted:

@@ -2,8 +2,12 @@ package test
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -493,4 +498,69 @@ func TestBackupScheduleRunsByItself(t *testing.T) {
 	assert.Equal(t, settled, len(scheduledRuns(t, c.s, "fast")), "a run started after the schedule was disabled")
 	_, _, code = linstor("schedule", "delete", "fast")
 	assert.Equal(t, 0, code)
+}
+
+// A remote with an encryption passphrase: the agents encrypt every chunk before it
+// leaves the node (the bucket holds neither the data nor its plain hashes, and the
+// passphrase is nowhere in the history); a fresh cluster restores it with the same
+// passphrase, byte for byte; with another one, verify and the restore fail saying so.
+func TestEncryptedBackupRestoresOnlyWithItsPassphrase(t *testing.T) {
+	s3 := testtools.StartS3(t)
+	c := startSimCluster(t, 2)
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
+	c.waitUpToDate("r1", 2, 60*time.Second)
+	require.NoError(t, c.write("r1", "n1", 300))
+	c.snapshotTaken("r1", "s1")
+	withPass := func(name, pass string) string {
+		return strings.TrimSuffix(s3.RemoteBody(name), "}") + fmt.Sprintf(`,"encryption_passphrase":%q}`, pass)
+	}
+	c.cmd("remote.create", withPass("vault", "the right passphrase"))
+	c.cmd("backup.create", `{"resource":"r1","remote":"vault","snapshot":"s1"}`)
+	b := c.waitBackup("r1", "vault", "s1", 60*time.Second)
+	require.Equal(t, projections.BackupDone, b.Phase, b.Error)
+
+	snap := c.snapshotData("r1", "s1", "n1", 4096)
+	plain := sha256.Sum256(snap[:backup.ChunkSize])
+	objs := s3.Objects("cairn/chunks/")
+	require.NotEmpty(t, objs)
+	assert.NotContains(t, objs, backup.ChunkKey(hex.EncodeToString(plain[:])), "a chunk named by its plain SHA-256")
+	for key := range objs {
+		o, err := s3.Client().GetObject(context.Background(), s3.Bucket, key, minio.GetObjectOptions{})
+		require.NoError(t, err)
+		data, err := io.ReadAll(o)
+		o.Close()
+		require.NoError(t, err)
+		assert.False(t, bytes.Contains(data, snap[:4096]), "chunk %s holds the data in clear", key)
+	}
+	audit, _ := run(t, "audit", "--json", "--nats", c.s.natsURL())
+	assert.NotContains(t, audit, "the right passphrase")
+	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/remotes"), "")
+	assert.Contains(t, body, `"encrypted": true`)
+
+	c2 := startSimCluster(t, 2)
+	c2.cmd("remote.create", withPass("good", "the right passphrase"))
+	c2.cmd("remote.create", withPass("wrong", "not the passphrase"))
+	code, body := httpJSON(t, "POST", c2.s.url("/cairn/v1/remotes/wrong/backups/r1/s1/verify"), "")
+	assert.Equal(t, 422, code, body)
+	assert.Contains(t, body, "another passphrase")
+	code, body = httpJSON(t, "POST", c2.s.url("/cairn/v1/remotes/good/backups/r1/s1/verify"), "")
+	require.Equal(t, 200, code, body)
+	assert.Contains(t, body, `"ok": true`)
+	code, body = httpJSON(t, "POST", c2.s.url("/cairn/v1/remotes/wrong/backups/r1/s1/restore"), `{"target":"bad","nodes":["n1"]}`)
+	require.Equal(t, 200, code, body) // admitted: the agent finds out
+	require.Eventually(t, func() bool {
+		for _, r := range c2.resource("bad").Replicas {
+			if r.Observed != nil && strings.Contains(r.Observed.Error, "another passphrase") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "the agent did not say the passphrase is wrong")
+	code, body = httpJSON(t, "POST", c2.s.url("/cairn/v1/remotes/good/backups/r1/s1/restore"), `{"target":"r1b","nodes":["n1","n2"]}`)
+	require.Equal(t, 200, code, body)
+	c2.waitUpToDate("r1b", 2, 60*time.Second)
+	for _, n := range []string{"n1", "n2"} {
+		require.True(t, bytes.Equal(snap, c2.diskData("r1b", n, 4096)), "the restored disk on %s differs", n)
+	}
 }

@@ -325,7 +325,7 @@ func (r *Reconciler) fill(ctx context.Context, rd string, ref *drbd.BackupRef, v
 		delete(r.ups.jobs, key)
 		r.ups.mu.Unlock()
 	}()
-	err = backup.Restore(ctx, store, *vm, f, zeroed, 0, func(p backup.Progress) {
+	err = backup.Restore(ctx, store, m, *vm, f, zeroed, 0, func(p backup.Progress) {
 		j.set(func(s *drbd.BackupStatus) { s.BytesDone = p.BytesDone })
 		r.pub.soon(rd)
 	})

@@ -17,7 +17,6 @@ import (
 	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/storage/backup/s3store"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -294,6 +293,6 @@ func remoteStores(nc *nats.Conn, subject string) func(ctx context.Context, remot
 		if r.Error != "" || r.S3 == nil {
 			return nil, errors.New(r.Error)
 		}
-		return s3store.New(*r.S3)
+		return server.OpenRemote(r)
 	}
 }

@@ -45,12 +45,14 @@ type RemoteView struct {
 	PathStyle    bool   `json:"path_style,omitempty"`
 	AccessKey    string `json:"access_key"`
 	SecretSealed string `json:"secret_key_sealed_with"`
+	// Encrypted: the agents encrypt every chunk with the remote's passphrase.
+	Encrypted bool `json:"encrypted"`
 }
 
 // RemoteViewOf is r without its secret.
 func RemoteViewOf(r projections.Remote) RemoteView {
 	return RemoteView{Name: r.Name, Kind: r.Kind, Endpoint: r.Endpoint, Bucket: r.Bucket, Region: r.Region,
-		PathStyle: r.PathStyle, AccessKey: r.AccessKey, SecretSealed: r.SecretKey.KeyID}
+		PathStyle: r.PathStyle, AccessKey: r.AccessKey, SecretSealed: r.SecretKey.KeyID, Encrypted: r.EncryptionPassphrase != nil}
 }
 
 func (g *Gateway) listRemotes(w http.ResponseWriter, r *http.Request) {

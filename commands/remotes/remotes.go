@@ -27,6 +27,9 @@ type RemoteCreate struct {
 	PathStyle bool   `json:"path_style,omitempty"`
 	AccessKey string `json:"access_key"`
 	SecretKey string `json:"secret_key"`
+	// EncryptionPassphrase, when set, has the agents encrypt every chunk before it
+	// leaves the node; a restore, on any cluster, needs the same passphrase.
+	EncryptionPassphrase string `json:"encryption_passphrase,omitempty"`
 }
 
 // RemoteDelete is the body of remote.delete.
@@ -116,8 +119,16 @@ func decideCreate(v *projections.View, seal Sealer, c RemoteCreate) (*events.Rem
 	if err != nil {
 		return nil, fmt.Errorf("seal the secret key: %w", err)
 	}
-	return &events.RemoteCreated{Name: c.Name, Kind: c.Kind, Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region,
-		PathStyle: c.PathStyle, AccessKey: c.AccessKey, SecretKey: sealed}, nil
+	ev := &events.RemoteCreated{Name: c.Name, Kind: c.Kind, Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region,
+		PathStyle: c.PathStyle, AccessKey: c.AccessKey, SecretKey: sealed}
+	if c.EncryptionPassphrase != "" {
+		pass, err := seal(c.EncryptionPassphrase)
+		if err != nil {
+			return nil, fmt.Errorf("seal the encryption passphrase: %w", err)
+		}
+		ev.EncryptionPassphrase = &pass
+	}
+	return ev, nil
 }
 
 func exists(v *projections.View, name string) error {

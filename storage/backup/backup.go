@@ -92,10 +92,14 @@ type Manifest struct {
 	CreatedAt time.Time        `json:"created_at"`
 	ChunkSize int              `json:"chunk_size"`
 	Volumes   []VolumeManifest `json:"volumes"`
+	// Encryption, when set, says the chunks are encrypted (Cipher) and named by an HMAC
+	// of their content rather than its SHA-256.
+	Encryption *Encryption `json:"encryption,omitempty"`
 }
 
 // VolumeManifest is one volume of a backup: its size and its chunks in order, each
-// the SHA-256 (hex) of its content, or "" for a chunk of zeros (not stored).
+// the SHA-256 (hex) of its content (an HMAC-SHA256 when encrypted), or "" for a chunk of
+// zeros (not stored).
 type VolumeManifest struct {
 	Number  int      `json:"number"`
 	SizeKiB uint64   `json:"size_kib"`

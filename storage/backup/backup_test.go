@@ -105,7 +105,7 @@ func restored(t *testing.T, st Store, id, sum string) []byte {
 	f, err := os.Create(filepath.Join(t.TempDir(), "img"))
 	require.NoError(t, err)
 	defer f.Close()
-	require.NoError(t, Restore(context.Background(), st, m.Volumes[0], f, false, 3, nil))
+	require.NoError(t, Restore(context.Background(), st, m, m.Volumes[0], f, false, 3, nil))
 	b, err := os.ReadFile(f.Name())
 	require.NoError(t, err)
 	return b
@@ -185,7 +185,7 @@ func TestCorruptChunkIsFound(t *testing.T) {
 
 	f, _ := os.Create(filepath.Join(t.TempDir(), "img"))
 	defer f.Close()
-	err = Restore(context.Background(), st, m.Volumes[0], f, false, 2, nil)
+	err = Restore(context.Background(), st, m, m.Volumes[0], f, false, 2, nil)
 	require.ErrorContains(t, err, "corrupt")
 
 	// A manifest changed on the store does not pass for the one recorded.
@@ -203,4 +203,63 @@ func TestManifestCheck(t *testing.T) {
 	require.ErrorContains(t, m.Check(), "chunks[1]")
 	m.Format = 2
 	require.ErrorContains(t, m.Check(), "format 2")
+}
+
+// encStore is a memStore whose chunks are encrypted with c.
+type encStore struct {
+	*memStore
+	c *Cipher
+}
+
+func (e encStore) Cipher() *Cipher { return e.c }
+
+func TestEncryptedBackups(t *testing.T) {
+	c, err := NewCipher("correct horse battery staple")
+	require.NoError(t, err)
+	mem := newMem()
+	st := encStore{mem, c}
+	img := image(t, 8)
+	copy(img, []byte("PLAINTEXT-MARKER"))
+	sum, p, err := upload(st, "b1", "", img, nil, "")
+	require.NoError(t, err)
+	require.Equal(t, int64(4), p.ChunksSent)
+	require.Equal(t, p.BytesTotal, p.BytesDone)
+	m, _, err := ReadManifest(context.Background(), st, "r1", "b1", sum)
+	require.NoError(t, err)
+	require.NotNil(t, m.Encryption)
+	plainSum := sha256.Sum256(img[:ChunkSize])
+	for key, obj := range mem.objs {
+		require.NotContains(t, string(obj), "PLAINTEXT-MARKER", key)
+		require.NotContains(t, key, fmt.Sprintf("%x", plainSum), "a chunk is named by its plain SHA-256")
+	}
+	require.Equal(t, img, restored(t, st, "b1", sum))
+	bad, _, err := Verify(context.Background(), st, m, nil)
+	require.NoError(t, err)
+	require.Empty(t, bad)
+
+	// Convergent: an incremental after one chunk changed sends one.
+	img2 := bytes.Clone(img)
+	img2[3*ChunkSize] ^= 1
+	_, p2, err := upload(st, "b2", "b1", img2, m.StoredChunks(), "")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), p2.ChunksSent)
+
+	// Another passphrase, or none, cannot read it and says so.
+	other, err := NewCipher("another passphrase")
+	require.NoError(t, err)
+	f, _ := os.Create(filepath.Join(t.TempDir(), "img"))
+	defer f.Close()
+	err = Restore(context.Background(), encStore{mem, other}, m, m.Volumes[0], f, false, 2, nil)
+	require.ErrorContains(t, err, "another passphrase")
+	_, _, err = Verify(context.Background(), mem, m, nil)
+	require.ErrorContains(t, err, "needs its encryption passphrase")
+	require.ErrorIs(t, err, ErrPermanent)
+
+	// A chunk altered on the store does not decrypt.
+	mem.objs[ChunkKey(m.Volumes[0].Chunks[0])][5] ^= 1
+	bad, _, err = Verify(context.Background(), st, m, nil)
+	require.NoError(t, err)
+	require.Len(t, bad, 1)
+	_, err = NewCipher("short")
+	require.Error(t, err)
 }

@@ -11,11 +11,19 @@ import (
 	"time"
 )
 
-// getChunk reads chunk sum and checks its content against its name.
-func getChunk(ctx context.Context, st Store, sum string) ([]byte, error) {
+// getChunk reads chunk sum (decrypted with c, when set) and checks its content against
+// its name.
+func getChunk(ctx context.Context, st Store, c *Cipher, sum string) ([]byte, error) {
 	b, err := st.Get(ctx, ChunkKey(sum))
 	if err != nil {
 		return nil, fmt.Errorf("chunk %s: %w", sum, err)
+	}
+	if c != nil {
+		plain, err := c.open(sum, b)
+		if err == nil && len(plain) > ChunkSize {
+			err = fmt.Errorf("chunk %s: %d bytes, more than a chunk", sum, len(plain))
+		}
+		return plain, err
 	}
 	got := sha256.Sum256(b)
 	if hex.EncodeToString(got[:]) != sum {
@@ -37,7 +45,11 @@ const RestoreWorkers = 8
 // (RestoreWorkers when 0). Chunks of zeros are written as zeros unless zeroed (w reads zeros where nothing
 // was written: a new sparse file, a thin volume). onProgress, when set, is called
 // after every chunk, from one goroutine at a time.
-func Restore(ctx context.Context, st Store, v VolumeManifest, w io.WriterAt, zeroed bool, workers int, onProgress func(Progress)) error {
+func Restore(ctx context.Context, st Store, m Manifest, v VolumeManifest, w io.WriterAt, zeroed bool, workers int, onProgress func(Progress)) error {
+	ciph, err := chunkCipher(st, m)
+	if err != nil {
+		return err
+	}
 	if workers <= 0 {
 		workers = RestoreWorkers
 	}
@@ -55,23 +67,23 @@ func Restore(ctx context.Context, st Store, v VolumeManifest, w io.WriterAt, zer
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for c := range idx {
-				off := int64(c) * ChunkSize
+			for i := range idx {
+				off := int64(i) * ChunkSize
 				size := min(int64(ChunkSize), v.SizeBytes()-off)
 				err := func() error {
-					if v.Chunks[c] == "" {
+					if v.Chunks[i] == "" {
 						if zeroed {
 							return nil
 						}
 						_, err := w.WriteAt(zeros[:size], off)
 						return err
 					}
-					b, err := getChunk(ctx, st, v.Chunks[c])
+					b, err := getChunk(ctx, st, ciph, v.Chunks[i])
 					if err != nil {
 						return err
 					}
 					if int64(len(b)) != size {
-						return fmt.Errorf("chunk %s: %d bytes where volume %d's chunk %d has %d", v.Chunks[c], len(b), v.Number, c, size)
+						return fmt.Errorf("chunk %s: %d bytes where volume %d's chunk %d has %d", v.Chunks[i], len(b), v.Number, i, size)
 					}
 					_, err = w.WriteAt(b, off)
 					return err
@@ -91,9 +103,9 @@ func Restore(ctx context.Context, st Store, v VolumeManifest, w io.WriterAt, zer
 			}
 		}()
 	}
-	for c := range v.Chunks {
+	for i := range v.Chunks {
 		select {
-		case idx <- c:
+		case idx <- i:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
@@ -112,6 +124,10 @@ func Restore(ctx context.Context, st Store, v VolumeManifest, w io.WriterAt, zer
 // the chunks that are missing or corrupt (each with why) and the progress; err is an
 // error that stopped it (ctx, the store).
 func Verify(ctx context.Context, st Store, m Manifest, onProgress func(Progress)) (bad map[string]string, p Progress, err error) {
+	ciph, err := chunkCipher(st, m)
+	if err != nil {
+		return nil, p, err
+	}
 	sizes := map[string]int64{}
 	for _, v := range m.Volumes {
 		for c, sum := range v.Chunks {
@@ -131,7 +147,7 @@ func Verify(ctx context.Context, st Store, m Manifest, onProgress func(Progress)
 		if err := ctx.Err(); err != nil {
 			return bad, p, err
 		}
-		b, err := getChunk(ctx, st, sum)
+		b, err := getChunk(ctx, st, ciph, sum)
 		switch {
 		case err != nil:
 			bad[sum] = err.Error()

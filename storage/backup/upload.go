@@ -56,6 +56,10 @@ type Upload struct {
 func (u *Upload) Run(ctx context.Context) (string, Progress, error) {
 	m := u.Manifest
 	m.Format, m.ChunkSize = Format, ChunkSize
+	ciph := cipherOf(u.Store)
+	if ciph != nil {
+		m.Encryption = ciph.Encryption()
+	}
 	known := map[string]bool{}
 	for c := range u.Known {
 		known[c] = true
@@ -76,9 +80,10 @@ func (u *Upload) Run(ctx context.Context) (string, Progress, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type job struct {
-		data []byte
-		sum  string
-		raw  [32]byte
+		data  []byte
+		sum   string
+		raw   [32]byte
+		plain int64 // the chunk's size in the volume (data is larger when encrypted)
 	}
 	jobs := make(chan job)
 	var (
@@ -122,7 +127,7 @@ func (u *Upload) Run(ctx context.Context) (string, Progress, error) {
 					fail(err)
 					continue
 				}
-				report(func() { p.ChunksSent++; p.BytesSent += int64(len(j.data)); p.BytesDone += int64(len(j.data)) })
+				report(func() { p.ChunksSent++; p.BytesSent += int64(len(j.data)); p.BytesDone += j.plain })
 			}
 		}()
 	}
@@ -147,8 +152,14 @@ func (u *Upload) Run(ctx context.Context) (string, Progress, error) {
 					report(func() { p.ChunksZero++; p.BytesDone += size })
 					continue
 				}
-				raw := sha256.Sum256(buf)
-				sum := hex.EncodeToString(raw[:])
+				var sum string
+				if ciph != nil {
+					sum, buf = ciph.seal(buf) // named by an HMAC of the content; buf is what is stored
+				} else {
+					raw := sha256.Sum256(buf)
+					sum = hex.EncodeToString(raw[:])
+				}
+				stored := sha256.Sum256(buf)
 				v.Chunks[c] = sum
 				mu.Lock()
 				skip := known[sum] || inFlight[sum]
@@ -159,7 +170,7 @@ func (u *Upload) Run(ctx context.Context) (string, Progress, error) {
 					continue
 				}
 				select {
-				case jobs <- job{data: buf, sum: sum, raw: raw}:
+				case jobs <- job{data: buf, sum: sum, raw: stored, plain: size}:
 				case <-ctx.Done():
 					return ctx.Err()
 				}

@@ -100,7 +100,7 @@ func BenchmarkBackupS3(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		restoreTook := timeIt(func() error { return backup.Restore(ctx, st, m.Volumes[0], out, true, 0, nil) }, b)
+		restoreTook := timeIt(func() error { return backup.Restore(ctx, st, m, m.Volumes[0], out, true, 0, nil) }, b)
 		out.Close()
 		rawGet = (rawGet + getRaw()) / 2
 		got, _ := os.ReadFile(out.Name())
