@@ -12,11 +12,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
 	"github.com/cairn-io/cairn/agents/fsx"
 	"github.com/cairn-io/cairn/agents/volume"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/cairn-io/cairn/storage/backup"
+)
+
+var (
+	metricBackupBytes = promauto.NewCounterVec(prometheus.CounterOpts{Name: "cairn_agent_backup_bytes_total",
+		Help: "Bytes of backups this agent moved: sent (chunks uploaded), restored (written from a backup)."}, []string{"kind"})
+	metricBackupEnds = promauto.NewCounterVec(prometheus.CounterOpts{Name: "cairn_agent_backups_total",
+		Help: "Uploads this agent ended, by outcome (uploaded, failed), and attempts it made again after an error a retry may cure (retried)."}, []string{"outcome"})
+	metricBackupsRunning = promauto.NewGauge(prometheus.GaugeOpts{Name: "cairn_agent_backups_running",
+		Help: "Uploads under way on this agent."})
 )
 
 // RemoteStore is a remote's object store as the agent uses it: the backup format's
@@ -157,7 +169,11 @@ func (r *Reconciler) startUploads(rd string, d *drbd.Desired, st *State, prov vo
 			r.endUpload(j, drbd.BackupStatus{Phase: drbd.BackupFailed, Error: why})
 			continue
 		}
-		go r.upload(ctx, j, o, vols, reader)
+		metricBackupsRunning.Inc()
+		go func() {
+			defer metricBackupsRunning.Dec()
+			r.upload(ctx, j, o, vols, reader)
+		}()
 	}
 }
 
@@ -184,6 +200,7 @@ func (r *Reconciler) upload(ctx context.Context, j *uploadJob, o drbd.BackupOrde
 			r.endUpload(j, drbd.BackupStatus{Phase: drbd.BackupFailed, Error: err.Error(), BytesDone: p.BytesDone, BytesTotal: p.BytesTotal})
 			return
 		}
+		metricBackupEnds.WithLabelValues("retried").Inc()
 		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("upload stopped; trying again")
 		j.set(func(s *drbd.BackupStatus) { s.Error = fmt.Sprintf("attempt %d: %v (trying again)", attempt, err) })
 		r.pub.soon(j.rd)
@@ -259,6 +276,7 @@ func (r *Reconciler) uploadOnce(ctx context.Context, j *uploadJob, o drbd.Backup
 		},
 		OnProgress: func(p backup.Progress) {
 			j.set(func(s *drbd.BackupStatus) {
+				metricBackupBytes.WithLabelValues("sent").Add(float64(p.BytesSent - s.BytesSent))
 				s.BytesDone, s.BytesTotal, s.BytesSent, s.ChunksSent = p.BytesDone, p.BytesTotal, p.BytesSent, p.ChunksSent
 			})
 			r.pub.soon(j.rd)
@@ -268,6 +286,7 @@ func (r *Reconciler) uploadOnce(ctx context.Context, j *uploadJob, o drbd.Backup
 
 // endUpload records an upload's end (in the result file first, then the status).
 func (r *Reconciler) endUpload(j *uploadJob, end drbd.BackupStatus) {
+	metricBackupEnds.WithLabelValues(end.Phase).Inc()
 	j.set(func(s *drbd.BackupStatus) {
 		end.ID, end.Seq = s.ID, s.Seq
 		*s = end
@@ -326,7 +345,10 @@ func (r *Reconciler) fill(ctx context.Context, rd string, ref *drbd.BackupRef, v
 		r.ups.mu.Unlock()
 	}()
 	err = backup.Restore(ctx, store, m, *vm, f, zeroed, 0, func(p backup.Progress) {
-		j.set(func(s *drbd.BackupStatus) { s.BytesDone = p.BytesDone })
+		j.set(func(s *drbd.BackupStatus) {
+			metricBackupBytes.WithLabelValues("restored").Add(float64(p.BytesDone - s.BytesDone))
+			s.BytesDone = p.BytesDone
+		})
 		r.pub.soon(rd)
 	})
 	if err == nil {
