@@ -215,6 +215,8 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	no("remote.create", `{"name":"s3","kind":"s3","endpoint":"http://127.0.0.1:1","bucket":"bk1","access_key":"a","secret_key":"s"}`)
 	no("backup.create", `{"resource":"r1","remote":"nope","snapshot":"s1"}`)
 	no("remote.create", `{"name":"bad","kind":"s3","endpoint":"ftp://127.0.0.1:1/x","bucket":"bk1","access_key":"a","secret_key":"s"}`)
+	ok("remote.modify", `{"name":"s3","access_key":"a2","secret_key":"s2"}`)
+	no("remote.modify", `{"name":"nope","access_key":"a2"}`)
 	ok("schedule.create", `{"name":"nightly","full_cron":"0 2 * * *","inc_cron":"0 * * * *","keep_local":2,"keep_remote":2}`)
 	no("schedule.create", `{"name":"nightly","full_cron":"0 2 * * *"}`)
 	no("schedule.create", `{"name":"bad","full_cron":"61 * * * *"}`)

@@ -25,6 +25,10 @@ type RemoteCreated struct {
 	EncryptionPassphrase *secret.Sealed `json:"encryption_passphrase,omitempty"`
 }
 
+// RemoteModified: a remote's configuration changed (remote.modify): the whole new
+// configuration, the secret key sealed again when it was given, else the old one.
+type RemoteModified RemoteCreated
+
 // RemoteDeleted: a remote is gone (the backups on it stay on the store).
 type RemoteDeleted struct {
 	Name string `json:"name"`
@@ -79,6 +83,7 @@ type RDRestoreFromBackupBegun struct {
 
 func (*RemoteCreated) EventType() string            { return "remote.created" }
 func (*RemoteDeleted) EventType() string            { return "remote.deleted" }
+func (*RemoteModified) EventType() string           { return "remote.modified" }
 func (*RemoteBackupDeleted) EventType() string      { return "remote.backup-deleted" }
 func (*RDBackupStarted) EventType() string          { return "rd.backup-started" }
 func (*RDBackupFinished) EventType() string         { return "rd.backup-finished" }
@@ -87,6 +92,7 @@ func (*RDRestoreFromBackupBegun) EventType() string { return "rd.restore-from-ba
 func init() {
 	Register(Type{Name: "remote.created", Version: 1, New: func() Payload { return new(RemoteCreated) }})
 	Register(Type{Name: "remote.deleted", Version: 1, New: func() Payload { return new(RemoteDeleted) }})
+	Register(Type{Name: "remote.modified", Version: 1, New: func() Payload { return new(RemoteModified) }})
 	Register(Type{Name: "remote.backup-deleted", Version: 1, New: func() Payload { return new(RemoteBackupDeleted) }})
 	Register(Type{Name: "rd.backup-started", Version: 1, New: func() Payload { return new(RDBackupStarted) }})
 	Register(Type{Name: "rd.backup-finished", Version: 1, New: func() Payload { return new(RDBackupFinished) }})

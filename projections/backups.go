@@ -98,6 +98,10 @@ func applyBackup(t *tx, ev events.Event) (handled bool, err error) {
 		return true, t.put(remoteKey(d.Name), Remote{Name: d.Name, Kind: d.Kind, Endpoint: d.Endpoint, Bucket: d.Bucket,
 			Region: d.Region, PathStyle: d.PathStyle, AccessKey: d.AccessKey, SecretKey: d.SecretKey,
 			EncryptionPassphrase: d.EncryptionPassphrase, Seq: ev.Seq})
+	case *events.RemoteModified:
+		return true, t.put(remoteKey(d.Name), Remote{Name: d.Name, Kind: d.Kind, Endpoint: d.Endpoint, Bucket: d.Bucket,
+			Region: d.Region, PathStyle: d.PathStyle, AccessKey: d.AccessKey, SecretKey: d.SecretKey,
+			EncryptionPassphrase: d.EncryptionPassphrase, Seq: ev.Seq})
 	case *events.RemoteClaimed:
 		return true, nil // a claim: the state is in rd.backup-started
 	case *events.RemoteDeleted:

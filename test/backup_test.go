@@ -306,6 +306,14 @@ func TestLinstorCLIBackups(t *testing.T) {
 	assert.NotContains(t, out, s3.SecretKey)
 	_, _, code = linstor("remote", "create", "s3", "offsite", s3.Endpoint, s3.Bucket, "us-east-1", s3.AccessKey, s3.SecretKey)
 	assert.NotEqual(t, 0, code, "a second remote of the same name")
+	// A wrong secret key, then the right one again with remote modify: the backup below
+	// works with what the remote has last.
+	out, errOut, code = linstor("remote", "modify", "s3", "--secret_key", "wrong-secret", "offsite")
+	require.Equal(t, 0, code, out+errOut)
+	code, body := httpJSON(t, "GET", c.s.url("/cairn/v1/remotes/offsite/backups"), "")
+	assert.Equal(t, 422, code, body)
+	out, errOut, code = linstor("remote", "modify", "s3", "--secret_key", s3.SecretKey, "offsite")
+	require.Equal(t, 0, code, out+errOut)
 
 	out, errOut, code = linstor("backup", "create", "--snapshot", "nightly1", "offsite", "r1")
 	require.Equal(t, 0, code, out+errOut)

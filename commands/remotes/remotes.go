@@ -1,4 +1,4 @@
-// Package remotes decides the remote verbs (remote.create, remote.delete),
+// Package remotes decides the remote verbs (remote.create, remote.modify, remote.delete),
 // backup.delete and the backup schedules (schedule.create, schedule.delete,
 // backup.schedule-enable, backup.schedule-disable): the object stores backups go to, each on its own subject
 // (cairn.ev.remote.<name>). A remote's secret key is sealed at admission (package
@@ -32,6 +32,17 @@ type RemoteCreate struct {
 	EncryptionPassphrase string `json:"encryption_passphrase,omitempty"`
 }
 
+// RemoteModify is the body of remote.modify: the fields given change.
+type RemoteModify struct {
+	Name      string  `json:"name"`
+	Endpoint  *string `json:"endpoint,omitempty"`
+	Bucket    *string `json:"bucket,omitempty"`
+	Region    *string `json:"region,omitempty"`
+	PathStyle *bool   `json:"path_style,omitempty"`
+	AccessKey *string `json:"access_key,omitempty"`
+	SecretKey *string `json:"secret_key,omitempty"`
+}
+
 // RemoteDelete is the body of remote.delete.
 type RemoteDelete struct {
 	Name string `json:"name"`
@@ -60,6 +71,15 @@ func Handlers(seal Sealer) []decide.Handler {
 			}
 			ev, err := decideCreate(v, seal, c)
 			return d.With(names.Event("remote", c.Name), ev, nil), err
+		}},
+		{Verb: "remote.modify", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c RemoteModify
+			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, names.Event("remote", c.Name)) })
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := decideModify(v, seal, c)
+			return d.With(names.Event("remote", c.Name), ev, warnings), err
 		}},
 		{Verb: "remote.delete", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
 			var c RemoteDelete
@@ -107,10 +127,8 @@ func decideCreate(v *projections.View, seal Sealer, c RemoteCreate) (*events.Rem
 	if c.Kind != "s3" {
 		return nil, cairn.InvalidField("kind", "must be s3, got %q", c.Kind)
 	}
-	if e := c.Endpoint; strings.Contains(e, "://") {
-		if u, err := url.Parse(e); err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" || u.Path != "" && u.Path != "/" {
-			return nil, cairn.InvalidField("endpoint", "must be http(s)://host[:port] or host[:port], got %q", e)
-		}
+	if err := checkEndpoint(c.Endpoint); err != nil {
+		return nil, err
 	}
 	if seal == nil {
 		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "this serve has no secrets key to seal the remote's secret key with (cairn serve --secrets-key)")
@@ -129,6 +147,66 @@ func decideCreate(v *projections.View, seal Sealer, c RemoteCreate) (*events.Rem
 		ev.EncryptionPassphrase = &pass
 	}
 	return ev, nil
+}
+
+// decideModify changes the fields given. Refuses not_found, invalid_argument (endpoint),
+// precondition_failed for another endpoint or bucket while an upload to the remote is
+// under way (its chunks would land in two places); new credentials are fine (an agent
+// asks for them on every attempt). Nothing changed is a no-op with a warning.
+func decideModify(v *projections.View, seal Sealer, c RemoteModify) (*events.RemoteModified, []string, error) {
+	r, ok, err := v.Remote(c.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "remote %s does not exist", c.Name).About(cairn.ObjRemote)
+	}
+	ev := events.RemoteModified{Name: r.Name, Kind: r.Kind, Endpoint: r.Endpoint, Bucket: r.Bucket, Region: r.Region, PathStyle: r.PathStyle,
+		AccessKey: r.AccessKey, SecretKey: r.SecretKey, EncryptionPassphrase: r.EncryptionPassphrase}
+	set := func(dst *string, src *string) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&ev.Endpoint, c.Endpoint)
+	set(&ev.Bucket, c.Bucket)
+	set(&ev.Region, c.Region)
+	set(&ev.AccessKey, c.AccessKey)
+	if c.PathStyle != nil {
+		ev.PathStyle = *c.PathStyle
+	}
+	if err := checkEndpoint(ev.Endpoint); err != nil {
+		return nil, nil, err
+	}
+	if ev.Endpoint != r.Endpoint || ev.Bucket != r.Bucket {
+		if err := refuseUnderWay(v, c.Name, func(projections.BackupUnderWay) bool { return true }, "its endpoint or bucket changes"); err != nil {
+			return nil, nil, err
+		}
+	}
+	changed := ev.Endpoint != r.Endpoint || ev.Bucket != r.Bucket || ev.Region != r.Region || ev.PathStyle != r.PathStyle || ev.AccessKey != r.AccessKey
+	if c.SecretKey != nil {
+		if seal == nil {
+			return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "this serve has no secrets key to seal the remote's secret key with (cairn serve --secrets-key)")
+		}
+		if ev.SecretKey, err = seal(*c.SecretKey); err != nil {
+			return nil, nil, fmt.Errorf("seal the secret key: %w", err)
+		}
+		changed = true
+	}
+	if !changed {
+		return nil, []string{"remote " + c.Name + " already has this configuration; nothing changed"}, nil
+	}
+	return &ev, nil, nil
+}
+
+// checkEndpoint refuses an endpoint that is not http(s)://host[:port] or host[:port].
+func checkEndpoint(e string) error {
+	if strings.Contains(e, "://") {
+		if u, err := url.Parse(e); err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" || u.Path != "" && u.Path != "/" {
+			return cairn.InvalidField("endpoint", "must be http(s)://host[:port] or host[:port], got %q", e)
+		}
+	}
+	return nil
 }
 
 func exists(v *projections.View, name string) error {

@@ -59,6 +59,7 @@ func (a *API) backupRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/remotes", a.listRemotes)
 	mux.HandleFunc("GET /v1/remotes/s3", a.listS3Remotes)
 	mux.HandleFunc("POST /v1/remotes/s3", a.createS3Remote)
+	mux.HandleFunc("PUT /v1/remotes/s3/{name}", a.modifyS3Remote)
 	mux.HandleFunc("DELETE /v1/remotes", a.deleteRemote)
 	for _, kind := range []string{"linstor", "ebs"} {
 		mux.HandleFunc("GET /v1/remotes/"+kind, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, []any{}) })
@@ -106,6 +107,33 @@ func (a *API) createS3Remote(w http.ResponseWriter, r *http.Request) {
 	a.commit(w, r, "remote.create", map[string]any{"name": in.RemoteName, "kind": "s3", "endpoint": in.Endpoint, "bucket": in.Bucket,
 		"region": in.Region, "path_style": in.UsePathStyle, "access_key": in.AccessKey, "secret_key": in.SecretKey}, opCreate, objRemote,
 		fmt.Sprintf("Remote '%s' created.", in.RemoteName), map[string]string{"RemoteName": in.RemoteName})
+}
+
+// modifyS3Remote maps LINSTOR's remote modify s3 (the fields sent change) to
+// remote.modify.
+func (a *API) modifyS3Remote(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Endpoint     *string `json:"endpoint"`
+		Bucket       *string `json:"bucket"`
+		Region       *string `json:"region"`
+		AccessKey    *string `json:"access_key"`
+		SecretKey    *string `json:"secret_key"`
+		UsePathStyle *bool   `json:"use_path_style"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	name := r.PathValue("name")
+	body := map[string]any{"name": name}
+	for k, v := range map[string]*string{"endpoint": in.Endpoint, "bucket": in.Bucket, "region": in.Region, "access_key": in.AccessKey, "secret_key": in.SecretKey} {
+		if v != nil {
+			body[k] = *v
+		}
+	}
+	if in.UsePathStyle != nil {
+		body["path_style"] = *in.UsePathStyle
+	}
+	a.commit(w, r, "remote.modify", body, opModify, objRemote, fmt.Sprintf("Remote '%s' modified.", name), map[string]string{"RemoteName": name})
 }
 
 func (a *API) deleteRemote(w http.ResponseWriter, r *http.Request) {
