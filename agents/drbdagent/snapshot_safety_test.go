@@ -184,6 +184,14 @@ func TestRecoverResumesSuspendedIOAtStart(t *testing.T) {
 	}
 
 	again := newSimNodePub(t, base, "n1", "h1", nil, nil, func(c *Config) { c.SuspendBound = 2 * time.Second })
+	// r2's a moment ago: now, whatever the setup above took on a loaded machine (it took
+	// more than the 2 s bound under a full parallel `make test -race`).
+	path2 := NewPaths(n1.root).StateFile("r2")
+	st2, _ := LoadState(path2)
+	st2.Snapshots["s1"].SuspendedAt = time.Now()
+	if err := SaveState(path2, st2); err != nil {
+		t.Fatal(err)
+	}
 	if err := again.rec.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
