@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -76,20 +75,6 @@ func (g *Gateway) store(w http.ResponseWriter, r *http.Request) backup.Store {
 	return st
 }
 
-// storeError maps a store's error to the API's: not_found, precondition_failed for a
-// permanent one (credentials, bucket), unavailable otherwise.
-func storeError(err error) error {
-	switch {
-	case errors.Is(err, backup.ErrNotFound):
-		return cairn.Errorf(cairn.CodeNotFound, "%v", err).About(cairn.ObjBackup)
-	case errors.Is(err, backup.ErrPermanent):
-		return cairn.Errorf(cairn.CodePreconditionFailed, "%v", err)
-	case errors.As(err, new(*cairn.Error)):
-		return err
-	}
-	return cairn.Errorf(cairn.CodeUnavailable, "remote: %v", err)
-}
-
 // BackupSummary is one complete backup on a remote.
 type BackupSummary struct {
 	Remote    string    `json:"remote"`
@@ -121,7 +106,7 @@ func (g *Gateway) listBackups(w http.ResponseWriter, r *http.Request) {
 	remote, resource := r.PathValue("remote"), r.URL.Query().Get("resource")
 	listed, err := backup.List(r.Context(), st, resource)
 	if err != nil && len(listed) == 0 {
-		writeError(w, storeError(err))
+		writeError(w, linstor.RemoteError(err))
 		return
 	}
 	out := map[string]any{"backups": []BackupSummary{}}
@@ -158,7 +143,7 @@ func (g *Gateway) listBackups(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) manifest(w http.ResponseWriter, r *http.Request, st backup.Store) (backup.Manifest, string, bool) {
 	m, sum, err := backup.ReadManifest(r.Context(), st, r.PathValue("resource"), r.PathValue("id"), "")
 	if err != nil {
-		writeError(w, storeError(err))
+		writeError(w, linstor.RemoteError(err))
 		return m, sum, false
 	}
 	return m, sum, true
@@ -187,7 +172,7 @@ func (g *Gateway) verifyBackup(w http.ResponseWriter, r *http.Request) {
 	}
 	bad, p, err := backup.Verify(r.Context(), st, m, nil)
 	if err != nil {
-		writeError(w, storeError(err))
+		writeError(w, linstor.RemoteError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": len(bad) == 0, "bad": bad, "bytes": p.BytesTotal, "chunks": len(m.StoredChunks())})
@@ -251,7 +236,7 @@ func (g *Gateway) deleteBackup(w http.ResponseWriter, r *http.Request) {
 	}
 	removed, err := DeleteFromRemote(r.Context(), st, resource, id)
 	if err != nil {
-		writeError(w, storeError(err))
+		writeError(w, linstor.RemoteError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "events": reply.Events, "chunks_removed": removed})
@@ -266,13 +251,5 @@ func DeleteFromRemote(ctx context.Context, st backup.Store, resource, id string)
 // sendAndAnswer sends a command on behalf of the request and writes its reply.
 func (g *Gateway) sendAndAnswer(w http.ResponseWriter, r *http.Request, verb string, body []byte) {
 	reply, err := g.Send(r.Context(), verb, body, actorOf(r, "http:"+r.RemoteAddr), nil)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	status := http.StatusOK
-	if !reply.OK {
-		status = HTTPStatus(reply.Error.Code)
-	}
-	writeJSON(w, status, reply)
+	writeReply(w, reply, err)
 }

@@ -36,8 +36,13 @@ func (g *Gateway) postCommand(w http.ResponseWriter, r *http.Request) {
 	if actor == "" {
 		actor = "http:" + r.RemoteAddr
 	}
-	actor = actorOf(r, actor)
-	reply, err := g.Send(r.Context(), verb, body, actor, hdr)
+	reply, err := g.Send(r.Context(), verb, body, actorOf(r, actor), hdr)
+	writeReply(w, reply, err)
+}
+
+// writeReply answers a command's reply: 200 when accepted, the refusal's status
+// otherwise, or the error that kept it from admission.
+func writeReply(w http.ResponseWriter, reply admission.Reply, err error) {
 	if err != nil {
 		writeError(w, err)
 		return

@@ -199,14 +199,9 @@ func (p *resourcePlan) restoreBackup(c BackupRestore) error {
 			return err
 		}
 	}
-	current := map[int]drbd.UUID{}
-	for _, vol := range p.rd.Volumes {
-		day0, _ := drbd.ParseUUID(vol.Day0GI)
-		u, err := drbd.NewDay0GI(p.rand, day0)
-		if err != nil {
-			return err
-		}
-		current[vol.Volume] = u
+	current, err := p.restoreCurrents()
+	if err != nil {
+		return err
 	}
 	p.restore = &restorePlan{backup: &from, current: current}
 	for i, node := range c.Nodes {

@@ -231,14 +231,9 @@ func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
 			}
 		}
 	}
-	current := map[int]drbd.UUID{}
-	for _, vol := range p.rd.Volumes {
-		day0, _ := drbd.ParseUUID(vol.Day0GI)
-		u, err := drbd.NewDay0GI(p.rand, day0)
-		if err != nil {
-			return err
-		}
-		current[vol.Volume] = u
+	current, err := p.restoreCurrents()
+	if err != nil {
+		return err
 	}
 	nodes := snap.Nodes
 	if len(c.Nodes) > 0 {
@@ -275,6 +270,21 @@ func (p *resourcePlan) restoreSnapshot(c SnapshotRestore) error {
 	}
 	p.restore = nil
 	return p.tiebreaker()
+}
+
+// restoreCurrents draws the current UUID every restored disk of a volume shares (a new
+// one per volume: restored data is no day-0 data).
+func (p *resourcePlan) restoreCurrents() (map[int]drbd.UUID, error) {
+	current := map[int]drbd.UUID{}
+	for _, vol := range p.rd.Volumes {
+		day0, _ := drbd.ParseUUID(vol.Day0GI)
+		u, err := drbd.NewDay0GI(p.rand, day0)
+		if err != nil {
+			return nil, err
+		}
+		current[vol.Volume] = u
+	}
+	return current, nil
 }
 
 // takenSnapshot reads c's source definition and its taken snapshot. Refuses not_found

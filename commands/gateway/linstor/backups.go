@@ -232,13 +232,17 @@ func (a *API) store(w http.ResponseWriter, r *http.Request, op uint64) backup.St
 	return st
 }
 
-// remoteError is a store's error as a Cairn error.
-func remoteError(err error) error {
+// RemoteError is a store's error as a Cairn error: not_found (no such backup),
+// precondition_failed for one a retry does not cure (credentials, bucket), unavailable
+// otherwise.
+func RemoteError(err error) error {
 	switch {
 	case errors.Is(err, backup.ErrNotFound):
 		return cairn.Errorf(cairn.CodeNotFound, "%v", err).About(cairn.ObjBackup)
 	case errors.Is(err, backup.ErrPermanent):
 		return cairn.Errorf(cairn.CodePreconditionFailed, "%v", err)
+	case errors.As(err, new(*cairn.Error)):
+		return err
 	}
 	return cairn.Errorf(cairn.CodeUnavailable, "remote: %v", err)
 }
@@ -253,7 +257,7 @@ func (a *API) listBackups(w http.ResponseWriter, r *http.Request) {
 	remote, rsc, snap := r.PathValue("remote"), r.URL.Query().Get("rsc_name"), r.URL.Query().Get("snap_name")
 	listed, err := backup.List(r.Context(), st, rsc)
 	if err != nil && len(listed) == 0 {
-		writeFailure(w, 0, objBackup, remoteError(err))
+		writeFailure(w, 0, objBackup, RemoteError(err))
 		return
 	}
 	out := map[string]Backup{}
@@ -363,7 +367,7 @@ func (a *API) restoreBackup(w http.ResponseWriter, r *http.Request) {
 	}
 	listed, err := backup.List(r.Context(), st, in.SrcRscName)
 	if err != nil && len(listed) == 0 {
-		writeFailure(w, opCreate, objBackup, remoteError(err))
+		writeFailure(w, opCreate, objBackup, RemoteError(err))
 		return
 	}
 	l, err := find(listed, in.LastBackup, in.SrcRscName, in.SrcSnapName)
@@ -393,7 +397,7 @@ func (a *API) backupInfo(w http.ResponseWriter, r *http.Request) {
 	}
 	listed, err := backup.List(r.Context(), st, in.SrcRscName)
 	if err != nil && len(listed) == 0 {
-		writeFailure(w, 0, objBackup, remoteError(err))
+		writeFailure(w, 0, objBackup, RemoteError(err))
 		return
 	}
 	l, err := find(listed, in.LastBackup, in.SrcRscName, in.SrcSnapName)
@@ -426,7 +430,7 @@ func (a *API) deleteBackups(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	listed, err := backup.List(r.Context(), st, q.Get("resource_name"))
 	if err != nil && len(listed) == 0 {
-		writeFailure(w, opDelete, objBackup, remoteError(err))
+		writeFailure(w, opDelete, objBackup, RemoteError(err))
 		return
 	}
 	var doomed []backup.Listed
@@ -452,7 +456,7 @@ func (a *API) deleteBackups(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if _, err := backup.Delete(r.Context(), st, l.Resource, l.ID, ChunkGrace, time.Now()); err != nil {
-			writeFailure(w, opDelete, objBackup, remoteError(err))
+			writeFailure(w, opDelete, objBackup, RemoteError(err))
 			return
 		}
 		rcs = append(rcs, success(opDelete, objBackup, fmt.Sprintf("Backup '%s' deleted from remote '%s'.", linstorID(l.Resource, l.ID), remote),
