@@ -16,9 +16,12 @@ import (
 //	0  views from before formats were recorded (each upgrade needed `cairn views rebuild`)
 //	1  the command index, v/rg-rd/, create_timestamp, v/replacing/
 //	2  no domain host lists (v/hosts/<domain>) on a cluster without failure domains
-//	3  this format: the replica count of every definition (v/rd-replicas/), which deep
-//	   pages of LINSTOR's resource list skip with
-const ViewsFormat = 3
+//	3  the replica count of every definition (v/rd-replicas/), which deep pages of
+//	   LINSTOR's resource list skip with
+//	4  this format: a clone's failed snapshot stays in the snapshots-under-way index
+//	   (v/snap-busy/) until deleted, so the lease holder starts the clone again; remotes,
+//	   backups (v/backup-busy/) and schedules
+const ViewsFormat = 4
 
 var keyFormat = []byte("m/format")
 

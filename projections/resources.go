@@ -853,9 +853,11 @@ func snapshotPhase(t *tx, rdName, name string, ev events.Event, phase, reason st
 		s.Phase, s.Reason = phase, reason
 		if phase == SnapshotTaken || phase == SnapshotFailed {
 			s.DoneAt = ev.OccurredAt
-			// Off the under-way index, except a clone's taken snapshot: it stays until
-			// the target is restored (rd.created with restored_from).
-			if phase == SnapshotFailed || s.CloneTo == "" {
+			// Off the under-way index, except a clone's: a taken one stays until the
+			// target is restored (rd.created with restored_from), a failed one until it
+			// is deleted (the lease holder starts the clone again:
+			// resources.ClonesToRetry).
+			if s.CloneTo == "" {
 				t.del(snapshotUnderWayKey(rdName, name))
 			}
 			if phase == SnapshotFailed && s.CloneTo != "" {

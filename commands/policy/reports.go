@@ -86,6 +86,17 @@ func SnapshotProgressFrom(v *projections.View, name string) ([]admission.Request
 		out = append(out, admission.Request{Verb: "rd.restore", Body: body, Actor: "serve:snapshots", ForgetRefusals: true,
 			CommandID: commandID("clone", c.Resource, c.Snapshot, c.Target)})
 	}
+	// A clone whose snapshot failed at the suspension bound is started again.
+	for _, c := range resources.ClonesToRetry(rd, exists, Now()) {
+		seq := strconv.FormatUint(c.StartedSeq, 10)
+		del, _ := json.Marshal(map[string]string{"resource": c.Resource, "name": c.Snapshot})
+		again, _ := json.Marshal(resources.SnapshotClone{Resource: c.Resource, Target: c.Target})
+		out = append(out,
+			admission.Request{Verb: "rd.snapshot-delete", Body: del, Actor: "serve:snapshots", ForgetRefusals: true,
+				CommandID: commandID("clone-retry-delete", c.Resource, c.Snapshot, seq)},
+			admission.Request{Verb: "rd.clone", Body: again, Actor: "serve:snapshots", ForgetRefusals: true,
+				CommandID: commandID("clone-retry", c.Resource, c.Target, seq)})
+	}
 	// A clone's snapshot goes once its target's disks were made from it (LINSTOR's clone
 	// leaves none behind; every CSI clone would otherwise leak one).
 	target := func(name string) (projections.ResourceDefinition, bool, map[string]drbd.Status) {
@@ -164,6 +175,9 @@ func groupProgress(v *projections.View, group []events.RDSnapshotRef) ([]admissi
 	}
 	return out, nil
 }
+
+// Now is the policies' clock (tests set it).
+var Now = time.Now
 
 // SnapshotAdvancer records the next phase of snapshots from their nodes' reports
 // while this serve holds the lease: at once for every report folded (hook), and by a

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/decide"
@@ -504,6 +505,33 @@ func ClonesDue(rd projections.ResourceDefinition, exists func(string) bool) []Sn
 	for _, s := range rd.Snapshots {
 		if s.CloneTo != "" && s.Phase == projections.SnapshotTaken && !s.Cloned && !exists(s.CloneTo) {
 			out = append(out, SnapshotRestore{Resource: rd.Name, Snapshot: s.Name, Target: s.CloneTo})
+		}
+	}
+	return out
+}
+
+// CloneRetryAfter is how long after its snapshot failed at the suspension bound a clone
+// is started again: I/O on the source is suspended at most once per this interval plus
+// the bound while a loaded machine misses the bound.
+const CloneRetryAfter = 5 * time.Second
+
+// CloneRetry is a clone to start again: its failed snapshot deleted, then rd.clone.
+type CloneRetry struct {
+	Resource, Snapshot, Target string
+	StartedSeq                 uint64
+}
+
+// ClonesToRetry returns the clones of rd whose snapshot failed at the suspension bound
+// (a node too slow to suspend or take its copy in time: no refusal that would fail
+// again) at least CloneRetryAfter before now and whose target was never created. A
+// clone is a promise to a client that waits for it (linstor-csi polls its status until
+// COMPLETE, whatever it says meanwhile): the snapshot is taken again, until it is.
+func ClonesToRetry(rd projections.ResourceDefinition, exists func(string) bool, now time.Time) []CloneRetry {
+	var out []CloneRetry
+	for _, s := range rd.Snapshots {
+		if s.CloneTo != "" && s.Phase == projections.SnapshotFailed && strings.Contains(s.Reason, "bound") &&
+			!exists(s.CloneTo) && now.Sub(s.DoneAt) >= CloneRetryAfter {
+			out = append(out, CloneRetry{Resource: rd.Name, Snapshot: s.Name, Target: s.CloneTo, StartedSeq: s.StartedSeq})
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package resources
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
@@ -156,4 +157,21 @@ func TestSnapshotGroupNext(t *testing.T) {
 			assert.Equal(t, tc.reason, reason)
 		})
 	}
+}
+
+// A clone whose snapshot failed at the suspension bound is started again once
+// CloneRetryAfter has passed; one that failed for another reason, whose target exists,
+// or that failed a moment ago is not.
+func TestClonesToRetry(t *testing.T) {
+	done := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	rd := projections.ResourceDefinition{Name: "src", Snapshots: []projections.RDSnapshot{
+		{Name: "clone-a", CloneTo: "a", Phase: projections.SnapshotFailed, Reason: "node n3: aborted: suspended for the whole bound without the order to take it", DoneAt: done, StartedSeq: 9},
+		{Name: "clone-b", CloneTo: "b", Phase: projections.SnapshotFailed, Reason: "node n1: provider lvm has no snapshots", DoneAt: done},
+		{Name: "clone-c", CloneTo: "c", Phase: projections.SnapshotFailed, Reason: "I/O resumed at the suspension bound", DoneAt: done},
+		{Name: "clone-d", CloneTo: "d", Phase: projections.SnapshotTaken, DoneAt: done},
+		{Name: "plain", Phase: projections.SnapshotFailed, Reason: "suspended for the whole bound", DoneAt: done},
+	}}
+	exists := func(name string) bool { return name == "c" }
+	assert.Empty(t, ClonesToRetry(rd, exists, done.Add(time.Second)), "a moment after the failure")
+	assert.Equal(t, []CloneRetry{{Resource: "src", Snapshot: "clone-a", Target: "a", StartedSeq: 9}}, ClonesToRetry(rd, exists, done.Add(CloneRetryAfter)))
 }
