@@ -201,7 +201,7 @@ func (r *Reconciler) upload(ctx context.Context, j *uploadJob, o drbd.BackupOrde
 			return
 		}
 		metricBackupEnds.WithLabelValues("retried").Inc()
-		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("upload stopped; trying again")
+		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in_ms", wait).Msg("upload stopped; trying again")
 		j.set(func(s *drbd.BackupStatus) { s.Error = fmt.Sprintf("attempt %d: %v (trying again)", attempt, err) })
 		r.pub.soon(j.rd)
 		select {
