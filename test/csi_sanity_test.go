@@ -48,7 +48,11 @@ func TestCSISanity(t *testing.T) {
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer scancel()
 	start := time.Now()
+	// Its mount and staging directories in the test's own directory: its defaults
+	// (/tmp/csi-mount, /tmp/csi-staging) are left behind by a run that was killed, and
+	// every spec of the next run then fails creating them.
 	out, err := exec.CommandContext(sctx, sanity, "--csi.endpoint", "unix://"+sock, "--ginkgo.skip", "Node Service",
+		"--csi.mountdir", filepath.Join(dir, "mount"), "--csi.stagingdir", filepath.Join(dir, "staging"),
 		"--ginkgo.no-color", "--csi.testvolumeparameters", params, "--csi.testvolumesize", "16777216").CombinedOutput()
 	took := time.Since(start)
 	summary := regexp.MustCompile(`(\d+) Passed \| (\d+) Failed`).FindStringSubmatch(string(out))
