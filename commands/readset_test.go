@@ -229,9 +229,12 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	no("backup.schedule-disable", `{"remote":"s3","schedule":"nightly","resource":"r2"}`)
 	ok("schedule.delete", `{"name":"nightly"}`)
 	ok("backup.create", `{"resource":"r1","remote":"s3","snapshot":"s1"}`)
-	no("remote.delete", `{"name":"s3"}`)                             // an upload is under way
-	no("backup.delete", `{"remote":"s3","resource":"r1","id":"s1"}`) // it is uploading
-	no("rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)        // its backup is uploading
+	no("remote.delete", `{"name":"s3"}`)                  // an upload is under way
+	no("remote.modify", `{"name":"s3","bucket":"other"}`) // an upload is under way
+	ok("remote.create", `{"name":"s3b","kind":"s3","endpoint":"http://127.0.0.1:1","bucket":"bk1","access_key":"a","secret_key":"s"}`)
+	no("backup.create", `{"resource":"r1","remote":"s3b","snapshot":"s1"}`) // id s1 is uploading to s3
+	no("backup.delete", `{"remote":"s3","resource":"r1","id":"s1"}`)        // it is uploading
+	no("rd.snapshot-delete", `{"resource":"r1","name":"s1"}`)               // its backup is uploading
 	ok("backup.finish", `{"resource":"r1","id":"s1","ok":true,"manifest_sha256":`+sha+`}`)
 	no("backup.finish", `{"resource":"r1","id":"s1","ok":true,"manifest_sha256":`+sha+`}`)
 	ok("backup.create", `{"resource":"r1","remote":"s3","snapshot":"s1","id":"s1b"}`)

@@ -88,8 +88,9 @@ func (p *resourcePlan) readRemote(name string) (projections.Remote, error) {
 // createBackup starts the upload of a taken snapshot to a remote: rd.backup-started
 // (with the node that uploads and the base of an incremental) and remote.claimed.
 // Refuses not_found (remote, snapshot), precondition_failed (snapshot not taken; no
-// online node holds it), invalid_argument naming node (a node without the snapshot),
-// already_exists (the id on that remote uploading or done).
+// online node holds it; the id uploading to another remote), invalid_argument naming
+// node (a node without the snapshot), already_exists (the id on that remote uploading or
+// done).
 func (p *resourcePlan) createBackup(c BackupCreate) error {
 	if _, err := p.readRemote(c.Remote); err != nil {
 		return err
@@ -107,6 +108,13 @@ func (p *resourcePlan) createBackup(c BackupCreate) error {
 	}
 	if b, ok := p.rd.Backup(c.Remote, id); ok && (b.Phase == projections.BackupUploading || b.Phase == projections.BackupDone) {
 		return cairn.Errorf(cairn.CodeAlreadyExists, "backup %s of %s on remote %s is %s", id, p.rd.Name, c.Remote, b.Phase).About(cairn.ObjBackup)
+	}
+	// An id names one upload at a time, whatever the remote: its node's agent and the
+	// end it reports know uploads by definition and id.
+	for _, b := range p.rd.Backups {
+		if b.ID == id && b.Phase == projections.BackupUploading {
+			return cairn.Errorf(cairn.CodePreconditionFailed, "backup %s of %s is uploading to remote %s; give this one another id", id, p.rd.Name, b.Remote)
+		}
 	}
 	node := c.Node
 	if node != "" && !slices.Contains(s.Nodes, node) {
