@@ -393,7 +393,7 @@ func scheduledRuns(t *testing.T, s *serve, schedule string) map[string]int {
 			continue
 		}
 		var ev struct {
-			Actor string `json:"actor"`
+			Actor string   `json:"actor"`
 			Data  struct { // the envelope's payload
 				ID       string `json:"id"`
 				Schedule string `json:"schedule"`
