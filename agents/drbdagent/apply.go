@@ -158,7 +158,7 @@ func (r *Reconciler) apply(ctx context.Context, rd string, d *drbd.Desired) (*St
 			if ref := l.RestoreBackup; ref != nil && !st.MDCreated && !st.Filled[v.Number] {
 				// A disk restored from a backup: its data, every chunk checked, before
 				// its metadata (which seeds it as in sync with the other restored disks).
-				if err := r.fill(ctx, rd, ref, v, path, l.Provider.Thin() || l.Provider == backing.ProviderFile || l.Provider == backing.ProviderZFS); err != nil {
+				if err := r.fill(ctx, rd, ref, v, path, readsZeros(l.Provider)); err != nil {
 					return st, err
 				}
 				if st.Filled == nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,16 +79,15 @@ func (u *uploads) statuses(rd string) []drbd.BackupStatus {
 			out = append(out, j.get())
 		}
 	}
-	sortBackupStatuses(out)
+	slices.SortFunc(out, func(a, b drbd.BackupStatus) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-func sortBackupStatuses(s []drbd.BackupStatus) {
-	for i := 1; i < len(s); i++ {
-		for k := i; k > 0 && s[k].ID < s[k-1].ID; k-- {
-			s[k], s[k-1] = s[k-1], s[k]
-		}
-	}
+// readsZeros reports whether a new backing volume of provider p reads zeros where
+// nothing was written (a sparse or preallocated file, a thin volume, a zvol), so a
+// restore need not write its chunks of zeros; a thick LV keeps what was there before.
+func readsZeros(p backing.Provider) bool {
+	return p.Thin() || p == backing.ProviderFile || p == backing.ProviderZFS
 }
 
 // resultFile is where the end of upload id of rd is recorded; journalFile its journal.

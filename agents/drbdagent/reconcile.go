@@ -1,10 +1,6 @@
 package drbdagent
 
 import (
-	"golang.org/x/time/rate"
-
-	"github.com/cairn-io/cairn/storage/backup"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,9 +12,11 @@ import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/storage/backup"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 )
 
 var (
@@ -154,7 +152,9 @@ func New(cfg Config) (*Reconciler, error) {
 		r.cfg.BackupRetry = time.Second
 	}
 	if r.cfg.BackupBandwidth > 0 {
-		r.upLimit = rate.NewLimiter(rate.Limit(r.cfg.BackupBandwidth), max(int(r.cfg.BackupBandwidth), backup.ChunkSize))
+		// The burst holds the largest chunk sent (an encrypted one is a little over a
+		// chunk): WaitN refuses more than the burst.
+		r.upLimit = rate.NewLimiter(rate.Limit(r.cfg.BackupBandwidth), max(int(r.cfg.BackupBandwidth), 2*backup.ChunkSize))
 	}
 	r.pub = &statusPublisher{r: r, dirty: map[string]bool{}, last: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	return r, nil
