@@ -508,13 +508,15 @@ func TestBackupScheduleRunsByItself(t *testing.T) {
 	assert.Equal(t, 0, code)
 }
 
-// A remote with an encryption passphrase: the agents encrypt every chunk before it
-// leaves the node (the bucket holds neither the data nor its plain hashes, and the
+// A remote with an encryption passphrase (and the agents' uploads paced): the agents
+// encrypt every chunk before it leaves the node (the bucket holds neither the data nor its plain hashes, and the
 // passphrase is nowhere in the history); a fresh cluster restores it with the same
 // passphrase, byte for byte; with another one, verify and the restore fail saying so.
 func TestEncryptedBackupRestoresOnlyWithItsPassphrase(t *testing.T) {
 	s3 := testtools.StartS3(t)
-	c := startSimCluster(t, 2)
+	// Paced at 1 MiB/s: an encrypted chunk is a little more than a chunk, and the
+	// limiter must let it through (its burst once held exactly one plain chunk).
+	c := startSimClusterWith(t, 2, []string{"--backup-bandwidth", "1"})
 	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
 	c.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":4096}`)
 	c.waitUpToDate("r1", 2, 60*time.Second)
