@@ -10,7 +10,11 @@
 //   - RecordCapacity: a storage-pool report that is news → sp.capacity-report
 //     (CapacityFromReport).
 //   - SnapshotAdvancer: replicas' snapshot reports → rd.snapshot-progress and the
-//     clone's rd.restore (SnapshotProgressFrom).
+//     clone's rd.restore, a clone whose snapshot failed at the bound started again
+//     (SnapshotProgressFrom).
+//   - BackupRecorder: the uploading node's report → backup.finish (BackupFinishFrom).
+//   - Scheduler: backup schedules due → rd.snapshot, then backup.create; retention →
+//     rd.snapshot-delete and backup.delete (DecideRun, Retention).
 //
 // Every policy submits through admission.Admission, so its commands are validated like
 // an operator's, and acts only while the serve holds the side-effect lease (the Gate or

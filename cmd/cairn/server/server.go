@@ -32,7 +32,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
-	"github.com/cairn-io/cairn/storage/backup"
 	"github.com/cairn-io/cairn/storage/secret"
 )
 
@@ -383,7 +382,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.background(func() { s.Lease.While(runCtx, "snapshots", snaps.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "backups", backups.Sweep) })
 	scheduler := &policy.Scheduler{Adm: s.Admission, DB: db, Every: cfg.ScheduleInterval, Log: cfg.Log.With().Str("part", "schedules").Logger(),
-		Remotes: func(name string) (backup.Store, error) { return s.RemoteStore(name) }}
+		Remotes: s.RemoteStore}
 	s.background(func() { s.Lease.While(runCtx, "schedules", scheduler.Run) })
 	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "auto-evict", s.Evictor.Sweep) })
@@ -427,7 +426,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			At: func(ctx context.Context, seq uint64) (*projections.DB, error) {
 				return ViewsAt(ctx, s.JS, names, seq, cfg.CommandRetention, zerolog.Nop())
 			},
-			Remotes: func(name string) (backup.Store, error) { return s.RemoteStore(name) }}
+			Remotes: s.RemoteStore}
 		if cfg.HTTPAuth {
 			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger(), Ready: s.ready}
 		}
