@@ -141,7 +141,15 @@ func TestBackupToS3AndRestoreIntoAFreshCluster(t *testing.T) {
 	assert.Equal(t, int64(1), b2.ChunksSent, "one chunk changed, one sent")
 	assert.Equal(t, int64(backup.ChunkSize), b2.BytesSent)
 
-	// A fresh cluster restores s1 (not the latest) from the bucket alone.
+	// A fresh cluster restores s1 (not the latest) from the bucket alone, after s2 was
+	// deleted (its manifest at once; its one chunk is younger than the grace and stays).
+	code, body = httpJSON(t, "DELETE", c.s.url("/cairn/v1/remotes/s3/backups/r1/s2"), "")
+	require.Equal(t, 200, code, body)
+	assert.NotContains(t, s3.Objects("cairn/backups/"), backup.ManifestKey("r1", "s2"))
+	assert.Contains(t, s3.Objects("cairn/backups/"), backup.ManifestKey("r1", "s1"))
+	rv1 := c.resource("r1")
+	b2gone, _ := rv1.Backup("s3", "s2")
+	assert.Equal(t, projections.BackupDeleted, b2gone.Phase)
 	c2 := startSimCluster(t, 2)
 	c2.cmd("remote.create", s3.RemoteBody("offsite"))
 	code, body = httpJSON(t, "POST", c2.s.url("/cairn/v1/remotes/offsite/backups/r1/s1/restore"), `{"target":"r1-restored","nodes":["n1","n2"],"storage_pool":"thin"}`)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,10 +12,6 @@ import (
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backup"
 )
-
-// ChunkGrace is how old an unreferenced chunk must be before a backup's deletion
-// removes it: a younger one may belong to an upload whose manifest is not written yet.
-var ChunkGrace = &linstor.ChunkGrace
 
 // The backup routes (docs/backups.md): remotes from the views; what is on a remote read
 // from the remote itself (a backup exists there once its manifest is written, whichever
@@ -186,16 +181,6 @@ type RestoreBody struct {
 	ResourceGroup string   `json:"resource_group,omitempty"`
 }
 
-// RestoreCommand is backup.restore of backup m (SHA-256 sum) on remote into b.Target.
-func RestoreCommand(remote string, m backup.Manifest, sum string, b RestoreBody) resources.BackupRestore {
-	c := resources.BackupRestore{Remote: remote, Resource: m.Resource, ID: m.ID, Target: b.Target, Nodes: b.Nodes,
-		StoragePool: b.StoragePool, ResourceGroup: b.ResourceGroup, ManifestSHA256: sum}
-	for _, v := range m.Volumes {
-		c.Volumes = append(c.Volumes, resources.BackupVolume{Number: v.Number, SizeKiB: v.SizeKiB})
-	}
-	return c
-}
-
 // restoreBackup reads the backup's manifest and sends backup.restore with its volumes
 // and SHA-256: the new definition's disks are filled from it by their agents.
 func (g *Gateway) restoreBackup(w http.ResponseWriter, r *http.Request) {
@@ -212,12 +197,14 @@ func (g *Gateway) restoreBackup(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, _ := json.Marshal(RestoreCommand(r.PathValue("remote"), m, sum, b))
+	c := resources.BackupRestoreOf(r.PathValue("remote"), m, sum)
+	c.Target, c.Nodes, c.StoragePool, c.ResourceGroup = b.Target, b.Nodes, b.StoragePool, b.ResourceGroup
+	body, _ := json.Marshal(c)
 	g.sendAndAnswer(w, r, "backup.restore", body)
 }
 
 // deleteBackup sends backup.delete, then removes the manifest and the chunks no other
-// backup names (older than ChunkGrace) from the remote.
+// backup names (older than backup.ChunkGrace) from the remote.
 func (g *Gateway) deleteBackup(w http.ResponseWriter, r *http.Request) {
 	st := g.store(w, r)
 	if st == nil {
@@ -234,18 +221,12 @@ func (g *Gateway) deleteBackup(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, HTTPStatus(reply.Error.Code), reply)
 		return
 	}
-	removed, err := DeleteFromRemote(r.Context(), st, resource, id)
+	removed, err := backup.Delete(r.Context(), st, resource, id, backup.ChunkGrace, time.Now())
 	if err != nil {
 		writeError(w, linstor.RemoteError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "events": reply.Events, "chunks_removed": removed})
-}
-
-// DeleteFromRemote removes backup id of resource from st: its manifest, then every
-// chunk no backup names that is older than ChunkGrace.
-func DeleteFromRemote(ctx context.Context, st backup.Store, resource, id string) (int, error) {
-	return backup.Delete(ctx, st, resource, id, *ChunkGrace, time.Now())
 }
 
 // sendAndAnswer sends a command on behalf of the request and writes its reply.

@@ -371,7 +371,7 @@ func (s *Scheduler) retain(ctx context.Context, j job, rd projections.ResourceDe
 			s.Log.Warn().Str("error", r.Error.Message).Str("backup", id).Msg("schedule retention: backup not deleted")
 			continue
 		}
-		n, err := backup.Delete(ctx, st, j.rd, id, time.Hour, time.Now())
+		n, err := backup.Delete(ctx, st, j.rd, id, backup.ChunkGrace, time.Now())
 		s.Log.Info().Err(err).Str("resource", j.rd).Str("backup", id).Int("chunks_removed", n).Msg("schedule retention: backup deleted from the remote")
 	}
 }

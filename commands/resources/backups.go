@@ -9,6 +9,7 @@ import (
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backup"
 )
 
 // Backups of a definition's snapshots to remotes (docs/backups.md): the verbs that
@@ -61,6 +62,17 @@ type BackupRestore struct {
 	// restore` and the HTTP API read the manifest and fill them in.
 	Volumes        []BackupVolume `json:"volumes"`
 	ManifestSHA256 string         `json:"manifest_sha256"`
+}
+
+// BackupRestoreOf is backup.restore of backup m on remote, whose manifest hashes to
+// sum: its volumes and SHA-256 as the manifest says (the caller sets the target, nodes,
+// pool and group).
+func BackupRestoreOf(remote string, m backup.Manifest, sum string) BackupRestore {
+	c := BackupRestore{Remote: remote, Resource: m.Resource, ID: m.ID, ManifestSHA256: sum}
+	for _, v := range m.Volumes {
+		c.Volumes = append(c.Volumes, BackupVolume{Number: v.Number, SizeKiB: v.SizeKiB})
+	}
+	return c
 }
 
 // BackupVolume is one volume of a backup to restore.

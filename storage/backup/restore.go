@@ -162,6 +162,10 @@ func Verify(ctx context.Context, st Store, m Manifest, onProgress func(Progress)
 	return bad, p, nil
 }
 
+// ChunkGrace is how old an unreferenced chunk must be before Delete removes it by
+// default: a younger one may belong to an upload whose manifest is not written yet.
+const ChunkGrace = time.Hour
+
 // Delete removes backup id of resource: its manifest first (from then on it is not
 // listed), then every chunk no other backup on the store names and that is older than
 // grace (a chunk newer than that may belong to an upload under way, whose manifest is

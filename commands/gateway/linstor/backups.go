@@ -375,11 +375,8 @@ func (a *API) restoreBackup(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opCreate, objBackup, err)
 		return
 	}
-	c := resources.BackupRestore{Remote: r.PathValue("remote"), Resource: l.Resource, ID: l.ID, Target: in.TargetRscName,
-		Nodes: []string{in.NodeName}, StoragePool: in.pool(), ResourceGroup: in.DstRscGrp, ManifestSHA256: l.SHA256}
-	for _, v := range l.Volumes {
-		c.Volumes = append(c.Volumes, resources.BackupVolume{Number: v.Number, SizeKiB: v.SizeKiB})
-	}
+	c := resources.BackupRestoreOf(r.PathValue("remote"), l.Manifest, l.SHA256)
+	c.Target, c.Nodes, c.StoragePool, c.ResourceGroup = in.TargetRscName, []string{in.NodeName}, in.pool(), in.DstRscGrp
 	a.commit(w, r, "backup.restore", c, opCreate, objBackup,
 		fmt.Sprintf("Restoring backup '%s' into resource '%s' on node '%s'.", linstorID(l.Resource, l.ID), in.TargetRscName, in.NodeName),
 		map[string]string{"RscDfn": in.TargetRscName})
@@ -455,7 +452,7 @@ func (a *API) deleteBackups(w http.ResponseWriter, r *http.Request) {
 			writeFailure(w, opDelete, objBackup, err)
 			return
 		}
-		if _, err := backup.Delete(r.Context(), st, l.Resource, l.ID, ChunkGrace, time.Now()); err != nil {
+		if _, err := backup.Delete(r.Context(), st, l.Resource, l.ID, backup.ChunkGrace, time.Now()); err != nil {
 			writeFailure(w, opDelete, objBackup, RemoteError(err))
 			return
 		}
@@ -464,10 +461,6 @@ func (a *API) deleteBackups(w http.ResponseWriter, r *http.Request) {
 	}
 	writeResults(w, rcs)
 }
-
-// ChunkGrace is how old an unreferenced chunk must be before a deletion removes it
-// (see gateway.ChunkGrace).
-var ChunkGrace = time.Hour
 
 // abortBackup stops the uploads of rsc_name under way (backup.abort each).
 func (a *API) abortBackup(w http.ResponseWriter, r *http.Request) {
