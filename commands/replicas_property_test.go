@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/cmd/cairn/server/servertest"
 	"github.com/cairn-io/cairn/test/testtools"
 	"pgregory.net/rapid"
@@ -22,11 +23,16 @@ func TestReplicaVerbsKeepTheInvariantsUnderRandomCommands(t *testing.T) {
 }
 
 // TestMemoryAdmissionConformsOnReplicaVerbs: the same sequences on a serve and on
-// Memory in lockstep agree reply by reply; the serve's views keep the invariants.
+// Memory in lockstep agree reply by reply; the serve's views keep the invariants. The
+// serve's keep-count policy is off: it tops definitions up to their group's place count
+// on its own when a node comes back online (node.set-state), which Memory, admission
+// alone, does not (seen as a flake: a replica.remove accepted by the serve, not_found
+// in Memory).
 func TestMemoryAdmissionConformsOnReplicaVerbs(t *testing.T) {
 	testtools.RapidChecks(t, 10) // each check starts a real server
 	rapid.Check(t, func(rt *rapid.T) {
-		replicaSteps(rt, conformance{rt: rt, serve: serveTarget{servertest.Start(t)}, mem: newMemoryTarget(t)})
+		s := servertest.Start(t, func(c *server.Config) { c.KeepCountInterval = -1 })
+		replicaSteps(rt, conformance{rt: rt, serve: serveTarget{s}, mem: newMemoryTarget(t)})
 	})
 }
 

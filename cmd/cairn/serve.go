@@ -80,7 +80,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 15*time.Second, "mark a node offline after this long without a heartbeat")
 	f.DurationVar(&cfg.ScheduleInterval, "schedule-interval", policy.ScheduleCheckEvery, "look at the backup schedules this often (a run starts at the first look after its due time)")
 	f.StringVar(&cfg.SecretsKey, "secrets-key", "", "file of the key remotes' secrets are sealed with (default DATA/secrets.key, created when missing; every serve of one cluster needs the same file)")
-	f.DurationVar(&cfg.KeepCountInterval, "keep-count-interval", policy.DefaultKeepCountEvery, "check every definition against its group's place count this often (and at once when the online nodes change)")
+	f.DurationVar(&cfg.KeepCountInterval, "keep-count-interval", policy.DefaultKeepCountEvery, "check every definition against its group's place count this often (and at once when the online nodes change); negative: never")
 	f.DurationVar(&cfg.AgentConsumerIdle, "agent-consumer-idle", events.AgentConsumerIdle, "a node's desired-state consumer goes this long after its agent's last pull (a removed node's at once)")
 	f.IntVar(&cfg.MaxSyncingPerNode, "max-syncing-per-node", 4, "at most this many replacements sync to one node at once (0: no limit per node)")
 	f.IntVar(&cfg.MaxSyncingReplacements, "max-syncing-replacements", policy.DefaultMaxSyncing, "at most this many replicas placed by evacuations and evictions sync at once across the cluster; the rest wait their turn")

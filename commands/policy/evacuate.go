@@ -287,6 +287,7 @@ type Evacuator struct {
 	MaxSyncingPerNode int
 	// KeepCountEvery is how often every definition is checked against its group's
 	// place count (DefaultKeepCountEvery); at once too when the online nodes change.
+	// Negative: never (the keep-count policy is off).
 	KeepCountEvery time.Duration
 	Now            func() time.Time
 

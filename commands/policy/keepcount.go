@@ -92,7 +92,10 @@ func (e *Evacuator) keepCount(ctx context.Context, leaving map[string]projection
 		now = e.Now
 	}
 	every := e.KeepCountEvery
-	if every <= 0 {
+	if every < 0 {
+		return nil // off
+	}
+	if every == 0 {
 		every = DefaultKeepCountEvery
 	}
 	v, err := e.DB.Read()

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -95,4 +96,10 @@ func TestRetention(t *testing.T) {
 	assert.Empty(t, snaps, "a snapshot an upload reads stays")
 	assert.Equal(t, "nightly-20261205t061500", RunName("nightly", at("2026-12-05T06:15:00Z")))
 	assert.Len(t, RunName(string(make([]byte, 60)), time.Now()), 48)
+}
+
+// A negative KeepCountEvery turns the keep-count policy off: it reads nothing and adds
+// nothing (a nil DB would panic on the first read).
+func TestKeepCountOff(t *testing.T) {
+	require.NoError(t, (&Evacuator{KeepCountEvery: -1}).keepCount(context.Background(), nil))
 }

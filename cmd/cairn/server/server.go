@@ -66,7 +66,7 @@ type Config struct {
 	// MaxSyncingPerNode bounds the replacements syncing at once to one node (0: none).
 	MaxSyncingPerNode int
 	// KeepCountInterval is how often every definition is checked against its group's
-	// place count (policy.DefaultKeepCountEvery).
+	// place count (policy.DefaultKeepCountEvery); negative: never.
 	KeepCountInterval time.Duration
 	// ScheduleInterval is how often the backup schedules are looked at
 	// (policy.ScheduleCheckEvery).
