@@ -7,22 +7,13 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/storage/secret"
 )
 
-// Remote is an object store backups go to (remote.created).
+// Remote is an object store backups go to: its last remote.created or remote.modified
+// (the secret key and the passphrase sealed).
 type Remote struct {
-	Name      string        `json:"name"`
-	Kind      string        `json:"kind"`
-	Endpoint  string        `json:"endpoint"`
-	Bucket    string        `json:"bucket"`
-	Region    string        `json:"region,omitempty"`
-	PathStyle bool          `json:"path_style,omitempty"`
-	AccessKey string        `json:"access_key"`
-	SecretKey secret.Sealed `json:"secret_key"`
-	// EncryptionPassphrase, when set, encrypts the chunks (sealed).
-	EncryptionPassphrase *secret.Sealed `json:"encryption_passphrase,omitempty"`
-	Seq                  uint64         `json:"seq"`
+	events.RemoteCreated
+	Seq uint64 `json:"seq"`
 }
 
 // RDBackup is one backup of a definition to a remote.
@@ -95,13 +86,9 @@ type BackupUnderWay struct {
 func applyBackup(t *tx, ev events.Event) (handled bool, err error) {
 	switch d := ev.Data.(type) {
 	case *events.RemoteCreated:
-		return true, t.put(remoteKey(d.Name), Remote{Name: d.Name, Kind: d.Kind, Endpoint: d.Endpoint, Bucket: d.Bucket,
-			Region: d.Region, PathStyle: d.PathStyle, AccessKey: d.AccessKey, SecretKey: d.SecretKey,
-			EncryptionPassphrase: d.EncryptionPassphrase, Seq: ev.Seq})
+		return true, t.put(remoteKey(d.Name), Remote{RemoteCreated: *d, Seq: ev.Seq})
 	case *events.RemoteModified:
-		return true, t.put(remoteKey(d.Name), Remote{Name: d.Name, Kind: d.Kind, Endpoint: d.Endpoint, Bucket: d.Bucket,
-			Region: d.Region, PathStyle: d.PathStyle, AccessKey: d.AccessKey, SecretKey: d.SecretKey,
-			EncryptionPassphrase: d.EncryptionPassphrase, Seq: ev.Seq})
+		return true, t.put(remoteKey(d.Name), Remote{RemoteCreated: events.RemoteCreated(*d), Seq: ev.Seq})
 	case *events.RemoteClaimed:
 		return true, nil // a claim: the state is in rd.backup-started
 	case *events.RemoteDeleted:
