@@ -79,24 +79,23 @@ func (a *API) backupRoutes(mux *http.ServeMux) {
 // GetAll, the Python client's RemoteListResponse), not the OpenAPI document's array.
 func (a *API) listRemotes(w http.ResponseWriter, r *http.Request) {
 	a.withView(w, objRemote, func(v *projections.View) (any, error) {
-		rs, err := v.Remotes()
-		s3 := []S3Remote{}
-		for _, x := range rs {
-			s3 = append(s3, s3RemoteOf(x))
-		}
+		s3, err := s3Remotes(v)
 		return map[string]any{"s3_remotes": s3, "linstor_remotes": []any{}, "ebs_remotes": []any{}}, err
 	})
 }
 
 func (a *API) listS3Remotes(w http.ResponseWriter, r *http.Request) {
-	a.withView(w, objRemote, func(v *projections.View) (any, error) {
-		rs, err := v.Remotes()
-		s3 := []S3Remote{}
-		for _, x := range rs {
-			s3 = append(s3, s3RemoteOf(x))
-		}
-		return s3, err
-	})
+	a.withView(w, objRemote, func(v *projections.View) (any, error) { return s3Remotes(v) })
+}
+
+// s3Remotes are the remotes as LINSTOR shows them (never the secret key).
+func s3Remotes(v *projections.View) ([]S3Remote, error) {
+	rs, err := v.Remotes()
+	out := []S3Remote{}
+	for _, x := range rs {
+		out = append(out, s3RemoteOf(x))
+	}
+	return out, err
 }
 
 func (a *API) createS3Remote(w http.ResponseWriter, r *http.Request) {
