@@ -97,6 +97,18 @@ type NodeAddressChanged struct {
 
 func (*NodeAddressChanged) EventType() string { return "node.address-changed" }
 
+// NodeInterfacesChanged: a node's named network interfaces (name → address) are now
+// Interfaces, and Preferred names the one its replication address comes from when it
+// has it ("" for none; LINSTOR's PrefNic). The replication address itself changes only
+// by node.added and node.address-changed, which the same command carries when it moves.
+type NodeInterfacesChanged struct {
+	Name       string            `json:"name"`
+	Interfaces map[string]string `json:"interfaces"`
+	Preferred  string            `json:"preferred,omitempty"`
+}
+
+func (*NodeInterfacesChanged) EventType() string { return "node.interfaces-changed" }
+
 // NodeRemoved: a node left the cluster.
 type NodeRemoved struct {
 	Name string `json:"name"`
@@ -175,6 +187,7 @@ func init() {
 	Register(Type{Name: "node.removed", Version: 1, New: func() Payload { return new(NodeRemoved) }})
 	Register(Type{Name: "node.properties-changed", Version: 1, New: func() Payload { return new(NodePropertiesChanged) }})
 	Register(Type{Name: "node.address-changed", Version: 1, New: func() Payload { return new(NodeAddressChanged) }})
+	Register(Type{Name: "node.interfaces-changed", Version: 1, New: func() Payload { return new(NodeInterfacesChanged) }})
 	Register(Type{Name: "node.state-changed", Version: 1, New: func() Payload { return new(NodeStateChanged) }})
 }
 

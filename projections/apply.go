@@ -247,6 +247,13 @@ func apply(t *tx, names events.Names, it Item) error {
 		}
 		spec.Maintenance, spec.MaintenanceReason, spec.MaintenanceSeq, spec.MaintenanceSince = d.Mode, d.Reason, ev.Seq, ev.OccurredAt
 		return t.putNodeSpec(spec)
+	case *events.NodeInterfacesChanged:
+		spec, found, err := t.nodeSpec(d.Name)
+		if err != nil || !found {
+			return err
+		}
+		spec.Interfaces, spec.PreferredInterface = d.Interfaces, d.Preferred
+		return t.putNodeSpec(spec)
 	case *events.NodePropertiesChanged:
 		spec, found, err := t.nodeSpec(d.Name)
 		if err != nil || !found {

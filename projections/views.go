@@ -44,8 +44,13 @@ type NodeSpec struct {
 	Role            string            `json:"role"`
 	PhysicalLabel   string            `json:"physical_label,omitempty"`
 	Properties      map[string]string `json:"properties,omitempty"`
-	AddedAt         time.Time         `json:"added_at"`
-	AddedSeq        uint64            `json:"added_seq"`
+	// Interfaces are the node's named network interfaces (name → address), nil until
+	// node.interfaces-changed; PreferredInterface names the one the replication address
+	// comes from when the node has it (LINSTOR's PrefNic).
+	Interfaces         map[string]string `json:"interfaces,omitempty"`
+	PreferredInterface string            `json:"preferred_interface,omitempty"`
+	AddedAt            time.Time         `json:"added_at"`
+	AddedSeq           uint64            `json:"added_seq"`
 	// AddressSeq is the sequence of the event that gave the node its address (node.added
 	// or node.address-changed): desired state naming it is at least that new.
 	AddressSeq uint64 `json:"address_seq,omitempty"`

@@ -153,18 +153,19 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(404, "GET", "/v1/nodes/ghost", "")
 	assert.Equal(t, retCode(lsError, lsNode, 300), rc[0].RetCode, "FAIL_NOT_FOUND_NODE")
 
-	// The replication address: the node's one interface, "default" (node.modify).
+	// The replication address: the node's one interface, "default" (node.modify); named
+	// interfaces and PrefNic: linstor_netif_test.go.
 	var netifs []map[string]any
 	l.get("/v1/nodes/n2/net-interfaces", &netifs)
 	require.Len(t, netifs, 1)
 	assert.Equal(t, "10.0.0.2", netifs[0]["address"])
 	rc = l.rcs(200, "PUT", "/v1/nodes/n2/net-interfaces/default", `{"name":"default","address":"10.0.9.2"}`)
-	assert.Equal(t, retCode(lsModify, lsNode, lsMod), rc[0].RetCode)
+	assert.Equal(t, retCode(lsModify, 0x1C0000, lsMod), rc[0].RetCode, "MODIFIED on the net interface (MASK_NET_IF)")
 	var netif map[string]any
 	l.get("/v1/nodes/n2/net-interfaces/default", &netif)
 	assert.Equal(t, "10.0.9.2", netif["address"])
 	rc = l.rcs(500, "PUT", "/v1/nodes/n2/net-interfaces/default", `{"name":"default","address":"10.0.0.1"}`)
-	assert.Equal(t, retCode(lsError, lsModify, lsNode, 500), rc[0].RetCode, "FAIL_EXISTS_NODE: n1 has it")
+	assert.Equal(t, retCode(lsError, lsModify, lsNode, 500), rc[0].RetCode, "FAIL_EXISTS_NODE: n1 has it: %s", rc[0].Message)
 	l.rcs(404, "GET", "/v1/nodes/n2/net-interfaces/eth1", "")
 
 	// Node properties: Aux/* set and removed (node.modify); Cairn's own stay.
@@ -525,7 +526,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	// Unparseable JSON is 400; what Cairn does not serve is 501, never 404.
 	rc = l.rcs(400, "POST", "/v1/resource-groups", `{"name":`)
 	assert.True(t, uint64(rc[0].RetCode)&lsError == lsError)
-	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/space-report"},
+	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/files"},
 		{"GET", "/v1/physical-storage"}, {"POST", "/v1/resource-definitions/r2/snapshot-shipping"}} {
 		rc = l.rcs(501, c[0], c[1], `{}`)
 		assert.Contains(t, rc[0].Message, "Cairn does not serve")

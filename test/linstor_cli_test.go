@@ -51,6 +51,16 @@ func linstorCLI(t *testing.T, controller string, global ...string) func(args ...
 	}
 }
 
+// linstorOK runs the CLI (a linstorCLI runner) and requires exit code 0: stdout.
+func linstorOK(t *testing.T, linstor func(args ...string) (string, string, int)) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, errb, code := linstor(args...)
+		require.Equal(t, 0, code, "linstor %s: %s%s", strings.Join(args, " "), out, errb)
+		return out
+	}
+}
+
 // TestLinstorCLISession drives a whole session through the unmodified LINSTOR CLI
 // against `cairn serve` with three `cairn agent --kernel sim` (real drbdadm and
 // drbdmeta): version, nodes, storage pools, a group spawning a definition whose
@@ -61,12 +71,7 @@ func TestLinstorCLISession(t *testing.T) {
 	testtools.Need(t, "drbdadm", "drbdmeta")
 	s := startServe(t, t.TempDir())
 	linstor := linstorCLI(t, "http://"+s.httpAddr)
-	ok := func(args ...string) string {
-		t.Helper()
-		out, errb, code := linstor(args...)
-		require.Equal(t, 0, code, "linstor %s: %s%s", strings.Join(args, " "), out, errb)
-		return out
-	}
+	ok := linstorOK(t, linstor)
 	failed := func(args ...string) string {
 		t.Helper()
 		out, errb, code := linstor(args...)

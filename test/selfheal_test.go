@@ -362,12 +362,7 @@ func otherThan(nodes []string, node string) string {
 func TestLinstorCLIEvacuateAndRestore(t *testing.T) {
 	c := startSimCluster(t, 4)
 	linstor := linstorCLI(t, "http://"+c.s.httpAddr)
-	ok := func(args ...string) string {
-		t.Helper()
-		out, errb, code := linstor(args...)
-		require.Equal(t, 0, code, "linstor %s: %s%s", strings.Join(args, " "), out, errb)
-		return out
-	}
+	ok := linstorOK(t, linstor)
 	ok("controller", "set-property", "DrbdOptions/AutoEvictAfterTime", "1")
 	require.Eventually(t, func() bool {
 		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")

@@ -32,6 +32,10 @@ type NodeAdd struct {
 	Role          string            `json:"role"`
 	PhysicalLabel string            `json:"physical_label"`
 	Properties    map[string]string `json:"properties,omitempty"`
+	// Interfaces are the node's named network interfaces (name → address); address is
+	// one of them, PreferredInterface's when that is among them.
+	Interfaces         map[string]string `json:"interfaces,omitempty"`
+	PreferredInterface string            `json:"preferred_interface,omitempty"`
 }
 
 // NodeRemove is the body of node.remove.
@@ -124,6 +128,12 @@ type NodeModify struct {
 	Address    string            `json:"address,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
 	Unset      []string          `json:"unset,omitempty"`
+	// Interfaces sets named network interfaces (name → address), UnsetInterfaces
+	// removes some, PreferredInterface names the one the replication address comes from
+	// ("" for none; absent: unchanged).
+	Interfaces         map[string]string `json:"interfaces,omitempty"`
+	UnsetInterfaces    []string          `json:"unset_interfaces,omitempty"`
+	PreferredInterface *string           `json:"preferred_interface,omitempty"`
 }
 
 // DecideNodeModify changes a node's replication address (every peer of its replicas gets
@@ -131,36 +141,47 @@ type NodeModify struct {
 // made stay). Refuses with not_found for an unknown node, already_exists for an address
 // another node has, invalid_argument (field unset) for a key both set and removed or
 // more than 32 properties; a change that changes nothing is a no-op with a warning.
-func DecideNodeModify(v *projections.View, n *projections.Node, c NodeModify) (*events.NodeAddressChanged, *events.NodePropertiesChanged, []string, error) {
+func DecideNodeModify(v *projections.View, n *projections.Node, c NodeModify) (NodeModified, []string, error) {
+	var out NodeModified
 	if n == nil {
-		return nil, nil, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name).About(cairn.ObjNode)
+		return out, nil, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", c.Name).About(cairn.ObjNode)
 	}
-	var addr *events.NodeAddressChanged
-	if c.Address != "" && c.Address != n.Spec.Address {
-		others, _, err := v.NodesAt(c.Address, 1)
+	ifs, address, err := decideInterfaces(n.Spec, interfacesPatch{Set: c.Interfaces, Unset: c.UnsetInterfaces, Preferred: c.PreferredInterface, Address: c.Address})
+	if err != nil {
+		return out, nil, err
+	}
+	out.Interfaces = ifs
+	if address != n.Spec.Address {
+		others, _, err := v.NodesAt(address, 1)
 		if err != nil {
-			return nil, nil, nil, err
+			return out, nil, err
 		}
 		if len(others) > 0 {
-			return nil, nil, nil, cairn.Errorf(cairn.CodeAlreadyExists, "node %s already has address %s", others[0], c.Address).About(cairn.ObjNode)
+			return out, nil, cairn.Errorf(cairn.CodeAlreadyExists, "node %s already has address %s", others[0], address).About(cairn.ObjNode)
 		}
-		addr = &events.NodeAddressChanged{Name: c.Name, Address: c.Address, Previous: n.Spec.Address}
+		out.Address = &events.NodeAddressChanged{Name: c.Name, Address: address, Previous: n.Spec.Address}
 	}
 	set, unset, err := decide.PatchMap(n.Spec.Properties, c.Properties, c.Unset, "unset")
 	if err != nil {
-		return nil, nil, nil, err
+		return out, nil, err
 	}
-	var props *events.NodePropertiesChanged
 	if len(set) > 0 || len(unset) > 0 {
 		if len(n.Spec.Properties)+decide.CountNew(n.Spec.Properties, set)-len(unset) > 32 {
-			return nil, nil, nil, cairn.InvalidField("properties", "a node has at most 32 properties")
+			return out, nil, cairn.InvalidField("properties", "a node has at most 32 properties")
 		}
-		props = &events.NodePropertiesChanged{Name: c.Name, Set: set, Unset: unset}
+		out.Properties = &events.NodePropertiesChanged{Name: c.Name, Set: set, Unset: unset}
 	}
-	if addr == nil && props == nil {
-		return nil, nil, []string{"node " + c.Name + " already has this address and these properties; nothing changed"}, nil
+	if out.Address == nil && out.Properties == nil && out.Interfaces == nil {
+		return out, []string{"node " + c.Name + " already has this address, these interfaces and these properties; nothing changed"}, nil
 	}
-	return addr, props, nil, nil
+	return out, nil, nil
+}
+
+// NodeModified is what node.modify changes: each nil when it stays.
+type NodeModified struct {
+	Address    *events.NodeAddressChanged
+	Properties *events.NodePropertiesChanged
+	Interfaces *events.NodeInterfacesChanged
 }
 
 // Handlers decide the cluster and node verbs: cluster.create, cluster.activate,
@@ -183,8 +204,9 @@ func Handlers() []decide.Handler {
 			if err != nil {
 				return d, err
 			}
-			addr, props, warnings, err := DecideNodeModify(v, decide.Ptr(n, found), c)
-			return d.With(names.Event("node", c.Name), addr, nil).With(names.Event("node", c.Name), props, warnings), err
+			m, warnings, err := DecideNodeModify(v, decide.Ptr(n, found), c)
+			subject := names.Event("node", c.Name)
+			return d.With(subject, m.Interfaces, nil).With(subject, m.Address, nil).With(subject, m.Properties, warnings), err
 		}},
 		{Verb: "cluster.create", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
 			var c ClusterCreate
@@ -280,6 +302,10 @@ func decideNodeAdd(r *decide.Reads, c NodeAdd) (decide.Decision, error) {
 	if err != nil {
 		return d, err
 	}
+	ifs, err := decideAddInterfaces(c)
+	if err != nil {
+		return d, err
+	}
 	// A few names are enough to warn: listing every node of a shared address would make
 	// each node.add cost (and its reply grow with) all of them.
 	others, more, err := v.NodesAt(c.Address, 3)
@@ -304,7 +330,7 @@ func decideNodeAdd(r *decide.Reads, c NodeAdd) (decide.Decision, error) {
 	if err != nil {
 		return d, err
 	}
-	d = d.With(names.Event("node", c.Name), ev, warnings).With(names.Event("cluster", cl.Name), up, nil)
+	d = d.With(names.Event("node", c.Name), ev, warnings).With(names.Event("node", c.Name), ifs, nil).With(names.Event("cluster", cl.Name), up, nil)
 	return d.With(names.Event("host", c.Host), hostChanged(cl, c.Host, c.Name, c.FailureDomain, "joined"), nil), nil
 }
 

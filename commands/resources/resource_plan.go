@@ -191,16 +191,28 @@ func (p *resourcePlan) loadGroup(name string) error {
 }
 
 // deleteDefinition deletes a definition with its replicas (diskless first, then the
-// disks), its volumes and its port. Refuses precondition_failed while it has snapshots
-// (naming them) or an agent reports it Primary (naming the nodes).
+// disks), its volumes and its port. The snapshots of its clones that serve nothing any
+// more go with it (cloneLeftovers). Refuses precondition_failed while it has other
+// snapshots (naming them) or an agent reports it Primary (naming the nodes).
 func (p *resourcePlan) deleteDefinition() error {
-	if n := len(p.rd.Snapshots); n > 0 {
-		names := make([]string, 0, n)
-		for _, s := range p.rd.Snapshots {
+	leftovers, err := p.cloneLeftovers()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, s := range p.rd.Snapshots {
+		if !slices.Contains(leftovers, s.Name) {
 			names = append(names, s.Name)
 		}
+	}
+	if len(names) > 0 {
 		return cairn.Errorf(cairn.CodePreconditionFailed, "resource definition %s has snapshots (%s); delete them first (rd.snapshot-delete)",
 			p.rd.Name, strings.Join(names, ", ")).WithDetails(map[string]any{"snapshots": names})
+	}
+	for _, name := range leftovers {
+		if err := p.deleteSnapshot(name); err != nil {
+			return err
+		}
 	}
 	if err := p.refuseInUse("it is deleted"); err != nil {
 		return err
@@ -222,6 +234,38 @@ func (p *resourcePlan) deleteDefinition() error {
 	}
 	p.emit(&events.ResourceDefinitionDeleted{Name: p.rd.Name, Port: p.rd.Port, Volumes: len(p.rd.Volumes)})
 	return nil
+}
+
+// cloneLeftovers names the snapshots of the definition's clones that nothing needs any
+// more: one that failed (its clone never started), or one restored into its target
+// where that target is gone (its disks were made from it, or never will be). The clean-up
+// policy deletes those too, a moment later; a client that deletes a clone and then its
+// source at once (linstor-csi under csi-sanity) must not find the source refused for
+// them. A clone snapshot whose target exists may still be what its disks are made from:
+// it stays, and blocks. Reads each target's subject.
+func (p *resourcePlan) cloneLeftovers() ([]string, error) {
+	var out []string
+	for _, s := range p.rd.Snapshots {
+		if s.CloneTo == "" {
+			continue
+		}
+		if s.Phase == projections.SnapshotFailed {
+			out = append(out, s.Name)
+			continue
+		}
+		if !s.Cloned {
+			continue
+		}
+		if err := p.read(p.names.Event("rd", s.CloneTo)); err != nil {
+			return nil, err
+		}
+		if _, exists, err := p.v.ResourceDefinition(s.CloneTo); err != nil {
+			return nil, err
+		} else if !exists {
+			out = append(out, s.Name)
+		}
+	}
+	return out, nil
 }
 
 // refuseInUse refuses precondition_failed while an agent reports the definition Primary

@@ -68,7 +68,9 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /v1/nodes/{node}/restore", a.restoreNode)
 	mux.HandleFunc("GET /v1/nodes/{node}/net-interfaces", a.listNetInterfaces)
 	mux.HandleFunc("GET /v1/nodes/{node}/net-interfaces/{netif}", a.getNetInterface)
+	mux.HandleFunc("POST /v1/nodes/{node}/net-interfaces", a.createNetInterface)
 	mux.HandleFunc("PUT /v1/nodes/{node}/net-interfaces/{netif}", a.modifyNetInterface)
+	mux.HandleFunc("DELETE /v1/nodes/{node}/net-interfaces/{netif}", a.deleteNetInterface)
 
 	mux.HandleFunc("GET /v1/view/storage-pools", a.viewStoragePools)
 	mux.HandleFunc("GET /v1/nodes/{node}/storage-pools", a.nodeStoragePools)
@@ -103,8 +105,10 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/resources", a.listResources)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources", a.createResources)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/resources/{node}", a.getResource)
+	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources/{node}", a.createResourceOnNode)
 	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/resources/{node}", a.deleteResource)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/resources/{node}/volumes", a.listVolumes)
+	mux.HandleFunc("GET /v1/resource-definitions/{rd}/resources/{node}/volumes/{nr}", a.getVolume)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/autoplace", a.autoplace)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources/{node}/make-available", a.makeAvailable)
 	mux.HandleFunc("PUT /v1/resource-definitions/{rd}/resources/{node}/toggle-disk/diskless", a.toggleDisk(true))
@@ -130,6 +134,7 @@ func (a *API) Register(mux *http.ServeMux) {
 
 	a.backupRoutes(mux)
 	a.scheduleRoutes(mux)
+	a.statsRoutes(mux)
 
 	mux.HandleFunc("GET /v1/error-reports", a.listErrorReports)
 	mux.HandleFunc("GET /v1/error-reports/{id}", a.getErrorReport)

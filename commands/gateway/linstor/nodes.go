@@ -2,11 +2,14 @@ package linstor
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/decide"
+	"github.com/cairn-io/cairn/commands/nodes"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
@@ -41,12 +44,22 @@ const (
 	propPhysicalLabel = "Cairn/PhysicalLabel"
 	propHost          = "Cairn/Host"
 	propRole          = "Cairn/Role"
+	propPrefNic       = "PrefNic" // the interface DRBD uses: Cairn's preferred interface
 )
 
 // nodeOf renders a Cairn node as LINSTOR's: online nodes are ONLINE, others OFFLINE;
 // Cairn's spec travels in Cairn/* properties, the operator's properties as Aux/*.
 func nodeOf(n projections.Node) Node {
-	props := map[string]string{propHost: n.Spec.Host, propRole: n.Spec.Role, "CurStltConnName": "default"}
+	netifs := netInterfacesOf(n.Spec)
+	props := map[string]string{propHost: n.Spec.Host, propRole: n.Spec.Role}
+	for _, ni := range netifs {
+		if ni.IsActive {
+			props["CurStltConnName"] = ni.Name
+		}
+	}
+	if n.Spec.PreferredInterface != "" {
+		props[propPrefNic] = n.Spec.PreferredInterface
+	}
 	if n.Spec.FailureDomain != "" {
 		props[propFailureDomain] = n.Spec.FailureDomain
 	}
@@ -72,10 +85,30 @@ func nodeOf(n projections.Node) Node {
 		flags = append(flags, "EVICTED")
 	}
 	return Node{Name: n.Spec.Name, Type: "Satellite", Props: props, ConnectionStatus: status, Flags: flags,
-		NetInterfaces: []NetInterface{{Name: "default", Address: n.Spec.Address, SatellitePort: 3366,
-			SatelliteEncryptionType: "PLAIN", IsActive: true}},
+		NetInterfaces:    netifs,
 		StorageProviders: []string{"DISKLESS", "LVM", "LVM_THIN", "ZFS", "ZFS_THIN", "FILE", "FILE_THIN"},
 		ResourceLayers:   []string{"DRBD", "STORAGE"}}
+}
+
+// netInterfacesOf is a node's network interfaces by name; the active one is the one
+// its replication address comes from (the preferred interface, else the first at the
+// address).
+func netInterfacesOf(spec projections.NodeSpec) []NetInterface {
+	ifs := nodes.InterfacesOf(spec)
+	active := spec.PreferredInterface
+	if ifs[active] != spec.Address || active == "" {
+		active = ""
+		for _, name := range slices.Sorted(maps.Keys(ifs)) {
+			if ifs[name] == spec.Address && active == "" {
+				active = name
+			}
+		}
+	}
+	out := make([]NetInterface, 0, len(ifs))
+	for _, name := range slices.Sorted(maps.Keys(ifs)) {
+		out = append(out, NetInterface{Name: name, Address: ifs[name], SatellitePort: 3366, SatelliteEncryptionType: "PLAIN", IsActive: name == active})
+	}
+	return out
 }
 
 // propFilter parses ?props=K=V filters (a node passes when it has every one).
@@ -118,8 +151,8 @@ func (a *API) getNode(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// createNode maps LINSTOR's node create to node.add: the first network interface's
-// address, the host from Cairn/Host (default: the name), the failure domain and
+// createNode maps LINSTOR's node create to node.add: its network interfaces, the
+// replication address from the one PrefNic names, else "default", else the first; the host from Cairn/Host (default: the name), the failure domain and
 // physical label from Cairn/FailureDomain and Cairn/PhysicalLabel, Aux/<key> to the
 // node's properties. Satellite and Combined nodes are storage nodes.
 func (a *API) createNode(w http.ResponseWriter, r *http.Request) {
@@ -128,8 +161,22 @@ func (a *API) createNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd := map[string]any{"name": in.Name, "host": in.Name}
+	ifs := map[string]string{}
+	for _, ni := range in.NetInterfaces {
+		ifs[ni.Name] = ni.Address
+	}
 	if len(in.NetInterfaces) > 0 {
 		cmd["address"] = in.NetInterfaces[0].Address
+		cmd["interfaces"] = ifs
+	}
+	if at, ok := ifs[nodes.DefaultInterface]; ok {
+		cmd["address"] = at
+	}
+	if pref := in.Props[propPrefNic]; pref != "" {
+		cmd["preferred_interface"] = pref
+		if at, ok := ifs[pref]; ok {
+			cmd["address"] = at
+		}
 	}
 	switch strings.ToLower(in.Type) {
 	case "", "satellite", "combined":
@@ -146,10 +193,11 @@ func (a *API) createNode(w http.ResponseWriter, r *http.Request) {
 			cmd["failure_domain"] = v
 		case k == propPhysicalLabel:
 			cmd["physical_label"] = v
+		case k == propPrefNic:
 		case strings.HasPrefix(k, propAuxPrefix):
 			aux[strings.TrimPrefix(k, propAuxPrefix)] = v
 		default:
-			writeFailure(w, opCreate, objNode, cairn.InvalidField("properties", "node property %s has no meaning in Cairn (use Aux/<key>, %s, %s or %s)", k, propHost, propFailureDomain, propPhysicalLabel))
+			writeFailure(w, opCreate, objNode, cairn.InvalidField("properties", "node property %s has no meaning in Cairn (use Aux/<key>, %s, %s, %s or %s)", k, propHost, propFailureDomain, propPhysicalLabel, propPrefNic))
 			return
 		}
 	}
@@ -177,6 +225,15 @@ func (a *API) modifyNode(w http.ResponseWriter, r *http.Request) {
 	}
 	set := map[string]string{}
 	var unset []string
+	cmd := map[string]any{"name": name}
+	if pref, ok := in.OverrideProps[propPrefNic]; ok {
+		cmd["preferred_interface"] = pref
+		delete(in.OverrideProps, propPrefNic)
+	}
+	if i := slices.Index(in.DeleteProps, propPrefNic); i >= 0 {
+		cmd["preferred_interface"] = ""
+		in.DeleteProps = slices.Delete(in.DeleteProps, i, i+1)
+	}
 	for _, k := range sortedKeys(in.OverrideProps) {
 		key, err := auxKey(k)
 		if err != nil {
@@ -193,14 +250,13 @@ func (a *API) modifyNode(w http.ResponseWriter, r *http.Request) {
 		}
 		unset = append(unset, key)
 	}
-	cmd := map[string]any{"name": name}
 	if len(set) > 0 {
 		cmd["properties"] = set
 	}
 	if len(unset) > 0 {
 		cmd["unset"] = unset
 	}
-	if len(set) == 0 && len(unset) == 0 {
+	if len(cmd) == 1 {
 		e := rc(maskWarn, opModify, objNode, codeNoEffect, "nothing to change on node "+name)
 		writeResults(w, []ApiCallRc{e})
 		return
@@ -299,8 +355,7 @@ func (a *API) restoreNode(w http.ResponseWriter, r *http.Request) {
 		fmt.Sprintf("Node '%s' restored: it is a placement target again.", name), map[string]string{"Node": name})
 }
 
-// listNetInterfaces serves a node's one network interface, "default": its replication
-// address.
+// listNetInterfaces serves a node's network interfaces (netInterfacesOf).
 func (a *API) listNetInterfaces(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("node")
 	a.withView(w, objNode, func(v *projections.View) (any, error) {
@@ -308,39 +363,108 @@ func (a *API) listNetInterfaces(w http.ResponseWriter, r *http.Request) {
 		if err != nil || !ok {
 			return nil, orNotFound(err, cairn.ObjNode, "node %s is not in the cluster", name)
 		}
-		return nodeOf(n).NetInterfaces, nil
+		return netInterfacesOf(n.Spec), nil
 	})
 }
 
 func (a *API) getNetInterface(w http.ResponseWriter, r *http.Request) {
 	name, netif := r.PathValue("node"), r.PathValue("netif")
-	a.withView(w, objNode, func(v *projections.View) (any, error) {
-		n, ok, err := v.Node(name)
-		if err != nil || !ok {
-			return nil, orNotFound(err, cairn.ObjNode, "node %s is not in the cluster", name)
-		}
-		if netif != "default" {
-			return nil, notFound(cairn.ObjNode, "node %s has one network interface, default, not %s", name, netif)
-		}
-		return nodeOf(n).NetInterfaces[0], nil
+	a.withView(w, objNetIf, func(v *projections.View) (any, error) {
+		ni, err := netInterfaceOf(v, name, netif)
+		return ni, err
 	})
 }
 
-// modifyNetInterface maps a change of the default interface's address to node.modify
-// (every peer of the node's replicas gets the new address).
+// netInterfaceOf is one interface of a node: not_found (FAIL_NOT_FOUND_NODE or
+// FAIL_NOT_FOUND_NET_IF) without it.
+func netInterfaceOf(v *projections.View, node, netif string) (*NetInterface, error) {
+	n, ok, err := v.Node(node)
+	if err != nil || !ok {
+		return nil, orNotFound(err, cairn.ObjNode, "node %s is not in the cluster", node)
+	}
+	for _, ni := range netInterfacesOf(n.Spec) {
+		if ni.Name == netif {
+			return &ni, nil
+		}
+	}
+	return nil, cairn.Errorf(cairn.CodeNotFound, "node %s has no network interface %s", node, netif)
+}
+
+// createNetInterface maps LINSTOR's net-interface create to node.modify setting it
+// (is_active: true also makes it the preferred interface, the one replication uses). A
+// name the node has answers FAIL_EXISTS_NET_IF and changes nothing.
+func (a *API) createNetInterface(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("node")
+	var in NetInterface
+	if !readBody(w, r, &in) {
+		return
+	}
+	var exists bool
+	if err := a.read(func(v *projections.View) error {
+		ni, err := netInterfaceOf(v, name, in.Name)
+		exists = ni != nil
+		if cairn.ErrorCode(err) == cairn.CodeNotFound && cairn.AsError(err).Object == "" {
+			err = nil // the node exists, the interface does not
+		}
+		return err
+	}); err != nil {
+		writeFailure(w, opCreate, objNetIf, err)
+		return
+	}
+	if exists {
+		writeRCs(w, http.StatusInternalServerError, []ApiCallRc{rc(maskError, opCreate, objNetIf, codeExistsNetIf,
+			fmt.Sprintf("Network interface '%s' of node '%s' already exists.", in.Name, name))})
+		return
+	}
+	cmd := map[string]any{"name": name, "interfaces": map[string]string{in.Name: in.Address}}
+	if in.IsActive {
+		cmd["preferred_interface"] = in.Name
+	}
+	a.commit(w, r, "node.modify", cmd, opCreate, objNetIf, fmt.Sprintf("New network interface '%s' on node '%s' registered.", in.Name, name), map[string]string{"Node": name, "NetIf": in.Name})
+}
+
+// modifyNetInterface maps LINSTOR's net-interface modify to node.modify: a new address
+// (replication follows it when the interface carries it), is_active: true makes it the
+// preferred interface.
 func (a *API) modifyNetInterface(w http.ResponseWriter, r *http.Request) {
 	name, netif := r.PathValue("node"), r.PathValue("netif")
 	var in NetInterface
 	if !readBody(w, r, &in) {
 		return
 	}
-	if netif != "default" {
-		writeFailure(w, opModify, objNode, notFound(cairn.ObjNode, "node %s has one network interface, default, not %s", name, netif))
+	if err := a.read(func(v *projections.View) error {
+		_, err := netInterfaceOf(v, name, netif)
+		return err
+	}); err != nil {
+		writeFailure(w, opModify, objNetIf, err)
 		return
 	}
-	if in.Address == "" {
-		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objNode, codeNoEffect, "nothing to change on node "+name)})
+	cmd := map[string]any{"name": name}
+	if in.Address != "" {
+		cmd["interfaces"] = map[string]string{netif: in.Address}
+	}
+	if in.IsActive {
+		cmd["preferred_interface"] = netif
+	}
+	if len(cmd) == 1 {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objNetIf, codeNoEffect, "nothing to change on network interface "+netif+" of node "+name)})
 		return
 	}
-	a.commit(w, r, "node.modify", map[string]any{"name": name, "address": in.Address}, opModify, objNode, fmt.Sprintf("Network interface of node '%s' modified.", name), map[string]string{"Node": name})
+	a.commit(w, r, "node.modify", cmd, opModify, objNetIf, fmt.Sprintf("Network interface '%s' on node '%s' modified.", netif, name), map[string]string{"Node": name, "NetIf": netif})
+}
+
+// deleteNetInterface maps LINSTOR's net-interface delete to node.modify removing it;
+// the interface replication uses cannot go while no other has its address (prefer
+// another first).
+func (a *API) deleteNetInterface(w http.ResponseWriter, r *http.Request) {
+	name, netif := r.PathValue("node"), r.PathValue("netif")
+	if err := a.read(func(v *projections.View) error {
+		_, err := netInterfaceOf(v, name, netif)
+		return err
+	}); err != nil {
+		writeFailure(w, opDelete, objNetIf, err)
+		return
+	}
+	a.commit(w, r, "node.modify", map[string]any{"name": name, "unset_interfaces": []string{netif}}, opDelete, objNetIf,
+		fmt.Sprintf("Network interface '%s' of node '%s' deleted.", netif, name), map[string]string{"Node": name, "NetIf": netif})
 }

@@ -46,6 +46,7 @@ const (
 	objStorPool uint64 = 0x140000
 	objCtrlConf uint64 = 0x100000
 	objKVS      uint64 = 0x400000
+	objNetIf    uint64 = 0x1C0000
 	objRscGrp   uint64 = 0x440000
 )
 
@@ -72,11 +73,14 @@ const (
 	codeNotFoundRscDfn   uint64 = 301
 	codeNotFoundRsc      uint64 = 302
 	codeNotFoundVlmDfn   uint64 = 303
+	codeNotFoundVlm      uint64 = 304
+	codeNotFoundNetIf    uint64 = 305
 	codeNotFoundStorPool uint64 = 310
 	codeNotFoundRscGrp   uint64 = 317
 	codeNotFoundKVS      uint64 = 316
 	codeAccDenied        uint64 = 412 // FAIL_ACC_DENIED_COMMAND
 	codeExistsNode       uint64 = 500
+	codeExistsNetIf      uint64 = 505
 	codeExistsRscDfn     uint64 = 501
 	codeExistsRsc        uint64 = 502
 	codeExistsVlmDfn     uint64 = 503
@@ -178,7 +182,7 @@ func objectMask(object string, fallback uint64) uint64 {
 }
 
 var notFoundCodes = map[uint64]uint64{objNode: codeNotFoundNode, objRscDfn: codeNotFoundRscDfn, objRsc: codeNotFoundRsc,
-	objVlmDfn: codeNotFoundVlmDfn, objStorPool: codeNotFoundStorPool, objRscGrp: codeNotFoundRscGrp, objKVS: codeNotFoundKVS}
+	objVlmDfn: codeNotFoundVlmDfn, objVlm: codeNotFoundVlm, objNetIf: codeNotFoundNetIf, objStorPool: codeNotFoundStorPool, objRscGrp: codeNotFoundRscGrp, objKVS: codeNotFoundKVS}
 
 var existsCodes = map[uint64]uint64{objNode: codeExistsNode, objRscDfn: codeExistsRscDfn, objRsc: codeExistsRsc,
 	objVlmDfn: codeExistsVlmDfn, objStorPool: codeExistsStorPool, objRscGrp: codeExistsRscGrp}

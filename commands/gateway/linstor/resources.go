@@ -411,6 +411,23 @@ func (a *API) listVolumes(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// getVolume serves one volume of a resource by its number.
+func (a *API) getVolume(w http.ResponseWriter, r *http.Request) {
+	name, node, nr := r.PathValue("rd"), r.PathValue("node"), r.PathValue("nr")
+	a.withView(w, objVlm, func(v *projections.View) (any, error) {
+		res, err := resourceOn(v, name, node)
+		if err != nil {
+			return nil, err
+		}
+		for _, vol := range res.Volumes {
+			if strconv.Itoa(vol.VolumeNumber) == nr {
+				return vol, nil
+			}
+		}
+		return nil, cairn.Errorf(cairn.CodeNotFound, "resource %s on node %s has no volume %s", name, node, nr) // FAIL_NOT_FOUND_VLM
+	})
+}
+
 // resourceCreate is one entry of LINSTOR's resource create.
 type resourceCreate struct {
 	Resource struct {
@@ -431,23 +448,53 @@ func (a *API) createResources(w http.ResponseWriter, r *http.Request) {
 	}
 	var out []ApiCallRc
 	for _, c := range in {
-		node := c.Resource.NodeName
-		cmd := map[string]any{"resource": name, "node": node}
-		if c.DrbdDiskless || slices.ContainsFunc(c.Resource.Flags, func(f string) bool {
-			return strings.EqualFold(f, "DISKLESS") || strings.EqualFold(f, "DRBD_DISKLESS")
-		}) {
-			cmd["diskless"] = true
-		} else if pool := c.Resource.Props["StorPoolName"]; pool != "" {
-			cmd["storage_pool"] = pool
-		}
-		reply, err := a.command(r, "replica.add", cmd)
+		rcs, err := a.addReplica(r, name, c)
 		if err != nil {
 			writeResults(w, append(out, fromError(opCreate, objRsc, err)))
 			return
 		}
-		out = append(out, results(success(opCreate, objRsc, fmt.Sprintf("Resource '%s' on node %s created.", name, node), map[string]string{"RscDfn": name, "Node": node}), reply, opCreate, objRsc)...)
+		out = append(out, rcs...)
 	}
 	writeResults(w, out)
+}
+
+// createResourceOnNode is LINSTOR's resource create on the node the path names (one
+// ResourceCreate; a node_name in the body, if any, must be that node).
+func (a *API) createResourceOnNode(w http.ResponseWriter, r *http.Request) {
+	name, node := r.PathValue("rd"), r.PathValue("node")
+	var in resourceCreate
+	if !readBody(w, r, &in) {
+		return
+	}
+	if in.Resource.NodeName != "" && !strings.EqualFold(in.Resource.NodeName, node) {
+		writeFailure(w, opCreate, objRsc, cairn.InvalidField("resource.node_name", "the body names node %s, the path node %s", in.Resource.NodeName, node))
+		return
+	}
+	in.Resource.NodeName = node
+	rcs, err := a.addReplica(r, name, in)
+	if err != nil {
+		writeFailure(w, opCreate, objRsc, err)
+		return
+	}
+	writeResults(w, rcs)
+}
+
+// addReplica sends replica.add for one LINSTOR resource create.
+func (a *API) addReplica(r *http.Request, name string, c resourceCreate) ([]ApiCallRc, error) {
+	node := c.Resource.NodeName
+	cmd := map[string]any{"resource": name, "node": node}
+	if c.DrbdDiskless || slices.ContainsFunc(c.Resource.Flags, func(f string) bool {
+		return strings.EqualFold(f, "DISKLESS") || strings.EqualFold(f, "DRBD_DISKLESS")
+	}) {
+		cmd["diskless"] = true
+	} else if pool := c.Resource.Props["StorPoolName"]; pool != "" {
+		cmd["storage_pool"] = pool
+	}
+	reply, err := a.command(r, "replica.add", cmd)
+	if err != nil {
+		return nil, err
+	}
+	return results(success(opCreate, objRsc, fmt.Sprintf("Resource '%s' on node %s created.", name, node), map[string]string{"RscDfn": name, "Node": node}), reply, opCreate, objRsc), nil
 }
 
 // deleteResource maps to replica.remove. A resource that does not exist answers 200
