@@ -77,7 +77,7 @@ type Member struct {
 	Props      map[string]string
 }
 
-// Rules are what a resource group asks of placement.
+// Rules are what a resource group, and an autoplace's own filter, ask of placement.
 type Rules struct {
 	StoragePool         string           // "" = any pool that fits
 	Provider            backing.Provider // "" = any provider
@@ -86,6 +86,48 @@ type Rules struct {
 	// SpreadDomains prefers failure domains holding fewer of the definition's replicas
 	// (set when the cluster has failure domains).
 	SpreadDomains bool
+	// Nodes, when set, are the only nodes placed on (LINSTOR's node_name_list).
+	Nodes []string
+	// StoragePools and Providers, when set, are the pools and providers a disk may go
+	// on (LINSTOR's storage_pool_list and provider_list), besides StoragePool and
+	// Provider.
+	StoragePools []string
+	Providers    []backing.Provider
+	// Excluded are nodes placement passes over, with why (LINSTOR's not_place_with_rsc:
+	// the nodes of those resources' replicas).
+	Excluded map[string]string
+	// AtMostPerValue caps how many diskful replicas may share one value of a property
+	// (LINSTOR's x_replicas_on_different: key → how many).
+	AtMostPerValue map[string]int
+}
+
+// poolAllowed reports whether a disk may go on pool p under the rules' pool and
+// provider constraints (not whether it has room or is usable).
+func (r Rules) poolAllowed(p StoragePool) bool {
+	return (r.StoragePool == "" || p.Name == r.StoragePool) && (r.Provider == "" || p.Provider == r.Provider) &&
+		(len(r.StoragePools) == 0 || slices.Contains(r.StoragePools, p.Name)) &&
+		(len(r.Providers) == 0 || slices.Contains(r.Providers, p.Provider))
+}
+
+// overCap names the first AtMostPerValue key whose value props share with at least as
+// many of others as the key allows.
+func (r Rules) overCap(props map[string]string, others []map[string]string) (string, bool) {
+	for _, key := range slices.Sorted(maps.Keys(r.AtMostPerValue)) {
+		v, ok := props[key]
+		if !ok || v == "" {
+			continue
+		}
+		n := 0
+		for _, o := range others {
+			if o[key] == v {
+				n++
+			}
+		}
+		if n >= r.AtMostPerValue[key] {
+			return key, true
+		}
+	}
+	return "", false
 }
 
 // Choice is one node chosen for a new diskful replica, with the pool its disk goes on.
@@ -190,6 +232,10 @@ func placeIn(rules Rules, needKiB uint64, count int, members []Member, cands []C
 				rejected[e.c.Node] = fmt.Sprintf("same %s as a chosen node", key)
 				continue
 			}
+			if key, ok := rules.overCap(e.c.Props, append(diskfulProps(members), chosenProps...)); ok {
+				rejected[e.c.Node] = fmt.Sprintf("%s %q already has %d replica(s) (x_replicas_on_different)", key, e.c.Props[key], rules.AtMostPerValue[key])
+				continue
+			}
 			kept = append(kept, e)
 		}
 		pool = kept
@@ -208,10 +254,14 @@ func disqualify(rules Rules, needKiB uint64, members []Member, holding map[strin
 		return "offline"
 	case c.Cordoned != "":
 		return c.Cordoned
+	case len(rules.Nodes) > 0 && !slices.Contains(rules.Nodes, c.Node):
+		return "not in node_name_list"
+	case rules.Excluded[c.Node] != "":
+		return rules.Excluded[c.Node]
 	}
 	var matching []StoragePool
 	for _, p := range c.Pools {
-		if (rules.StoragePool == "" || p.Name == rules.StoragePool) && (rules.Provider == "" || p.Provider == rules.Provider) {
+		if rules.poolAllowed(p) {
 			matching = append(matching, p)
 		}
 	}
@@ -246,16 +296,25 @@ func disqualify(rules Rules, needKiB uint64, members []Member, holding map[strin
 			}
 		}
 	}
-	memberProps := make([]map[string]string, 0, len(members))
-	for _, m := range members {
-		if !m.Diskless {
-			memberProps = append(memberProps, m.Props)
-		}
-	}
+	memberProps := diskfulProps(members)
 	if key, ok := clash(rules.ReplicasOnDifferent, c.Props, memberProps); ok {
 		return fmt.Sprintf("same %s as an existing replica (replicas_on_different)", key)
 	}
+	if key, ok := rules.overCap(c.Props, memberProps); ok {
+		return fmt.Sprintf("%s %q already has %d replica(s) (x_replicas_on_different)", key, c.Props[key], rules.AtMostPerValue[key])
+	}
 	return ""
+}
+
+// diskfulProps are the properties of the members with a disk.
+func diskfulProps(members []Member) []map[string]string {
+	out := make([]map[string]string, 0, len(members))
+	for _, m := range members {
+		if !m.Diskless {
+			out = append(out, m.Props)
+		}
+	}
+	return out
 }
 
 func describePool(rules Rules) string {
@@ -263,8 +322,18 @@ func describePool(rules Rules) string {
 	if rules.StoragePool != "" {
 		parts = append(parts, "named "+rules.StoragePool)
 	}
+	if len(rules.StoragePools) > 0 {
+		parts = append(parts, "named one of "+strings.Join(rules.StoragePools, ", "))
+	}
 	if rules.Provider != "" {
 		parts = append(parts, "of provider "+string(rules.Provider))
+	}
+	if len(rules.Providers) > 0 {
+		names := make([]string, 0, len(rules.Providers))
+		for _, p := range rules.Providers {
+			names = append(names, string(p))
+		}
+		parts = append(parts, "of provider "+strings.Join(names, " or "))
 	}
 	return strings.Join(parts, " ")
 }
@@ -274,7 +343,7 @@ func describePool(rules Rules) string {
 func bestPool(rules Rules, needKiB uint64, pools []StoragePool) StoragePool {
 	var best StoragePool
 	for _, p := range pools {
-		if rules.StoragePool != "" && p.Name != rules.StoragePool || rules.Provider != "" && p.Provider != rules.Provider || p.Unusable != "" {
+		if !rules.poolAllowed(p) || p.Unusable != "" {
 			continue
 		}
 		if p.FreeKiB >= needKiB && (best.Name == "" || p.FreeKiB > best.FreeKiB || p.FreeKiB == best.FreeKiB && p.Name < best.Name) {

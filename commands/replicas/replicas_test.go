@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -62,6 +63,12 @@ func node(name, domain string, free uint64, props ...string) Candidate {
 		Pools: []StoragePool{{Name: "thin", Provider: "lvm_thin", Pool: "vg/thin", FreeKiB: free}}}
 }
 
+// withPool renames c's one pool.
+func withPool(c Candidate, name string) Candidate {
+	c.Pools = []StoragePool{{Name: name, Provider: "lvm_thin", Pool: "vg/" + name, FreeKiB: c.Pools[0].FreeKiB}}
+	return c
+}
+
 func TestAutoplace(t *testing.T) {
 	offline := node("n9", "R1", 1<<30)
 	offline.Online = false
@@ -97,6 +104,22 @@ func TestAutoplace(t *testing.T) {
 			"a: only 1 KiB free in storage pool named thin (needs 4096); n9: offline; s1: not a storage node; x: no storage pool named thin"},
 		{"provider filter", Rules{Provider: "zfs"}, 1, nil, []Candidate{node("a", "", 1<<30)}, "", "no storage pool of provider zfs"},
 		{"members are not chosen again", Rules{}, 1, []Member{{Node: "a"}}, []Candidate{node("a", "", 100), node("b", "", 1<<20)}, "b", ""},
+		{"node list: only those nodes", Rules{Nodes: []string{"c"}}, 1, nil,
+			[]Candidate{node("a", "", 100), node("b", "", 90), node("c", "", 1)}, "c", ""},
+		{"node list refuses naming the others", Rules{Nodes: []string{"c"}}, 2, nil,
+			[]Candidate{node("a", "", 1e5), node("c", "", 1e5)}, "", "a: not in node_name_list"},
+		{"excluded nodes are passed over", Rules{Excluded: map[string]string{"a": "holds a replica of db (not_with)"}}, 1, nil,
+			[]Candidate{node("a", "", 100), node("b", "", 1)}, "b", ""},
+		{"pool list: any of them", Rules{StoragePools: []string{"fast", "slow"}}, 2, nil,
+			[]Candidate{node("a", "", 100), withPool(node("b", "", 1), "fast"), withPool(node("c", "", 2), "slow")}, "c b", ""},
+		{"provider list", Rules{Providers: []backing.Provider{"zfs_thin", "lvm_thin"}}, 1, nil, []Candidate{node("a", "", 100)}, "a", ""},
+		{"provider list refuses naming the providers", Rules{Providers: []backing.Provider{"zfs"}}, 1, nil, []Candidate{node("a", "", 1e5)}, "", "no storage pool of provider zfs"},
+		{"at most two per zone", Rules{AtMostPerValue: map[string]int{"zone": 2}}, 3,
+			[]Member{{Node: "a", Props: map[string]string{"zone": "z1"}}},
+			[]Candidate{node("a", "", 1, "zone", "z1"), node("b", "", 100, "zone", "z1"), node("c", "", 90, "zone", "z1"), node("d", "", 5, "zone", "z2"), node("e", "", 4, "zone", "z2")},
+			"b d e", ""},
+		{"at most one per zone refuses", Rules{AtMostPerValue: map[string]int{"zone": 1}}, 2, nil,
+			[]Candidate{node("a", "", 1e5, "zone", "z1"), node("b", "", 1e5, "zone", "z1")}, "", `b: zone "z1" already has 1 replica(s) (x_replicas_on_different)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -47,6 +47,8 @@ type resourcePlan struct {
 	// restoring, during rd.restore, is the snapshot restored from: a clone's own restore
 	// may create the target the clone claimed.
 	restoring *drbd.SnapshotRef
+	// filter, during an autoplace with a filter, narrows the group's rules.
+	filter *replicas.Rules
 }
 
 // restorePlan is what the disks of a definition restored from a snapshot share.
@@ -321,13 +323,66 @@ func (p *resourcePlan) members() []replicas.Member {
 	return out
 }
 
+// rules are the placement rules: the group's, with what an autoplace's filter names in
+// their place (LINSTOR's autoplace select_filter overrides its group's, field by field).
 func (p *resourcePlan) rules() replicas.Rules {
 	r := replicas.Rules{SpreadDomains: p.cluster.FailureDomains}
 	if p.group != nil {
 		r.StoragePool, r.Provider = p.group.StoragePool, p.group.Provider
 		r.ReplicasOnSame, r.ReplicasOnDifferent = p.group.ReplicasOnSame, p.group.ReplicasOnDifferent
 	}
+	if f := p.filter; f != nil {
+		r.Nodes, r.Excluded, r.AtMostPerValue = f.Nodes, f.Excluded, f.AtMostPerValue
+		if f.StoragePool != "" || len(f.StoragePools) > 0 {
+			r.StoragePool, r.StoragePools = f.StoragePool, f.StoragePools
+		}
+		if len(f.Providers) > 0 {
+			r.Provider, r.Providers = "", f.Providers
+		}
+		if len(f.ReplicasOnSame) > 0 {
+			r.ReplicasOnSame = f.ReplicasOnSame
+		}
+		if len(f.ReplicasOnDifferent) > 0 {
+			r.ReplicasOnDifferent = f.ReplicasOnDifferent
+		}
+	}
 	return r
+}
+
+// useFilter narrows this autoplace by its storage pool and filter f (either may be
+// empty). not_with reads each named definition's subject: its replicas' nodes are
+// passed over (a name that is no definition excludes nothing).
+func (p *resourcePlan) useFilter(pool string, f *PlacementFilter) error {
+	if pool == "" && f == nil {
+		return nil
+	}
+	if f == nil {
+		f = &PlacementFilter{}
+	}
+	r := &replicas.Rules{StoragePool: pool, Nodes: f.Nodes, StoragePools: f.StoragePools, Providers: f.Providers,
+		ReplicasOnSame: f.ReplicasOnSame, ReplicasOnDifferent: f.ReplicasOnDifferent, AtMostPerValue: f.XReplicasOnDifferent}
+	for _, name := range f.NotWith {
+		if err := p.read(p.names.Event("rd", name)); err != nil {
+			return err
+		}
+		other, ok, err := p.v.ResourceDefinition(name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		for _, rep := range other.Replicas {
+			if r.Excluded == nil {
+				r.Excluded = map[string]string{}
+			}
+			if r.Excluded[rep.Node] == "" {
+				r.Excluded[rep.Node] = "holds a replica of " + name + " (not_with)"
+			}
+		}
+	}
+	p.filter = r
+	return nil
 }
 
 // pickPool chooses the storage pool of node for a new disk: the named one, else the

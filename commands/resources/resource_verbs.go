@@ -186,9 +186,15 @@ func (p *resourcePlan) replicaAdd(c ReplicaAdd) error {
 	if len(p.rd.Volumes) == 0 {
 		return cairn.Errorf(cairn.CodePreconditionFailed, "resource %s has no volumes; define them with vd.create first", p.rd.Name)
 	}
+	if c.Node != "" && c.Filter != nil {
+		return cairn.InvalidField("filter", "a filter narrows an autoplace; replica.add with a node places on that node")
+	}
 	if c.Node == "" {
 		if c.Diskless {
 			return cairn.InvalidField("node", "node is required for a diskless replica (autoplace places disks)")
+		}
+		if err := p.useFilter(c.StoragePool, c.Filter); err != nil {
+			return err
 		}
 		target := c.PlaceCount
 		if target == 0 && p.group != nil {

@@ -92,6 +92,19 @@ type (
 		PlaceCount       int          `json:"place_count"`
 		ForceInitialSync bool         `json:"force_initial_sync"`
 		DRBDOptions      drbd.Options `json:"drbd_options"`
+		// Filter narrows an autoplace (no node) beyond the group's rules.
+		Filter *PlacementFilter `json:"filter,omitempty"`
+	}
+	// PlacementFilter is what one autoplace asks of placement besides its group's rules
+	// (LINSTOR's autoplace select_filter).
+	PlacementFilter struct {
+		Nodes                []string           `json:"nodes,omitempty"`
+		StoragePools         []string           `json:"storage_pools,omitempty"`
+		Providers            []backing.Provider `json:"providers,omitempty"`
+		NotWith              []string           `json:"not_with,omitempty"`
+		ReplicasOnSame       []string           `json:"replicas_on_same,omitempty"`
+		ReplicasOnDifferent  []string           `json:"replicas_on_different,omitempty"`
+		XReplicasOnDifferent map[string]int     `json:"x_replicas_on_different,omitempty"`
 	}
 	// SnapshotRef is the body of rd.snapshot and rd.snapshot-delete.
 	SnapshotRef struct {

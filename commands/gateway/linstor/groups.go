@@ -3,10 +3,12 @@ package linstor
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backing"
 )
 
 // AutoSelectFilter is LINSTOR's placement filter (the fields Cairn reads; others are
@@ -22,6 +24,12 @@ type AutoSelectFilter struct {
 	LayerStack           []string `json:"layer_stack,omitempty"`
 	DisklessOnRemaining  bool     `json:"diskless_on_remaining,omitempty"`
 	NodeNameList         []string `json:"node_name_list,omitempty"`
+	// Read by autoplace only (a group keeps none of them).
+	NotPlaceWithRsc         []string       `json:"not_place_with_rsc,omitempty"`
+	NotPlaceWithRscRegex    string         `json:"not_place_with_rsc_regex,omitempty"`
+	XReplicasOnDifferent    map[string]int `json:"x_replicas_on_different_map,omitempty"`
+	StoragePoolDisklessList []string       `json:"storage_pool_diskless_list,omitempty"`
+	DisklessType            string         `json:"diskless_type,omitempty"`
 }
 
 // ResourceGroup is LINSTOR's resource group.
@@ -39,6 +47,15 @@ func (f AutoSelectFilter) pool() string {
 		return f.StoragePoolList[0]
 	}
 	return f.StoragePool
+}
+
+// pools are the pools the filter names: storage_pool and storage_pool_list together.
+func (f AutoSelectFilter) pools() []string {
+	pools := slices.Clone(f.StoragePoolList)
+	if f.StoragePool != "" && !slices.Contains(pools, f.StoragePool) {
+		pools = append(pools, f.StoragePool)
+	}
+	return pools
 }
 
 // placement adds the filter's placement to a group command: place count, pool, provider
@@ -74,7 +91,66 @@ func (f AutoSelectFilter) placement(cmd map[string]any) error {
 func (f AutoSelectFilter) IsZero() bool {
 	return !f.PlaceCount.Set && !f.AdditionalPlaceCount.Set && f.StoragePool == "" && len(f.StoragePoolList) == 0 &&
 		len(f.ReplicasOnSame) == 0 && len(f.ReplicasOnDifferent) == 0 && len(f.ProviderList) == 0 &&
-		len(f.LayerStack) == 0 && !f.DisklessOnRemaining && len(f.NodeNameList) == 0
+		len(f.LayerStack) == 0 && !f.DisklessOnRemaining && len(f.NodeNameList) == 0 && len(f.NotPlaceWithRsc) == 0 &&
+		f.NotPlaceWithRscRegex == "" && len(f.XReplicasOnDifferent) == 0 && len(f.StoragePoolDisklessList) == 0
+}
+
+// autoplaceFilter is replica.add's filter for an autoplace's select_filter: the node,
+// pool and provider lists, not_place_with_rsc, and replicas_on_same/different (added
+// to the group's) and x_replicas_on_different. A replicas_on_same entry with a value
+// (key=value) and not_place_with_rsc_regex are refused naming the field: Cairn cannot
+// honour them yet, and never drops a constraint silently. storage_pool_diskless_list
+// has no meaning (diskless replicas take no pool in Cairn). nil when the filter asks
+// nothing.
+func (f AutoSelectFilter) autoplaceFilter() (map[string]any, error) {
+	if f.NotPlaceWithRscRegex != "" {
+		return nil, cairn.InvalidField("not_place_with_rsc_regex", "Cairn does not place by a name pattern; name the resources in not_place_with_rsc")
+	}
+	for _, k := range append(slices.Clone(f.ReplicasOnSame), f.ReplicasOnDifferent...) {
+		if strings.Contains(k, "=") {
+			return nil, cairn.InvalidField("replicas_on_same", "%s: a fixed value is not served; name the property alone (replicas share its value) or narrow the nodes with node_name_list", k)
+		}
+	}
+	out := map[string]any{}
+	if len(f.NodeNameList) > 0 {
+		out["nodes"] = f.NodeNameList
+	}
+	if pools := f.pools(); len(pools) > 1 {
+		out["storage_pools"] = pools
+	}
+	if len(f.ProviderList) > 0 {
+		var providers []backing.Provider
+		for _, kind := range f.ProviderList {
+			p, ok := providerOf(kind)
+			if !ok {
+				return nil, cairn.InvalidField("provider_list", "provider kind %q: Cairn serves LVM, LVM_THIN, ZFS, ZFS_THIN, FILE and FILE_THIN", kind)
+			}
+			if !slices.Contains(providers, p) {
+				providers = append(providers, p)
+			}
+		}
+		out["providers"] = providers
+	}
+	if len(f.NotPlaceWithRsc) > 0 {
+		out["not_with"] = f.NotPlaceWithRsc
+	}
+	if len(f.ReplicasOnSame) > 0 {
+		out["replicas_on_same"] = cairnKeys(f.ReplicasOnSame)
+	}
+	if len(f.ReplicasOnDifferent) > 0 {
+		out["replicas_on_different"] = cairnKeys(f.ReplicasOnDifferent)
+	}
+	if len(f.XReplicasOnDifferent) > 0 {
+		x := map[string]int{}
+		for k, n := range f.XReplicasOnDifferent {
+			x[cairnKeys([]string{k})[0]] = n
+		}
+		out["x_replicas_on_different"] = x
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 func groupOf(g projections.ResourceGroup) ResourceGroup {

@@ -555,8 +555,16 @@ func (a *API) autoplace(w http.ResponseWriter, r *http.Request) {
 	case f.PlaceCount.Set:
 		cmd["place_count"] = f.PlaceCount.Value
 	}
-	if pool := f.pool(); pool != "" {
-		cmd["storage_pool"] = pool
+	if pools := f.pools(); len(pools) == 1 {
+		cmd["storage_pool"] = pools[0]
+	}
+	filter, err := f.autoplaceFilter()
+	if err != nil {
+		writeFailure(w, opCreate, objRsc, err)
+		return
+	}
+	if filter != nil {
+		cmd["filter"] = filter
 	}
 	reply, err := a.command(r, "replica.add", cmd)
 	if err != nil {
