@@ -99,6 +99,20 @@ func TestLinstorAutoplaceHonoursItsSelectFilter(t *testing.T) {
 	assert.Contains(t, rc[0].Message, "no storage pool of provider zfs")
 	assert.Equal(t, before, diskful("a3"))
 
+	// A group keeps one pool, one provider and bare property keys: what it cannot keep
+	// is refused naming the field (linstor-csi's rg modify sends the StorageClass's
+	// lists), and no group appears.
+	for field, filter := range map[string]string{
+		"storage_pool_list":           `{"storage_pool_list":["thin","fast"]}`,
+		"node_name_list":              `{"node_name_list":["n1"]}`,
+		"not_place_with_rsc":          `{"not_place_with_rsc_regex":"db-.*"}`,
+		"x_replicas_on_different_map": `{"x_replicas_on_different_map":{"Aux/zone":1}}`,
+	} {
+		rc = l.rcs(500, "POST", "/v1/resource-groups", `{"name":"rgx","select_filter":`+filter+`}`)
+		assert.Contains(t, rc[0].Details, "field: "+field, rc[0].Message)
+		l.rcs(404, "GET", "/v1/resource-groups/rgx", "")
+	}
+
 	rv := c.waitUpToDate("a1", 2, 60*time.Second)
 	assert.Len(t, upToDate(rv), 2)
 }

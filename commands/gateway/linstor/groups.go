@@ -62,6 +62,9 @@ func (f AutoSelectFilter) pools() []string {
 // (invalid_argument for one Cairn does not serve), the layer stack's check, and the
 // replicas_on lists (a list present, even empty, replaces the group's).
 func (f AutoSelectFilter) placement(cmd map[string]any) error {
+	if err := f.refuseUnkept(); err != nil {
+		return err
+	}
 	if f.PlaceCount.Set {
 		cmd["place_count"] = f.PlaceCount.Value
 	}
@@ -83,6 +86,30 @@ func (f AutoSelectFilter) placement(cmd map[string]any) error {
 	}
 	if f.ReplicasOnDifferent != nil {
 		cmd["replicas_on_different"] = cairnKeys(f.ReplicasOnDifferent)
+	}
+	return nil
+}
+
+// refuseUnkept refuses, naming the field, what a group's filter asks that a Cairn group
+// does not keep (one pool, one provider, replicas_on lists of bare keys): a group never
+// drops a constraint silently. An autoplace takes them (autoplaceFilter).
+func (f AutoSelectFilter) refuseUnkept() error {
+	switch {
+	case len(f.pools()) > 1:
+		return cairn.InvalidField("storage_pool_list", "a resource group keeps one storage pool, not %v; autoplace takes several", f.pools())
+	case len(f.ProviderList) > 1:
+		return cairn.InvalidField("provider_list", "a resource group keeps one provider, not %v; autoplace takes several", f.ProviderList)
+	case len(f.NodeNameList) > 0:
+		return cairn.InvalidField("node_name_list", "a resource group keeps no node list; autoplace takes one, or set AutoplaceTarget=false on the nodes to leave out")
+	case len(f.NotPlaceWithRsc) > 0 || f.NotPlaceWithRscRegex != "":
+		return cairn.InvalidField("not_place_with_rsc", "a resource group keeps no resources to avoid; autoplace takes not_place_with_rsc")
+	case len(f.XReplicasOnDifferent) > 0:
+		return cairn.InvalidField("x_replicas_on_different_map", "a resource group keeps no per-value replica counts; autoplace takes them")
+	}
+	for _, k := range append(slices.Clone(f.ReplicasOnSame), f.ReplicasOnDifferent...) {
+		if strings.Contains(k, "=") {
+			return cairn.InvalidField("replicas_on_same", "%s: a fixed value is not served; name the property alone (replicas share its value)", k)
+		}
 	}
 	return nil
 }
