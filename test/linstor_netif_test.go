@@ -182,6 +182,13 @@ func TestLinstorStatsConfigSpaceReportAndResourceOnNode(t *testing.T) {
 	l.get("/v1/resource-definitions/r1/resources/n2/volumes/0", &vol)
 	require.NotNil(t, vol.VolumeNumber)
 	assert.Equal(t, "thin", vol.StoragePoolName)
+	// `linstor volume list` shows each replica's DRBD minor (Cairn's, per node).
+	linstorOut := linstorOK(t, linstorCLI(t, "http://"+c.s.httpAddr))("volume", "list", "--resources", "r1")
+	for _, rep := range rv.Replicas {
+		m, ok := rep.Minor(0)
+		require.True(t, ok)
+		assert.Regexp(t, `\|\s*r1\s*\|\s*`+rep.Node+`\s*\|[^|\n]*\|\s*0\s*\|\s*`+strconv.Itoa(m)+`\s*\|`, linstorOut, "%s's minor %d", rep.Node, m)
+	}
 	rc = l.rcs(404, "GET", "/v1/resource-definitions/r1/resources/n2/volumes/7", "")
 	assert.Equal(t, retCode(lsError, 0x2C0000, 304), rc[0].RetCode, "FAIL_NOT_FOUND_VLM: %s", rc[0].Message)
 

@@ -62,6 +62,7 @@ func loadOpenAPI(t *testing.T) *openAPI {
 	require.NoError(t, err)
 	var y any
 	require.NoError(t, yaml.Unmarshal(raw, &y))
+	correctVolumeLayer(y)
 	js, err := json.Marshal(y)
 	require.NoError(t, err)
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
@@ -86,6 +87,26 @@ func loadOpenAPI(t *testing.T) *openAPI {
 		return strings.Count(o.paths[i].template, "{") < strings.Count(o.paths[j].template, "{")
 	})
 	return o
+}
+
+// correctVolumeLayer fixes one flaw of the document: a volume layer's data is "oneOf"
+// seven schemas with no required field and no discriminator, so any object with data
+// matches several and fails (LINSTOR's own answers would). The layer's type says which
+// schema its data is: DRBD data must be a DrbdVolume, STORAGE a StorageVolume, and so on.
+func correctVolumeLayer(doc any) {
+	schemas := doc.(map[string]any)["components"].(map[string]any)["schemas"].(map[string]any)
+	vl := schemas["VolumeLayer"].(map[string]any)
+	props := vl["properties"].(map[string]any)
+	delete(props, "data")
+	var cases []any
+	for typ, schema := range map[string]string{"DRBD": "DrbdVolume", "LUKS": "LUKSVolume", "STORAGE": "StorageVolume",
+		"NVME": "NVMEVolume", "WRITECACHE": "WritecacheVolume", "CACHE": "CacheVolume", "BCACHE": "BCacheVolume"} {
+		cases = append(cases, map[string]any{
+			"if":   map[string]any{"properties": map[string]any{"type": map[string]any{"const": typ}}},
+			"then": map[string]any{"properties": map[string]any{"data": map[string]any{"$ref": "#/components/schemas/" + schema}}},
+		})
+	}
+	vl["allOf"] = cases
 }
 
 func pointer(parts ...string) string {

@@ -123,6 +123,10 @@ func resourceOf(rd projections.ResourceDefinition, rep projections.Replica, st *
 		}
 		if m, ok := rep.Minor(vd.Volume); ok {
 			vol.DevicePath = "/dev/drbd" + strconv.Itoa(m)
+			// The DRBD layer's volume: the minor `linstor volume list` shows (a
+			// replica's own: Cairn allocates minors per node).
+			vol.LayerDataList[0].Data = map[string]any{"device_path": vol.DevicePath, "meta_disk": "internal",
+				"drbd_volume_definition": map[string]any{"volume_number": vd.Volume, "minor_number": m, "resource_name_suffix": ""}}
 		}
 		if st != nil {
 			for _, vs := range st.Volumes {
@@ -132,7 +136,13 @@ func resourceOf(rd projections.ResourceDefinition, rep projections.Replica, st *
 				if vs.Volume == vd.Volume && vs.SizeKiB != 0 {
 					vol.UsableSizeKiB = vs.SizeKiB // what DRBD reports: behind the definition during a resize
 				}
+				if vs.Volume == vd.Volume && vol.LayerDataList[0].Data != nil && vs.DiskState != "" {
+					vol.LayerDataList[0].Data["disk_state"] = vs.DiskState
+				}
 			}
+		}
+		if d := vol.LayerDataList[0].Data; d != nil {
+			d["allocated_size_kib"], d["usable_size_kib"] = vol.AllocatedSizeKiB, vol.UsableSizeKiB
 		}
 		out.Volumes = append(out.Volumes, vol)
 	}
