@@ -138,9 +138,6 @@ type Checker struct {
 	ReadEvery time.Duration
 	// Log gets one debug event per re-read and an info summary; the zero value is silent.
 	Log zerolog.Logger
-	// ReadLeaf reads one device; nil is zfs.ReadLeaf (tests wrap it to count reads or
-	// fail).
-	ReadLeaf func(zfs.Device) (*zfs.Leaf, error)
 	// AlwaysCheck runs the check on a pool the labels say this host exported
 	// (exported_by_this_host): for a host that fenced the pool, whose export may have
 	// happened while another host was writing it.
@@ -162,7 +159,10 @@ func Check(ctx context.Context, leaves []zfs.Device, hostid uint32, clock Clock)
 //     from another one.
 //  3. Otherwise watch for CheckDuration plus a random 0-25 %, re-reading every leaf
 //     every ReadEvery; any change of txg, timestamp or MMP sequence of the best
-//     uberblock means another host is writing (Active, CodeActivityDetected).
+//     uberblock means another host is writing (Active, CodeActivityDetected). The
+//     re-reads go through a zfs.Tracker per leaf: per label the uberblock ring and the
+//     config area's last 4 KiB, the whole config only when that changed, and only the
+//     slots that changed decoded; a label that fails to read keeps what it last held.
 //
 // Refusals (exit 2): no leaves, a leaf that cannot be read or is not ZFS
 // (CodeUnreadableVdev, at the first read or any re-read), no valid uberblock,
@@ -254,6 +254,10 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 		Uint64("txg", found.Slot.TXG).Uint64("timestamp", found.Slot.Timestamp).
 		Msgf("activity check: watching pool %q for %s", v.Pool, v.Duration.Round(time.Millisecond))
 
+	trackers, err := trackLeaves(leaves)
+	if err != nil {
+		return refuseRead("", err)
+	}
 	expire := start.Add(v.Duration)
 	// Re-read every `every` until the duration has passed, and once more at its end: a
 	// check shorter than one period still compares two reads, and the last period is
@@ -266,7 +270,7 @@ func (c Checker) Check(ctx context.Context, leaves []zfs.Device, hostid uint32, 
 		if err := clock.Sleep(ctx, min(every, max(expire.Sub(now), 0))); err != nil {
 			return refuse(CodeCanceled, "activity check of pool %q canceled after %d re-reads: %v", v.Pool, v.Reads, err)
 		}
-		cur, err := c.ReadBest(leaves)
+		cur, err := readTracked(trackers)
 		v.Reads++
 		if err != nil {
 			return refuseRead("during the activity check: ", err)
@@ -342,10 +346,15 @@ func ErrorCode(err error) string {
 // of them. Errors: an unreadable leaf, no valid uberblock, or leaves that fail Identify
 // (not all of one pool, or not all of it).
 func (c Checker) ReadBest(devs []zfs.Device) (zfs.Found, error) {
-	leaves, err := readLeaves(devs, c.ReadLeaf)
+	leaves, err := readLeaves(devs)
 	if err != nil {
 		return zfs.Found{}, err
 	}
+	return judge(leaves)
+}
+
+// judge finds the best uberblock of leaves and checks they are all of one pool.
+func judge(leaves []*zfs.Leaf) (zfs.Found, error) {
 	f, err := bestOf(leaves)
 	if err != nil {
 		return zfs.Found{}, err
@@ -356,12 +365,41 @@ func (c Checker) ReadBest(devs []zfs.Device) (zfs.Found, error) {
 	return f, nil
 }
 
-func readLeaves(devs []zfs.Device, read func(zfs.Device) (*zfs.Leaf, error)) ([]*zfs.Leaf, error) {
-	if read == nil {
-		read = zfs.ReadLeaf
+// trackLeaves starts a zfs.Tracker per leaf and reads each once as its baseline.
+func trackLeaves(devs []zfs.Device) ([]*zfs.Tracker, error) {
+	trackers := make([]*zfs.Tracker, len(devs))
+	for i, d := range devs {
+		t, err := zfs.NewTracker(d)
+		if err != nil {
+			return nil, readError{CodeUnreadableVdev, fmt.Sprintf("cannot read leaf vdev: %v", err), err} // err names it
+		}
+		trackers[i] = t
 	}
+	if _, err := readTracked(trackers); err != nil {
+		return nil, err
+	}
+	return trackers, nil
+}
+
+// readTracked refreshes every tracker (zfs.EachLeaf: up to 8 at a time) and judges what
+// they know, as ReadBest judges what it read. Errors: a leaf none of whose labels could
+// be read, and what judge refuses.
+func readTracked(trackers []*zfs.Tracker) (zfs.Found, error) {
+	errs := make([]error, len(trackers))
+	zfs.EachLeaf(len(trackers), func(i int) { _, errs[i] = trackers[i].Refresh() })
+	leaves := make([]*zfs.Leaf, len(trackers))
+	for i, t := range trackers {
+		if errs[i] != nil {
+			return zfs.Found{}, readError{CodeUnreadableVdev, fmt.Sprintf("cannot read leaf vdev: %v", errs[i]), errs[i]} // errs[i] names it
+		}
+		leaves[i] = t.Leaf()
+	}
+	return judge(leaves)
+}
+
+func readLeaves(devs []zfs.Device) ([]*zfs.Leaf, error) {
 	named := func(d zfs.Device) (*zfs.Leaf, error) {
-		lf, err := read(d)
+		lf, err := zfs.ReadLeaf(d)
 		if err != nil {
 			msg := fmt.Sprintf("cannot read leaf vdev: %v", err)
 			if !strings.Contains(err.Error(), d.Name) {

@@ -205,3 +205,28 @@ func (t *Tracker) refreshRing(l int, r *Refresh) {
 	}
 	copy(lb.ring, ring)
 }
+
+// Leaf is what the Tracker knows of its leaf as a Leaf (as ReadLeaf would return it for
+// the same bytes, with labels and slots that failed to read keeping their last known
+// values): for code that judges leaves, such as Best and Identify, without reading the
+// whole labels again.
+func (t *Tracker) Leaf() *Leaf {
+	lf := &Leaf{Name: t.dev.Name, PSize: t.psize, SlotSize: 1 << t.shift}
+	for l := range t.labels {
+		lb := &t.labels[l]
+		lf.Labels[l] = Label{Index: l, Offset: LabelOffset(t.psize, l), Config: lb.config, Info: lb.info}
+		if lb.config != nil {
+			lf.hasConfig = true
+			if lf.Ashift == 0 {
+				lf.Ashift = lb.info.Ashift
+			}
+		}
+		for i, s := range lb.slots {
+			if s.Valid {
+				lf.Labels[l].ValidSlots++
+				lf.Slots = append(lf.Slots, Slot{Label: l, Index: i, Offset: LabelOffset(t.psize, l) + ringOffset + int64(i)<<t.shift, Uberblock: s.Uberblock})
+			}
+		}
+	}
+	return lf
+}

@@ -59,6 +59,27 @@ func TestTrackerMatchesReadLeaf(t *testing.T) {
 					t.Fatalf("label %d config: %+v %v, ReadLeaf %+v", l, c, ok, lf.Labels[l].Info)
 				}
 			}
+			// Its Leaf is ReadLeaf's: the same best uberblock, configs and slots.
+			tl := tr.Leaf()
+			if len(tl.Slots) != len(lf.Slots) || tl.SlotSize != lf.SlotSize || tl.Ashift != lf.Ashift || tl.PSize != lf.PSize {
+				t.Fatalf("Leaf: %d slots of %d bytes, ashift %d, psize %d; ReadLeaf %d of %d, %d, %d",
+					len(tl.Slots), tl.SlotSize, tl.Ashift, tl.PSize, len(lf.Slots), lf.SlotSize, lf.Ashift, lf.PSize)
+			}
+			for i, s := range lf.Slots {
+				if tl.Slots[i] != s {
+					t.Fatalf("Leaf slot %d: %+v, ReadLeaf %+v", i, tl.Slots[i], s)
+				}
+			}
+			for l := range zfs.Labels {
+				if tl.Labels[l].Info != lf.Labels[l].Info || tl.Labels[l].ValidSlots != lf.Labels[l].ValidSlots || tl.Labels[l].Offset != lf.Labels[l].Offset {
+					t.Fatalf("Leaf label %d: %+v, ReadLeaf %+v", l, tl.Labels[l], lf.Labels[l])
+				}
+			}
+			wb, _ := zfs.Best([]*zfs.Leaf{lf})
+			gb, _ := zfs.Best([]*zfs.Leaf{tl})
+			if wb.Slot != gb.Slot || wb.Config != gb.Config || wb.HasConfig != gb.HasConfig {
+				t.Fatalf("Best over Leaf %+v, over ReadLeaf %+v", gb, wb)
+			}
 			// Nothing changed: nothing reported, and the configs are not read again.
 			before := tr.BytesRead
 			r, err = tr.Refresh()
