@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
 	"os"
@@ -26,29 +27,7 @@ import (
 //	go test -run XXX -bench WatcherPoll16Leaves ./test/bench/
 func BenchmarkWatcherPoll16Leaves(b *testing.B) {
 	const leaves = 16
-	dir := b.TempDir()
-	var devs []zfs.Device
-	var ims []*zfsimage.Image
-	for i := range leaves {
-		im := zfsimage.New(4<<20, 12, false)
-		for l := range zfs.Labels {
-			im.WriteConfig(l, zfsimage.MirrorConfig("tank", 77, zfs.StateActive, 20, 0x11111111, "host-a", 12, i, leaves))
-			for txg := uint64(1); txg <= 40; txg++ { // a ring full of history
-				im.WriteUberblock(l, int(txg%uint64(im.Slots()-1)), ubAt(txg, 1000+txg, leaves))
-			}
-		}
-		p := filepath.Join(dir, "leaf"+string(rune('a'+i))+".img")
-		if err := os.WriteFile(p, im.Bytes(), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		d, f, err := zfs.OpenDevice(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { f.Close() })
-		devs = append(devs, d)
-		ims = append(ims, im)
-	}
+	devs, ims := sixteenLeafFiles(b)
 	// One MMP write between polls: rewrite the MMP slot of one label of one leaf in
 	// the files the watcher reads.
 	seq := uint64(0)
@@ -140,4 +119,80 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// sixteenLeafFiles writes 16 leaf files of 4 MiB (one mirror of pool tank, ashift 12,
+// last written by hostid 0x11111111, rings full of history) and opens them with
+// O_DIRECT as the agents do.
+func sixteenLeafFiles(b *testing.B) ([]zfs.Device, []*zfsimage.Image) {
+	const leaves = 16
+	dir := b.TempDir()
+	var devs []zfs.Device
+	var ims []*zfsimage.Image
+	for i := range leaves {
+		im := zfsimage.New(4<<20, 12, false)
+		for l := range zfs.Labels {
+			im.WriteConfig(l, zfsimage.MirrorConfig("tank", 77, zfs.StateActive, 20, 0x11111111, "host-a", 12, i, leaves))
+			for txg := uint64(1); txg <= 40; txg++ { // a ring full of history
+				im.WriteUberblock(l, int(txg%uint64(im.Slots()-1)), ubAt(txg, 1000+txg, leaves))
+			}
+		}
+		p := filepath.Join(dir, "leaf"+string(rune('a'+i))+".img")
+		if err := os.WriteFile(p, im.Bytes(), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		d, f, err := zfs.OpenDevice(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		devs = append(devs, d)
+		ims = append(ims, im)
+	}
+	return devs, ims
+}
+
+// BenchmarkActivityCheckReread16Leaves: one re-read of the activity check on a quiet
+// 16-leaf pool (the files of BenchmarkWatcherPoll16Leaves, O_DIRECT). "before" is what the
+// check did until stop 37 (mmp.Checker.ReadBest: the four whole labels of every leaf, every
+// config verified and decoded, Identify); "after" is a whole check (hostid B on a pool A
+// wrote: a check is needed) re-reading every 20 ms through zfs.Tracker, its time divided
+// by its re-reads.
+//
+//	go test -run XXX -bench ActivityCheckReread16Leaves -benchtime 5x ./test/bench/
+func BenchmarkActivityCheckReread16Leaves(b *testing.B) {
+	devs, _ := sixteenLeafFiles(b)
+	b.Run("before", func(b *testing.B) {
+		cpu0, start := cpuTime(), time.Now()
+		for range b.N {
+			if _, err := (mmp.Checker{}).ReadBest(devs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu_us/reread")
+		b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "wall_us/reread")
+	})
+	b.Run("after", func(b *testing.B) {
+		reads := 0
+		cpu0, start := cpuTime(), time.Now()
+		for range b.N {
+			v := mmp.Checker{ReadEvery: 20 * time.Millisecond, Jitter: func() uint64 { return 0 }}.Check(context.Background(), devs, 0x22222222, &benchClock{now: time.Unix(1_800_000_000, 0)})
+			if !v.Importable || v.Reads == 0 {
+				b.Fatalf("verdict %+v", v)
+			}
+			reads += v.Reads
+		}
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(reads), "cpu_us/reread")
+		b.ReportMetric(float64(time.Since(start).Microseconds())/float64(reads), "wall_us/reread")
+	})
+}
+
+// benchClock advances only when the check sleeps.
+type benchClock struct{ now time.Time }
+
+func (c *benchClock) Now() time.Time { return c.now }
+
+func (c *benchClock) Sleep(_ context.Context, d time.Duration) error {
+	c.now = c.now.Add(d)
+	return nil
 }
