@@ -201,7 +201,7 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok("vd.create", `{"resource":"r2","volume":0,"size_kib":8192}`)
 	ok("replica.add", `{"resource":"r2","node":"n1","storage_pool":"thin"}`)
 	ok("replica.add", `{"resource":"r2","place_count":2,"storage_pool":"thin"}`)
-	ok("replica.add", `{"resource":"r2","place_count":3,"filter":{"not_with":["r1"],"storage_pools":["thin"]}}`)
+	ok("replica.add", `{"resource":"r2","place_count":3,"filter":{"not_with":["r1"],"storage_pools":["thin"],"nodes":["n2","n3","n4","n5"]}}`)
 	no("replica.add", `{"resource":"r2","node":"n1","storage_pool":"thin"}`)
 	ok("vd.create", `{"resource":"r2","volume":1,"size_kib":4096}`)
 	ok("vd.resize", `{"resource":"r2","volume":1,"size_kib":8192}`)

@@ -36,6 +36,8 @@ func drbdCluster(t *testing.T, s *server.Server, n int, capacity uint64) {
 	for i := 1; i <= n; i++ {
 		must(t, s, "node.add", fmt.Sprintf(`{"name":"n%d","host":"h%d","address":"10.0.0.%d","failure_domain":"RACK%d","properties":{"site":"S%d"}}`, i, i, i, (i-1)%3+1, (i-1)/6+1))
 		must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":%d}`, i, capacity))
+		// No over-provisioning: the tests count on capacity as the pool's hard limit.
+		must(t, s, "sp.modify", fmt.Sprintf(`{"node":"n%d","name":"thin","overprovision":1}`, i))
 		if i%2 == 0 {
 			must(t, s, "sp.create", fmt.Sprintf(`{"node":"n%d","name":"thick","provider":"lvm","pool":"vg0","capacity_kib":%d}`, i, capacity))
 		}

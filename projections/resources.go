@@ -70,13 +70,16 @@ func (p StoragePool) OverprovisionRatio() float64 {
 func (p StoragePool) Known() bool { return p.CapacityKiB > 0 || p.Reported != nil }
 
 // FreeKiB is what a new disk may take: the smaller of what the operator's capacity leaves
-// (capacity_kib minus what replicas took) and what the last recorded report leaves — for
-// a thick pool the reported free minus what replicas took since the report, for a thin
-// one min(total x ratio - taken, free x ratio). 0 when neither is known.
+// (capacity_kib, times the over-provisioning ratio on a thin pool, minus what replicas
+// took) and what the last recorded report leaves — for a thick pool the reported free
+// minus what replicas took since the report, for a thin one min(total x ratio - taken,
+// free x ratio). 0 when neither is known.
 func (p StoragePool) FreeKiB() uint64 {
 	free, known := uint64(math.MaxUint64), false
 	if p.CapacityKiB > 0 {
-		free, known = sub(p.CapacityKiB, p.AllocatedKiB), true
+		// A thin pool promises its capacity times the ratio: disks take room only as
+		// they are written.
+		free, known = sub(uint64(float64(p.CapacityKiB)*p.OverprovisionRatio()), p.AllocatedKiB), true
 	}
 	if r := p.Reported; r != nil {
 		known = true

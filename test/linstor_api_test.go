@@ -765,10 +765,12 @@ func TestLinstorSizeInfo(t *testing.T) {
 	for i, gib := range []int{1, 2, 4} {
 		n := fmt.Sprintf("n%d", i+1)
 		cmd("node.add", fmt.Sprintf(`{"name":%q,"host":"h%d","address":"10.0.0.%d"}`, n, i+1, i+1))
-		cmd("sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"lvm_thin","pool":"vg0/thin","capacity_kib":%d}`, n, gib<<20))
+		// Thick pools: what a disk takes is what the pool holds (a thin one promises 20
+		// times its capacity).
+		cmd("sp.create", fmt.Sprintf(`{"node":%q,"name":"thick","provider":"lvm","pool":"vg0","capacity_kib":%d}`, n, gib<<20))
 	}
-	cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
-	cmd("rg.create", `{"name":"rg5","place_count":5,"storage_pool":"thin"}`)
+	cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thick"}`)
+	cmd("rg.create", `{"name":"rg5","place_count":5,"storage_pool":"thick"}`)
 	type sizeInfo struct {
 		SpaceInfo struct {
 			Max       uint64 `json:"max_vlm_size_in_kib"`
@@ -809,5 +811,5 @@ func TestLinstorSizeInfo(t *testing.T) {
 	out, errb, code := linstor("resource-group", "query-size-info", "rg2")
 	require.Equal(t, 0, code, out+errb)
 	assert.Contains(t, out, "1 GiB")
-	assert.Contains(t, out, "thin on n3")
+	assert.Contains(t, out, "thick on n3")
 }
