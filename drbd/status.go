@@ -139,4 +139,9 @@ type PeerVolumeStatus struct {
 	OutOfSyncKiB *uint64 `json:"out_of_sync_kib,omitempty"`
 	// LastSyncKiB is what the last resync had to copy when it started (its out-of-sync).
 	LastSyncKiB *uint64 `json:"last_sync_kib,omitempty"`
+	// SyncRateKiBs is the resync under way's average rate since it started (KiB/s), and
+	// SyncETASeconds the seconds left at it; absent while no resync runs or before one
+	// second of it.
+	SyncRateKiBs   *uint64 `json:"sync_rate_kib_s,omitempty"`
+	SyncETASeconds *uint64 `json:"sync_eta_s,omitempty"`
 }

@@ -307,3 +307,42 @@ func TestRealMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldResyncRateAndETA: a resync's rate is what it copied since it started over the
+// time since (events2 --statistics reports out-of-sync as it goes), and the time left
+// is the rest at that rate; nothing before a second, nothing once Established.
+func TestFoldResyncRateAndETA(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	f := NewFold()
+	f.Now = func() time.Time { return now }
+	pd := "peer-device name:r1 peer-node-id:1 conn-name:h2 volume:0 "
+	apply := func(l string) {
+		ev, err := drbdutils.ParseEvents2Line(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Apply(ev, func(string, int) uint64 { return 1 << 20 })
+	}
+	rate := func() (*uint64, *uint64) {
+		var st drbd.Status
+		f.Fill("r1", &st, nil)
+		v := st.Peers[0].Volumes[0]
+		return v.SyncRateKiBs, v.SyncETASeconds
+	}
+	apply("create " + pd + "replication:Off")
+	apply("change " + pd + "replication:SyncSource out-of-sync:100000 done:0.00")
+	if r, e := rate(); r != nil || e != nil {
+		t.Fatalf("at the start: rate %v eta %v", r, e)
+	}
+	now = now.Add(10 * time.Second)
+	apply("change " + pd + "out-of-sync:60000 done:40.00")
+	r, e := rate()
+	if r == nil || e == nil || *r != 4000 || *e != 15 {
+		t.Fatalf("after 40,000 KiB in 10 s: rate %v eta %v, want 4000 KiB/s and 15 s", r, e)
+	}
+	now = now.Add(5 * time.Second)
+	apply("change " + pd + "replication:Established out-of-sync:0")
+	if r, e := rate(); r != nil || e != nil {
+		t.Fatalf("after the resync: rate %v eta %v", r, e)
+	}
+}

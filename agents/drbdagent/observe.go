@@ -28,6 +28,15 @@ var (
 type Fold struct {
 	mu  sync.Mutex
 	res map[string]*resObs
+	// Now is the fold's clock for resync rates (nil: time.Now).
+	Now func() time.Time
+}
+
+func (f *Fold) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
 }
 
 type resObs struct {
@@ -58,6 +67,10 @@ type pdObs struct {
 	kind                  string
 	lastSync              *uint64
 	syncing               bool
+	// syncSince and syncFrom: when the resync under way started, and its out-of-sync
+	// then (the rate is what it copied since, over the time since).
+	syncSince time.Time
+	syncFrom  uint64
 }
 
 // NewFold returns an empty fold.
@@ -217,6 +230,7 @@ func (f *Fold) Apply(ev drbdutils.Event, sizeKiB func(rd string, vol int) uint64
 			case isSyncing(rep) && !pd.syncing:
 				pd.syncing = true
 				if pd.oos != nil {
+					pd.syncSince, pd.syncFrom = f.now(), *pd.oos
 					size := uint64(0)
 					if d := r.devices[vol]; d != nil {
 						size = d.sizeKiB
@@ -242,6 +256,25 @@ func (f *Fold) Apply(ev drbdutils.Event, sizeKiB func(rd string, vol int) uint64
 		}
 	}
 	return rd
+}
+
+// rate is the resync's average rate since it started (KiB/s) and the seconds left at
+// that rate; nil while no resync runs, before a second has passed, or while nothing was
+// copied yet.
+func (pd *pdObs) rate(now time.Time) (kibs, eta *uint64) {
+	if !pd.syncing || pd.oos == nil || pd.syncSince.IsZero() {
+		return nil, nil
+	}
+	elapsed := now.Sub(pd.syncSince).Seconds()
+	if elapsed < 1 || pd.syncFrom <= *pd.oos {
+		return nil, nil
+	}
+	r := uint64(float64(pd.syncFrom-*pd.oos) / elapsed)
+	if r == 0 {
+		return nil, nil
+	}
+	left := (*pd.oos + r - 1) / r
+	return &r, &left
 }
 
 func conn(r *resObs, peer int) *connObs {
@@ -298,8 +331,10 @@ func (f *Fold) Fill(rd string, st *drbd.Status, names map[int]string) {
 		pvs := slices.Sorted(maps.Keys(c.pds))
 		for _, v := range pvs {
 			pd := c.pds[v]
-			ps.Volumes = append(ps.Volumes, drbd.PeerVolumeStatus{Volume: v, Replication: pd.replication, PeerDisk: pd.peerDisk,
-				SyncPercent: pd.done, SyncKind: pd.kind, OutOfSyncKiB: pd.oos, LastSyncKiB: pd.lastSync})
+			pv := drbd.PeerVolumeStatus{Volume: v, Replication: pd.replication, PeerDisk: pd.peerDisk,
+				SyncPercent: pd.done, SyncKind: pd.kind, OutOfSyncKiB: pd.oos, LastSyncKiB: pd.lastSync}
+			pv.SyncRateKiBs, pv.SyncETASeconds = pd.rate(f.now())
+			ps.Volumes = append(ps.Volumes, pv)
 		}
 		st.Peers = append(st.Peers, ps)
 	}

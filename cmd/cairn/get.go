@@ -263,7 +263,7 @@ func (g *getter) resourcesTable(data any) error {
 					for _, v := range list(o["volumes"]) {
 						ds = append(ds, str(obj(v)["disk_state"]))
 					}
-					state = strings.Join(ds, ",")
+					state = strings.Join(ds, ",") + syncNote(o)
 				}
 			}
 			reps = append(reps, str(rp["node"])+":"+g.paint(state))
@@ -283,6 +283,32 @@ func (g *getter) resourcesTable(data any) error {
 		header = append(header, "PORT", "SNAPSHOTS")
 	}
 	return g.tabular(header, rows)
+}
+
+// syncNote describes the resyncs a replica's report shows under way: to or from which
+// peer, what is left, and the rate and time left once the agent measured them (e.g.
+// "(sync n2: 60000 KiB left, 4000 KiB/s, 15s)"); "" when none.
+func syncNote(observed map[string]any) string {
+	var notes []string
+	for _, p := range list(observed["peers"]) {
+		pm := obj(p)
+		for _, v := range list(pm["volumes"]) {
+			vm := obj(v)
+			left, ok := vm["out_of_sync_kib"].(float64)
+			if !ok || left == 0 {
+				continue
+			}
+			n := fmt.Sprintf("sync %s: %.0f KiB left", str(pm["node"]), left)
+			if r, ok := vm["sync_rate_kib_s"].(float64); ok {
+				n += fmt.Sprintf(", %.0f KiB/s, %s", r, time.Duration(vm["sync_eta_s"].(float64))*time.Second)
+			}
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(notes, "; ") + ")"
 }
 
 func (g *getter) pools(data any) error {

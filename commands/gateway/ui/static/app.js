@@ -147,7 +147,8 @@ function replicaCell(rep) {
         const done = Math.max(0, Math.min(100, 100 - 100 * v.out_of_sync_kib / total));
         const fill = h("span", {});
         fill.style.width = `${done}%`; // a property, not a style attribute: the page's CSP allows no inline styles
-        sync = h("span", { class: "sync" }, h("span", { class: "bar" }, fill), ` ${v.out_of_sync_kib} KiB to ${p.node}`);
+        const pace = v.sync_rate_kib_s ? `, ${v.sync_rate_kib_s} KiB/s, ${v.sync_eta_s} s left` : "";
+        sync = h("span", { class: "sync" }, h("span", { class: "bar" }, fill), ` ${v.out_of_sync_kib} KiB to ${p.node}${pace}`);
       }
     }
   }
