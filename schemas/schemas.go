@@ -290,6 +290,28 @@ type Field struct {
 	// Type is the JSON type, or the shared definition it refers to (defs.json), or
 	// the values it takes.
 	Type string
+	// Description is the schema's description of the field ("" for none).
+	Description string
+	// Either lists the fields of which at least one is required, this one among them
+	// (nil when the field is in no such group).
+	Either []string
+}
+
+// alternatives is a schema's anyOf of single required fields: at least one of them.
+type alternatives []struct {
+	Required []string `json:"required"`
+}
+
+// fields returns the names when every alternative requires exactly one field.
+func (a alternatives) fields() []string {
+	var out []string
+	for _, alt := range a {
+		if len(alt.Required) != 1 {
+			return nil
+		}
+		out = append(out, alt.Required[0])
+	}
+	return out
 }
 
 // CommandFields returns a verb's schema title and its body's fields, required ones
@@ -304,15 +326,30 @@ func CommandFields(verb string) (title string, fields []Field, err error) {
 		Title      string                    `json:"title"`
 		Required   []string                  `json:"required"`
 		Properties map[string]map[string]any `json:"properties"`
+		AnyOf      alternatives              `json:"anyOf"`
+		AllOf      []struct {
+			AnyOf alternatives `json:"anyOf"`
+		} `json:"allOf"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return "", nil, err
+	}
+	either := map[string][]string{}
+	groups := []alternatives{doc.AnyOf}
+	for _, a := range doc.AllOf {
+		groups = append(groups, a.AnyOf)
+	}
+	for _, g := range groups {
+		for _, name := range g.fields() {
+			either[name] = g.fields()
+		}
 	}
 	for name, p := range doc.Properties {
 		if name == "command_id" {
 			continue
 		}
-		f := Field{Name: name, Required: slices.Contains(doc.Required, name)}
+		desc, _ := p["description"].(string)
+		f := Field{Name: name, Required: slices.Contains(doc.Required, name), Description: desc, Either: either[name]}
 		switch {
 		case p["$ref"] != nil:
 			ref, _ := p["$ref"].(string)

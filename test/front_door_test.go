@@ -99,6 +99,11 @@ func TestCmdHelpShowsTheVerbsFields(t *testing.T) {
 	assert.Regexp(t, `(?m)^\s+name\s+name \(required\)$`, out)
 	assert.Regexp(t, `(?m)^\s+resource_group\s+name$`, out)
 	assert.NotContains(t, out, "command_id")
+	// A verb that takes one of several fields says so; a field's description follows it.
+	out, code = run(t, "cmd", "rd.delete", "--help")
+	require.Equal(t, 0, code, out)
+	assert.Regexp(t, `(?m)^\s+at least one of: name, resource$`, out)
+	assert.Regexp(t, `(?m)^\s+resource\s+name: the definition, as the other resource verbs name it`, out)
 	out, code = run(t, "cmd", "--help")
 	require.Equal(t, 0, code, out)
 	for _, verb := range []string{"cluster.create", "rd.snapshot-multi", "rd.restore-volumes", "vd.resize"} {

@@ -173,7 +173,17 @@ Exit status: 0 accepted, 1 refused (the reply says why), 2 no answer.`,
 			if f.Required {
 				req = " (required)"
 			}
+			if f.Description != "" {
+				req += ": " + f.Description
+			}
 			fmt.Fprintf(out, "  %-24s %s%s\n", f.Name, f.Type, req)
+		}
+		seen := map[string]bool{}
+		for _, f := range fields {
+			if g := strings.Join(f.Either, ", "); len(f.Either) > 1 && !seen[g] {
+				seen[g] = true
+				fmt.Fprintf(out, "  at least one of: %s\n", g)
+			}
 		}
 		fmt.Fprintf(out, "\nSee docs/ for each verb's rules and refusals. Flags:\n%s", cc.LocalFlags().FlagUsages())
 	})

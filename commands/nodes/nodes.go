@@ -62,7 +62,8 @@ func DecideClusterCreate(existing *projections.Cluster, c ClusterCreate) (*event
 			WithDetails(map[string]any{"cluster": existing.Name, "failure_domains": existing.FailureDomains,
 				"data_chunks": existing.DataChunks, "parity_chunks": existing.ParityChunks})
 	}
-	return &events.ClusterCreated{Name: c.Name, FailureDomains: c.FailureDomains, DataChunks: c.DataChunks, ParityChunks: c.ParityChunks}, nil
+	// A DRBD-only cluster needs a name alone: the erasure-coding scheme defaults to 1+1.
+	return &events.ClusterCreated{Name: c.Name, FailureDomains: c.FailureDomains, DataChunks: max(c.DataChunks, 1), ParityChunks: max(c.ParityChunks, 1)}, nil
 }
 
 // DecideNodeAdd admits a node into the cluster. Refuses with precondition_failed when

@@ -285,7 +285,10 @@ func Handlers(cfg Config) []decide.Handler {
 			func(c any) string { return c.(*VolumeDefinitionCreate).Resource },
 			func(p *resourcePlan, c any) error {
 				vc := c.(*VolumeDefinitionCreate)
-				return p.createVolume(vc.Volume, vc.SizeKiB)
+				if vc.Volume == nil {
+					return p.createVolume(p.freeVolume(), vc.SizeKiB)
+				}
+				return p.createVolume(*vc.Volume, vc.SizeKiB)
 			}),
 		onResource("rd.snapshot", func() any { return new(SnapshotRef) },
 			func(c any) string { return c.(*SnapshotRef).Resource },

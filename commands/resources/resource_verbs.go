@@ -58,6 +58,15 @@ func (p *resourcePlan) createDefinition(name, group string, opts drbd.Options, p
 	return nil
 }
 
+// freeVolume is the lowest volume number the definition does not use.
+func (p *resourcePlan) freeVolume() int {
+	for n := 0; ; n++ {
+		if !slices.ContainsFunc(p.rd.Volumes, func(v projections.VolumeDefinition) bool { return v.Volume == n }) {
+			return n
+		}
+	}
+}
+
 // createVolume emits vd.created with a random day-0 GI and, on a deployed definition,
 // replica.volume-added for every replica: a minor on its node and, for a disk, room in
 // its pool and the volume's seeds (the first disk's volume is the first, the others

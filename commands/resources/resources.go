@@ -6,6 +6,7 @@ package resources
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/drbd"
@@ -70,14 +71,19 @@ type (
 		DRBDOptions   drbd.Options      `json:"drbd_options"`
 		Properties    map[string]string `json:"properties"`
 	}
-	// VolumeDefinitionCreate is the body of vd.create.
+	// VolumeDefinitionCreate is the body of vd.create; without Volume the lowest number
+	// the definition does not use (LINSTOR's way).
 	VolumeDefinitionCreate struct {
+		Resource string `json:"resource"`
+		Volume   *int   `json:"volume"`
+		SizeKiB  uint64 `json:"size_kib"`
+	}
+	// VolumeDefinitionResize is the body of vd.resize.
+	VolumeDefinitionResize struct {
 		Resource string `json:"resource"`
 		Volume   int    `json:"volume"`
 		SizeKiB  uint64 `json:"size_kib"`
 	}
-	// VolumeDefinitionResize is the body of vd.resize.
-	VolumeDefinitionResize = VolumeDefinitionCreate
 	// VolumeDefinitionDelete is the body of vd.delete.
 	VolumeDefinitionDelete struct {
 		Resource string `json:"resource"`
@@ -128,13 +134,16 @@ type (
 		Phase    string `json:"phase"`
 		Reason   string `json:"reason,omitempty"`
 	}
-	// ResourceDefinitionDelete is the body of rd.delete.
+	// ResourceDefinitionDelete is the body of rd.delete: the definition by name, or by
+	// resource as the other resource verbs name it (one of them).
 	ResourceDefinitionDelete struct {
-		Name string `json:"name"`
+		Name     string `json:"name"`
+		Resource string `json:"resource"`
 	}
-	// ResourceModify is the body of rd.modify.
+	// ResourceModify is the body of rd.modify: the definition by name or resource.
 	ResourceModify struct {
 		Name            string            `json:"name"`
+		Resource        string            `json:"resource"`
 		DRBDOptions     drbd.Options      `json:"drbd_options"`
 		Unset           []string          `json:"unset"`
 		Properties      map[string]string `json:"properties"`
@@ -172,4 +181,37 @@ type Config struct {
 	// node or a port) that is not in the views yet; autoplace and port allocation skip
 	// such candidates rather than lose the race (admission's Busy; nil: none is).
 	Busy func(subject string) bool
+}
+
+// UnmarshalJSON reads rd.delete's body; resource stands for name.
+func (c *ResourceDefinitionDelete) UnmarshalJSON(b []byte) error {
+	type plain ResourceDefinitionDelete
+	if err := json.Unmarshal(b, (*plain)(c)); err != nil {
+		return err
+	}
+	var err error
+	c.Name, err = orResource(c.Name, c.Resource)
+	return err
+}
+
+// UnmarshalJSON reads rd.modify's body; resource stands for name.
+func (c *ResourceModify) UnmarshalJSON(b []byte) error {
+	type plain ResourceModify
+	if err := json.Unmarshal(b, (*plain)(c)); err != nil {
+		return err
+	}
+	var err error
+	c.Name, err = orResource(c.Name, c.Resource)
+	return err
+}
+
+// orResource is name, else resource; both, when they differ, is an error.
+func orResource(name, resource string) (string, error) {
+	switch {
+	case name == "":
+		return resource, nil
+	case resource != "" && resource != name:
+		return "", fmt.Errorf("name %q and resource %q: give the definition once, as name or as resource", name, resource)
+	}
+	return name, nil
 }
