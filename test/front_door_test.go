@@ -4,14 +4,18 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"io/fs"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,6 +52,31 @@ func TestFrontDoor(t *testing.T) {
 	require.Equal(t, 200, code)
 	assert.Contains(t, body, `cairn_nodes{state="online"} 1`)
 	assert.Contains(t, body, `cairn_nodes{state="offline"} 0`)
+	assert.NotContains(t, body, "cairn_agent_", "the serve exports no agent series (always 0 there)")
+	assert.NotContains(t, body, "cairn_zpool_")
+
+	// The agent's own /metrics: its series and the process's, none of the serve's.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/cairn"), 0o755))
+	startAgent(t, s, agentOpts{node: "n1", root: root, kernel: "sim", extra: []string{"--metrics", addr}})
+	var agentMetrics string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false // not listening yet
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		agentMetrics = string(b)
+		return resp.StatusCode == 200 && strings.Contains(agentMetrics, "cairn_agent_reconcile_queue")
+	}, 10*time.Second, 100*time.Millisecond)
+	assert.Contains(t, agentMetrics, "process_cpu_seconds_total")
+	assert.NotContains(t, agentMetrics, "cairn_commands_total")
+	assert.NotContains(t, agentMetrics, "cairn_nodes")
 }
 
 // Every duration a log line carries says its unit in its name (docs: "every duration
