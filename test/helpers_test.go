@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -71,8 +73,26 @@ func startServe(t *testing.T, data string, extra ...string) *serve {
 	t.Helper()
 	s := &serve{t: t, data: data, natsAddr: freeAddr(t), httpAddr: freeAddr(t)}
 	s.args = append([]string{"serve", "--data", data, "--nats-listen", s.natsAddr, "--http", s.httpAddr}, extra...)
+	if !slices.Contains(extra, "--drbd-minors") {
+		s.args = append(s.args, "--drbd-minors", testMinors())
+	}
 	return s.run("")
 }
+
+// testMinors is a DRBD minor range of 1,000 for one serve of this test process:
+// drbdmeta locks /var/lock/drbd-147-<minor> machine-wide, so test packages running side
+// by side, and any sim agent on the host, must not take the same minors (issue 32).
+// Ranges follow one another per serve from a start drawn per process, in 5000-49999.
+func testMinors() string {
+	n := minorRanges.Add(1)
+	base := 5000 + (minorStart+int(n)*1000)%45000
+	return fmt.Sprintf("%d-%d", base, base+999)
+}
+
+var (
+	minorRanges atomic.Int64
+	minorStart  = rand.IntN(45) * 1000
+)
 
 // run starts the serve and has it killed when the test ends, its log (or the tail of
 // it, with a label) printed when the test failed.
