@@ -22,8 +22,13 @@ import (
 func browser(t *testing.T) (context.Context, *[]string) {
 	t.Helper()
 	bin := testtools.Path(t, "chromium")
+	// The profile is not a t.TempDir: Chromium's helper processes may still write to it
+	// for a moment after the browser is closed, and TempDir's removal then fails the
+	// test ("directory not empty"); it is removed below, after the browser, retrying.
+	profile, err := os.MkdirTemp("", "cairn-chromium-")
+	require.NoError(t, err)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.Headless,
-		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1600, 1200), chromedp.UserDataDir(t.TempDir()))
+		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1600, 1200), chromedp.UserDataDir(profile))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	errs := &[]string{}
@@ -41,7 +46,18 @@ func browser(t *testing.T) (context.Context, *[]string) {
 			}
 		}
 	})
-	t.Cleanup(func() { cancel(); acancel() })
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx) // closes the browser and waits for it
+		cancel()
+		acancel()
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("Chromium's profile %s could not be removed", profile)
+	})
 	// The browser starts on the first Run of this context, and lives as long as it: the
 	// timeouts of later Runs (inBrowser) must not end it.
 	require.NoError(t, chromedp.Run(ctx))
