@@ -22,6 +22,22 @@ func InterfacesOf(spec projections.NodeSpec) map[string]string {
 	return map[string]string{DefaultInterface: spec.Address}
 }
 
+// ReplicationInterface names the interface a node's replication address comes from:
+// the preferred one when it is at the address, else the first by name at the address
+// ("" when none is, which the decisions never leave).
+func ReplicationInterface(spec projections.NodeSpec) string {
+	ifs := InterfacesOf(spec)
+	if p := spec.PreferredInterface; p != "" && ifs[p] == spec.Address {
+		return p
+	}
+	for _, name := range slices.Sorted(maps.Keys(ifs)) {
+		if ifs[name] == spec.Address {
+			return name
+		}
+	}
+	return ""
+}
+
 // interfacesPatch is what node.modify changes of a node's interfaces and address.
 type interfacesPatch struct {
 	Set       map[string]string

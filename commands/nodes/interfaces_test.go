@@ -96,3 +96,14 @@ func TestNodeAddInterfacesMustHoldTheAddress(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, ev)
 }
+
+func TestReplicationInterface(t *testing.T) {
+	spec := projections.NodeSpec{Address: "10.0.0.1"}
+	assert.Equal(t, DefaultInterface, ReplicationInterface(spec), "no named interfaces: default")
+	spec.Interfaces = map[string]string{"b": "10.0.0.1", "a": "10.0.0.1", "c": "10.9.0.1"}
+	assert.Equal(t, "a", ReplicationInterface(spec), "the first by name at the address")
+	spec.PreferredInterface = "b"
+	assert.Equal(t, "b", ReplicationInterface(spec), "the preferred one at the address")
+	spec.PreferredInterface = "c"
+	assert.Equal(t, "a", ReplicationInterface(spec), "a preferred one elsewhere does not carry it")
+}

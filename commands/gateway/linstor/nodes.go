@@ -91,19 +91,9 @@ func nodeOf(n projections.Node) Node {
 }
 
 // netInterfacesOf is a node's network interfaces by name; the active one is the one
-// its replication address comes from (the preferred interface, else the first at the
-// address).
+// its replication address comes from (nodes.ReplicationInterface).
 func netInterfacesOf(spec projections.NodeSpec) []NetInterface {
-	ifs := nodes.InterfacesOf(spec)
-	active := spec.PreferredInterface
-	if ifs[active] != spec.Address || active == "" {
-		active = ""
-		for _, name := range slices.Sorted(maps.Keys(ifs)) {
-			if ifs[name] == spec.Address && active == "" {
-				active = name
-			}
-		}
-	}
+	ifs, active := nodes.InterfacesOf(spec), nodes.ReplicationInterface(spec)
 	out := make([]NetInterface, 0, len(ifs))
 	for _, name := range slices.Sorted(maps.Keys(ifs)) {
 		out = append(out, NetInterface{Name: name, Address: ifs[name], SatellitePort: 3366, SatelliteEncryptionType: "PLAIN", IsActive: name == active})
@@ -152,9 +142,10 @@ func (a *API) getNode(w http.ResponseWriter, r *http.Request) {
 }
 
 // createNode maps LINSTOR's node create to node.add: its network interfaces, the
-// replication address from the one PrefNic names, else "default", else the first; the host from Cairn/Host (default: the name), the failure domain and
-// physical label from Cairn/FailureDomain and Cairn/PhysicalLabel, Aux/<key> to the
-// node's properties. Satellite and Combined nodes are storage nodes.
+// replication address from the one PrefNic names, else "default", else the first; the
+// host from Cairn/Host (default: the name), the failure domain and physical label from
+// Cairn/FailureDomain and Cairn/PhysicalLabel, Aux/<key> to the node's properties.
+// Satellite and Combined nodes are storage nodes.
 func (a *API) createNode(w http.ResponseWriter, r *http.Request) {
 	var in Node
 	if !readBody(w, r, &in) {
