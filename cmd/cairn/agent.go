@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/agents"
-	"github.com/cairn-io/cairn/agents/agentmetrics"
 	"github.com/cairn-io/cairn/agents/drbdagent"
 	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/agents/spagent"
 	"github.com/cairn-io/cairn/cmd/cairn/server"
 	"github.com/cairn-io/cairn/drbd/drbdutils"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/metricset"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -97,7 +97,7 @@ func agentCmd() *cobra.Command {
 					return fmt.Errorf("--metrics %s: %w", metrics, err)
 				}
 				mux := http.NewServeMux()
-				mux.Handle("GET /metrics", agentmetrics.AgentHandler())
+				mux.Handle("GET /metrics", metricset.AgentHandler())
 				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 				go func() { _ = srv.Serve(l) }()
 				defer srv.Close()

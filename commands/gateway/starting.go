@@ -6,11 +6,11 @@ import (
 	"sync/atomic"
 
 	"github.com/cairn-io/cairn"
-	"github.com/cairn-io/cairn/agents/agentmetrics"
 	"github.com/cairn-io/cairn/commands/gateway/linstor"
+	"github.com/cairn-io/cairn/metricset"
 )
 
-var metricsHandler = agentmetrics.ServeHandler()
+var metricsHandler = metricset.ServeHandler()
 
 // Starting is the HTTP handler of a serve that is still catching its views up: probes
 // and metrics answer (`/healthz` 200, `/readyz` 503 saying how far the views are), every

@@ -1,9 +1,9 @@
-// Package agentmetrics splits the process's Prometheus series between the two programs
+// Package metricset splits the process's Prometheus series between the two programs
 // of the one binary: an agent exports the series of the node agents (cairn_agent_*,
 // cairn_zpool_*, cairn_exec_*, and the Go runtime's and the process's), a serve every
 // other one. Both register in the default registry (promauto), so without the split a
 // serve would export agent series that are always 0, and an agent the serve's.
-package agentmetrics
+package metricset
 
 import (
 	"net/http"
