@@ -12,8 +12,7 @@ type Counts struct {
 
 // Counts counts the views' objects by their keys. It reads every node, group,
 // definition and storage-pool key and one replica count per definition (never a
-// definition itself), so its cost grows with the number of objects, not with history:
-// a few tens of milliseconds at 100,000 definitions.
+// definition's record), so its cost grows with the number of objects, not with history.
 func (v *View) Counts() (Counts, error) {
 	var c Counts
 	count := func(prefix string, n *int, match func(key string) bool) error {
