@@ -300,7 +300,10 @@ func syncNote(observed map[string]any) string {
 			}
 			n := fmt.Sprintf("sync %s: %.0f KiB left", str(pm["node"]), left)
 			if r, ok := vm["sync_rate_kib_s"].(float64); ok {
-				n += fmt.Sprintf(", %.0f KiB/s, %s", r, time.Duration(vm["sync_eta_s"].(float64))*time.Second)
+				n += fmt.Sprintf(", %.0f KiB/s", r)
+			}
+			if eta, ok := vm["sync_eta_s"].(float64); ok {
+				n += ", " + (time.Duration(eta) * time.Second).String()
 			}
 			notes = append(notes, n)
 		}

@@ -16,6 +16,10 @@ func TestSyncNote(t *testing.T) {
 	if got, want := syncNote(o), "(sync n2: 60000 KiB left, 4000 KiB/s, 15s; sync n4: 512 KiB left)"; got != want {
 		t.Fatalf("%q, want %q", got, want)
 	}
+	// A report with a rate and no time left (an agent of another version) is no panic.
+	if got := syncNote(map[string]any{"peers": []any{map[string]any{"node": "n2", "volumes": []any{map[string]any{"out_of_sync_kib": 8.0, "sync_rate_kib_s": 4.0}}}}}); got != "(sync n2: 8 KiB left, 4 KiB/s)" {
+		t.Fatalf("rate without eta: %q", got)
+	}
 	if got := syncNote(map[string]any{}); got != "" {
 		t.Fatalf("no peers: %q", got)
 	}
