@@ -74,6 +74,14 @@ func TestJunkAndNewerEventsInTheStream(t *testing.T) {
 	require.Contains(t, r.Error.Message, "node.added v99")
 	_, metrics = httpJSON(t, "GET", s.url("/metrics"), "")
 	require.Contains(t, metrics, "cairn_projector_upgrade_needed 1")
+	// It led (the only serve); with views that stopped it may not: it releases the lease
+	// and does not take it again (the rolling-upgrade rule, docs/operations.md#upgrades).
+	require.Eventually(t, func() bool {
+		_, leader := httpJSON(t, "GET", s.url("/cairn/v1/leader"), "")
+		_, metrics := httpJSON(t, "GET", s.url("/metrics"), "")
+		return !strings.Contains(leader, `"holder"`) && strings.Contains(metrics, "cairn_leader 0")
+	}, 10*time.Second, 50*time.Millisecond, "the serve whose views stopped still holds the lease")
+	require.Contains(t, s.log.String(), "this serve may not lead: releasing the lease")
 
 	// A restarted serve starts, serves the reason, and stays not ready.
 	s.stop()

@@ -327,7 +327,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Lease = lease.New(s.JS, lease.Options{Bucket: names.LeaseBucket(), Holder: cfg.Name,
 		TTL: cfg.LeaseTTL, Replicas: replicas, TakeOverOwn: cfg.NATSURL == "",
-		Log: cfg.Log.With().Str("part", "lease").Logger()})
+		Eligible: s.mayLead, Log: cfg.Log.With().Str("part", "lease").Logger()})
 	if err := s.Lease.Prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -526,6 +526,18 @@ func (s *Server) policies() any {
 		"evacuation": s.Evacuator.Status(),
 		"auto-evict": s.Evictor.Status(),
 	}
+}
+
+// mayLead is the rolling-upgrade rule of the lease: a serve whose views stopped at an
+// event of a newer cairn may not lead (it would dispatch, watch and heal from views that
+// miss what the newer serves appended); a serve that reads every event may. So during an
+// upgrade the lease passes to an upgraded serve as soon as the first event only it can
+// read is stored, and older ones never take it back (docs/operations.md#upgrades).
+func (s *Server) mayLead() error {
+	if up := s.Projector.Stopped(); up != nil {
+		return up
+	}
+	return nil
 }
 
 func (s *Server) ready() error {

@@ -61,6 +61,13 @@ type Options struct {
 	// other process can run under that name on the same event stream: the embedded
 	// server, whose store only one serve can open.
 	TakeOverOwn bool
+	// Eligible, when set, is asked before every campaign and renewal and by Leading:
+	// while it returns an error this serve does not campaign, Leading answers false, and
+	// a holder releases the lease at its next step (within TTL/4, logged with the reason)
+	// so that an eligible serve takes over. It must be cheap (Leading calls it). A serve whose views
+	// stopped at an event of a newer cairn (a rolling upgrade) is not eligible: it would
+	// act on views that miss what the newer serves appended.
+	Eligible func() error
 }
 
 // Lease campaigns for and keeps the side-effect lease. The zero value is not usable:
@@ -152,7 +159,11 @@ func (l *Lease) Run(ctx context.Context) error {
 	period := l.opts.TTL / 4
 	for {
 		start := time.Now()
-		l.step(ctx, kv)
+		if err := l.eligible(); err != nil {
+			l.stepAside(ctx, kv, err)
+		} else {
+			l.step(ctx, kv)
+		}
 		select {
 		case <-ctx.Done():
 			l.release(kv)
@@ -443,6 +454,35 @@ func (l *Lease) lose(why string) {
 	l.opts.Log.Warn().Str("holder", l.opts.Holder).Uint64("token", token).Str("why", why).Msg("lease lost: side effects stop")
 }
 
+func (l *Lease) eligible() error {
+	if l.opts.Eligible == nil {
+		return nil
+	}
+	return l.opts.Eligible()
+}
+
+// stepAside is a step of a serve that may not lead (Options.Eligible): it releases the
+// lease if it holds it, does not campaign, and reads who holds it (for Info).
+func (l *Lease) stepAside(ctx context.Context, kv jetstream.KeyValue, why error) {
+	l.mu.Lock()
+	holding := l.token != 0
+	l.mu.Unlock()
+	if holding {
+		l.opts.Log.Warn().Err(why).Msg("this serve may not lead: releasing the lease")
+		l.release(kv)
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.opts.TTL/2)
+	defer cancel()
+	e, err := kv.Get(cctx, Key)
+	switch {
+	case err == nil:
+		h, t := parseValue(e.Value())
+		l.observe(Info{Holder: h, Token: t, Revision: e.Revision()})
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		l.observe(Info{})
+	}
+}
+
 // release deletes the key if this serve still holds it, so another takes over at once.
 func (l *Lease) release(kv jetstream.KeyValue) {
 	l.mu.Lock()
@@ -481,12 +521,13 @@ func (l *Lease) release(kv jetstream.KeyValue) {
 // last renewal is recent enough to act on (see Options.TTL). Every side effect checks it
 // right before acting. Past that, it answers false but keeps the lease: a renewal that
 // was slow but succeeded (compare-and-set on the revision it last wrote, so nobody took
-// the lease meanwhile) makes it valid again; a renewal that fails loses it.
+// the lease meanwhile) makes it valid again; a renewal that fails loses it. While
+// Options.Eligible returns an error it answers false.
 func (l *Lease) Leading() (uint64, bool) {
 	l.mu.Lock()
 	token, valid := l.token, l.validTo
 	l.mu.Unlock()
-	if token == 0 || !l.opts.Now().Before(valid) {
+	if token == 0 || !l.opts.Now().Before(valid) || l.eligible() != nil {
 		return 0, false
 	}
 	return token, true

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,12 +36,17 @@ type member struct {
 
 func join(t *testing.T, url, holder string, ttl time.Duration) *member {
 	t.Helper()
+	return joinWith(t, url, holder, ttl, nil)
+}
+
+func joinWith(t *testing.T, url, holder string, ttl time.Duration, eligible func() error) *member {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: holder, TTL: ttl, Log: zerolog.Nop()})
+	l := lease.New(js, lease.Options{Bucket: "TEST_LEASE", Holder: holder, TTL: ttl, Log: zerolog.Nop(), Eligible: eligible})
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{l: l, nc: nc, cancel: cancel, done: make(chan struct{})}
 	go func() { defer close(m.done); _ = l.Run(ctx) }()
@@ -266,4 +272,43 @@ func skewedHolder(t *testing.T, ttl time.Duration) (*lease.Lease, *atomic.Int64)
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, func() bool { _, ok := l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
 	return l, skew
+}
+
+// A holder that becomes ineligible (its views stopped at an event of a newer cairn)
+// stops acting at once and releases the lease at its next step; the eligible serve takes
+// over well before the TTL would have let it, and the ineligible one does not campaign
+// while it stays so. Once eligible again it may lead again (after the other releases).
+func TestIneligibleHolderStepsAside(t *testing.T) {
+	url := startNATS(t)
+	ttl := 2 * time.Second
+	var why atomic.Pointer[error]
+	old := joinWith(t, url, "old", ttl, func() error {
+		if e := why.Load(); e != nil {
+			return *e
+		}
+		return nil
+	})
+	require.Eventually(t, func() bool { _, ok := old.l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
+	upgraded := join(t, url, "new", ttl)
+
+	stopped := errors.New("the views stopped at an event of a newer cairn")
+	began := time.Now()
+	why.Store(&stopped)
+	_, acting := old.l.Leading()
+	assert.False(t, acting, "an ineligible holder still acts")
+	require.Eventually(t, func() bool { _, ok := upgraded.l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
+	took := time.Since(began)
+	assert.Less(t, took, ttl, "the other serve waited for the lease to expire instead of a release")
+	t.Logf("taken over %s after the holder became ineligible (TTL %s)", took.Round(time.Millisecond), ttl)
+	require.Eventually(t, func() bool { return old.l.Info().Holder == "new" }, 5*time.Second, 5*time.Millisecond,
+		"the serve that stepped aside does not show who holds the lease")
+
+	// While ineligible it does not take a free lease.
+	upgraded.cancel()
+	<-upgraded.done
+	time.Sleep(ttl) // several campaign periods (TTL/4) with the lease free
+	_, acting = old.l.Leading()
+	assert.False(t, acting, "an ineligible serve took the lease")
+	why.Store(nil)
+	require.Eventually(t, func() bool { _, ok := old.l.Leading(); return ok }, 5*time.Second, 5*time.Millisecond)
 }
