@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/cairn-io/cairn/test/testtools"
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -148,17 +147,6 @@ func getLeader(s *serve) (leaderInfo, bool) {
 	return l, true
 }
 
-// sent is one command of the load and what came of it.
-type sent struct {
-	id, verb string
-	first    time.Time // first send
-	acked    time.Time // the final answer
-	answered bool
-	ok       bool
-	code     string
-	seqs     []uint64
-}
-
 // TestClusterFaults (issue 11): 3 nats-server processes, 2 `cairn serve --replicas 3`,
 // 3 sim agents, commands from 4 clients (each unanswered or `unavailable` command
 // retried with the same command id). During the load the stream leader's nats-server is
@@ -184,44 +172,8 @@ func TestClusterFaults(t *testing.T) {
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 
-	var mu sync.Mutex
-	var all []*sent
-	send := func(verb, body string, deadline time.Duration) *sent {
-		c := &sent{id: uuid.Must(uuid.NewV7()).String(), verb: verb, first: time.Now()}
-		mu.Lock()
-		all = append(all, c)
-		mu.Unlock()
-		end := time.Now().Add(deadline)
-		for time.Now().Before(end) {
-			m := nats.NewMsg("cairn.cmd." + verb)
-			m.Data = []byte(body)
-			m.Header.Set("Cairn-Command-Id", c.id)
-			resp, err := nc.RequestMsg(m, 3*time.Second)
-			if err != nil {
-				time.Sleep(50 * time.Millisecond)
-				continue // unanswered: the same command id again
-			}
-			var r reply
-			if json.Unmarshal(resp.Data, &r) != nil {
-				continue
-			}
-			if !r.OK && r.Error.Code == "unavailable" {
-				time.Sleep(50 * time.Millisecond)
-				continue // may or may not be stored: the same command id again
-			}
-			mu.Lock()
-			c.answered, c.ok, c.acked = true, r.OK, time.Now()
-			if !r.OK {
-				c.code = r.Error.Code
-			}
-			for _, e := range r.Events {
-				c.seqs = append(c.seqs, e.Seq)
-			}
-			mu.Unlock()
-			return c
-		}
-		return c
-	}
+	cl := &commandLog{nc: nc}
+	send := cl.send
 	must := func(verb, body string) {
 		t.Helper()
 		c := send(verb, body, 60*time.Second)
@@ -401,25 +353,7 @@ func TestClusterFaults(t *testing.T) {
 	assert.Equal(t, digests["cp-a"], decode[digest](t, out), "a replay of the stream")
 
 	// Every acknowledged command exactly once; nothing of a refused one.
-	stored := storedCommands(t, "--nats", urls)
-	acked, refused, unknown := 0, 0, 0
-	mu.Lock()
-	for _, c := range all {
-		switch {
-		case c.ok:
-			acked++
-			assert.Equal(t, c.seqs, stored[c.id], "acknowledged %s %s", c.verb, c.id)
-		case c.answered:
-			refused++
-			assert.Empty(t, stored[c.id], "refused %s %s (%s) has events", c.verb, c.id, c.code)
-		default:
-			unknown++
-			t.Logf("no final answer: %s %s, first sent %s, stored at %v", c.verb, c.id, c.first.Format(time.RFC3339Nano), stored[c.id])
-		}
-	}
-	mu.Unlock()
-	t.Logf("%d commands acknowledged, %d refused, %d without a final answer; %d events", acked, refused, unknown, last)
-	assert.Zero(t, unknown, "commands without a final answer after 60 s of retries")
+	cl.checkStored(t, storedCommands(t, "--nats", urls), last)
 
 	// DRBD allocations stay unique.
 	status, body := httpJSON(t, "GET", serves["cp-a"].url("/cairn/v1/resources?limit=10000"), "")

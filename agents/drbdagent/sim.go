@@ -225,7 +225,9 @@ func (m simMeta) get(ctx context.Context, v *simVolume, nodeID int) (drbd.GI, er
 	if err := m.follow(ctx, v); err != nil {
 		return drbd.GI{}, err
 	}
-	out, err := m.exec.Run(ctx, drbdutils.GetGI(v.Minor, v.Disk, nodeID), execx.Options{})
+	// No minor: the sim's metadata is never attached to a kernel, and the flock of
+	// lockRD (held by every caller) serialises it.
+	out, err := m.exec.Run(ctx, drbdutils.GetGIOfFile(v.Disk, nodeID), execx.Options{})
 	if err != nil {
 		return drbd.GI{}, err
 	}

@@ -15,6 +15,7 @@ func TestCommandBuilders(t *testing.T) {
 	}{
 		{CreateMD(1000, disk, 7), "drbdmeta --force 1000 v09 /dev/zvol/tank/r1_00000 internal create-md 7"},
 		{GetGI(1000, disk, 3), "drbdmeta --force --node-id 3 1000 v09 /dev/zvol/tank/r1_00000 internal get-gi"},
+		{GetGIOfFile(disk, 3), "drbdmeta --force --node-id 3 - v09 /dev/zvol/tank/r1_00000 internal get-gi"},
 		{SetGI(1000, disk, 0, "ABCDEF0123456780:1234567890ABCDE0:::1:1"),
 			"drbdmeta --force --node-id 0 1000 v09 /dev/zvol/tank/r1_00000 internal set-gi ABCDEF0123456780:1234567890ABCDE0:::1:1"},
 		{SeedArgv(1001, disk, drbd.Seed{Volume: 1, NodeID: 4, GI: ":1234567890ABCDE0::::"}),

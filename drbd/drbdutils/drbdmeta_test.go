@@ -217,3 +217,39 @@ func TestDrbdmetaCheckResizeAfterGrow(t *testing.T) {
 		t.Fatalf("GI after a second check-resize %q, want %q", got, before)
 	}
 }
+
+// TestGetGIOfFileAsksNoKernel: the minor-less get-gi reads the same GI as GetGI, but
+// drbdmeta runs no drbdsetup for it (GetGI runs `drbdsetup <minor> dstate`, which on a
+// host without the module runs modprobe). The drbdsetup on PATH here records its calls
+// and says the minor is unconfigured.
+func TestGetGIOfFileAsksNoKernel(t *testing.T) {
+	testtools.Path(t, Drbdmeta)
+	disk := sparseDisk(t)
+	mustRun(t, CreateMD(testMinor, disk, 2))
+	mustRun(t, SetGI(testMinor, disk, 1, "0123456789ABCDEF:FEDCBA9876543211::::1:1:0:1:1:0:0:0:0:0:0"))
+	fake := t.TempDir()
+	calls := filepath.Join(fake, "calls")
+	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\necho Unconfigured\n"
+	if err := os.WriteFile(filepath.Join(fake, "drbdsetup"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := []string{"PATH=" + fake + ":" + os.Getenv("PATH")}
+	withMinor := run(t, "h0", path, GetGI(testMinor, disk, 1))
+	recorded, _ := os.ReadFile(calls)
+	if withMinor.rc != 0 || !strings.Contains(string(recorded), "dstate") {
+		t.Fatalf("GetGI: rc %d, drbdsetup calls %q (want a dstate): the fake is not what drbdmeta ran", withMinor.rc, recorded)
+	}
+	if err := os.Remove(calls); err != nil {
+		t.Fatal(err)
+	}
+	ofFile := run(t, "h0", path, GetGIOfFile(disk, 1))
+	if ofFile.rc != 0 || ofFile.stdout != withMinor.stdout {
+		t.Fatalf("GetGIOfFile: rc %d stdout %q, want %q (stderr %s)", ofFile.rc, ofFile.stdout, withMinor.stdout, ofFile.stderr)
+	}
+	if !strings.HasPrefix(ofFile.stdout, "0123456789ABCDEF:FEDCBA9876543211:") {
+		t.Fatalf("get-gi %q does not show the GI set", ofFile.stdout)
+	}
+	if b, err := os.ReadFile(calls); err == nil {
+		t.Fatalf("GetGIOfFile ran drbdsetup: %q", b)
+	}
+}
