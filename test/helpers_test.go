@@ -67,6 +67,7 @@ type serve struct {
 	cmd      *exec.Cmd
 	log      *syncBuffer
 	args     []string
+	bin      string // the cairn binary; "" is this commit's (cairnBin)
 }
 
 func startServe(t *testing.T, data string, extra ...string) *serve {
@@ -144,7 +145,11 @@ func (s *serve) start() {
 	rebinds := 0
 launch:
 	s.log = &syncBuffer{}
-	s.cmd = exec.Command(cairnBin, s.args...)
+	bin := s.bin
+	if bin == "" {
+		bin = cairnBin
+	}
+	s.cmd = exec.Command(bin, s.args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -260,6 +265,7 @@ type agentOpts struct {
 	nats   string   // --nats (default: the serve's)
 	extra  []string // more agent flags
 	env    []string // added to the test's environment
+	bin    string   // the cairn binary; "" is this commit's (cairnBin)
 }
 
 // startAgent runs `cairn agent` against s until the test ends (or the test kills it),
@@ -281,7 +287,11 @@ func startAgent(t *testing.T, s *serve, o agentOpts) *exec.Cmd {
 			args = append(args, f[0], f[1])
 		}
 	}
-	a := exec.Command(cairnBin, append(args, o.extra...)...)
+	bin := o.bin
+	if bin == "" {
+		bin = cairnBin
+	}
+	a := exec.Command(bin, append(args, o.extra...)...)
 	if len(o.env) > 0 {
 		a.Env = append(os.Environ(), o.env...)
 	}
