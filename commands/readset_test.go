@@ -207,6 +207,8 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok("vd.resize", `{"resource":"r2","volume":1,"size_kib":8192}`)
 	ok("vd.delete", `{"resource":"r2","volume":1}`)
 	ok("rd.modify", `{"name":"r2","properties":{"Aux/a":"b"}}`)
+	ok("vd.modify", `{"resource":"r2","volume":0,"properties":{"FileSystem/Type":"ext4"}}`)
+	no("vd.modify", `{"resource":"r2","volume":1,"properties":{"FileSystem/Type":"ext4"}}`) // deleted above
 	ok("rd.snapshot", `{"resource":"r1","name":"s1"}`)
 	no("rd.snapshot", `{"resource":"r1","name":"s2"}`)
 	no("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r3"}`)

@@ -17,6 +17,18 @@ type DefinitionPropertiesChanged PropertiesChanged
 // GroupPropertiesChanged: a patch of a resource group's free-form properties.
 type GroupPropertiesChanged PropertiesChanged
 
+// VolumePropertiesChanged: a patch of one volume definition's free-form properties
+// (LINSTOR's volume-definition properties, e.g. FileSystem/Type for linstor-gateway),
+// kept and shown as given.
+type VolumePropertiesChanged struct {
+	Resource string            `json:"resource"`
+	Volume   int               `json:"volume"`
+	Set      map[string]string `json:"set,omitempty"`
+	Unset    []string          `json:"unset,omitempty"`
+}
+
+func (*VolumePropertiesChanged) EventType() string { return "vd.properties-changed" }
+
 // ControllerPropertiesChanged: a patch of the deployment's free-form properties
 // (LINSTOR's controller properties outside DrbdOptions/); Name is "controller".
 type ControllerPropertiesChanged PropertiesChanged
@@ -36,6 +48,7 @@ func (*GroupPropertiesChanged) EventType() string      { return "rg.properties-c
 
 func init() {
 	Register(Type{Name: "rd.properties-changed", Version: 1, New: func() Payload { return new(DefinitionPropertiesChanged) }})
+	Register(Type{Name: "vd.properties-changed", Version: 1, New: func() Payload { return new(VolumePropertiesChanged) }})
 	Register(Type{Name: "rg.properties-changed", Version: 1, New: func() Payload { return new(GroupPropertiesChanged) }})
 	Register(Type{Name: "controller.properties-changed", Version: 1, New: func() Payload { return new(ControllerPropertiesChanged) }})
 	Register(Type{Name: "controller.options-changed", Version: 1, New: func() Payload { return new(ControllerOptionsChanged) }})

@@ -130,6 +130,8 @@ type VolumeDefinition struct {
 	SizeKiB    uint64 `json:"size_kib"`
 	Day0GI     string `json:"day0_gi"`
 	CreatedSeq uint64 `json:"created_seq"`
+	// Properties are the volume definition's free-form properties (vd.modify).
+	Properties map[string]string `json:"properties,omitempty"`
 }
 
 // Replica is one replica of a definition (its desired state; what agents observe is
@@ -509,6 +511,16 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		return true, updateRD(t, d.Name, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Properties = patched(rd.Properties, d.Set, d.Unset)
 			return nil
+		})
+	case *events.VolumePropertiesChanged:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			for i := range rd.Volumes {
+				if rd.Volumes[i].Volume == d.Volume {
+					rd.Volumes[i].Properties = patched(rd.Volumes[i].Properties, d.Set, d.Unset)
+					return nil
+				}
+			}
+			return fmt.Errorf("resource definition %s has no volume %d", d.Resource, d.Volume)
 		})
 	case *events.ControllerOptionsChanged:
 		var c ControllerOptions

@@ -464,6 +464,28 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, 1, vds[1].Number, "without a number the next one")
 	l.get("/v1/resource-definitions/r2/volume-definitions/1", &vds[0])
 	l.rcs(404, "GET", "/v1/resource-definitions/r2/volume-definitions/7", "")
+	// Volume-definition properties as linstor-gateway gives them at creation, and as a
+	// volume-definition modify patches them (override_props, delete_props,
+	// delete_namespaces); flags Cairn does not keep are refused and change nothing.
+	l.rcs(201, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"volume_number":3,"size_kib":102400,"props":{"FileSystem/Type":"ext4","FileSystem/User":"1000"}}}`)
+	var vd3 struct {
+		Props map[string]string `json:"props"`
+	}
+	l.get("/v1/resource-definitions/r2/volume-definitions/3", &vd3)
+	assert.Equal(t, map[string]string{"FileSystem/Type": "ext4", "FileSystem/User": "1000"}, vd3.Props)
+	l.rcs(200, "PUT", "/v1/resource-definitions/r2/volume-definitions/3", `{"override_props":{"FileSystem/MkfsParams":"-E nodiscard"},"delete_props":["FileSystem/User"]}`)
+	vd3.Props = nil
+	l.get("/v1/resource-definitions/r2/volume-definitions/3", &vd3)
+	assert.Equal(t, map[string]string{"FileSystem/Type": "ext4", "FileSystem/MkfsParams": "-E nodiscard"}, vd3.Props)
+	rc = l.rcs(501, "PUT", "/v1/resource-definitions/r2/volume-definitions/3", `{"flags":["GROSS_SIZE"]}`)
+	assert.Contains(t, rc[0].Message, "GROSS_SIZE")
+	l.rcs(501, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"volume_number":4,"size_kib":102400,"flags":["GROSS_SIZE"]}}`)
+	l.rcs(404, "GET", "/v1/resource-definitions/r2/volume-definitions/4", "")
+	l.rcs(200, "PUT", "/v1/resource-definitions/r2/volume-definitions/3", `{"delete_namespaces":["FileSystem"]}`)
+	vd3.Props = nil
+	l.get("/v1/resource-definitions/r2/volume-definitions/3", &vd3)
+	assert.Empty(t, vd3.Props)
+	l.rcs(200, "DELETE", "/v1/resource-definitions/r2/volume-definitions/3", "")
 	// A volume of a definition without replicas goes (vd.delete); the only one of r1
 	// (deployed) not.
 	l.rcs(201, "POST", "/v1/resource-definitions/r2/volume-definitions", `{"volume_definition":{"volume_number":5,"size_kib":102400}}`)
@@ -539,11 +561,9 @@ func TestLinstorAPIContract(t *testing.T) {
 	var none []any
 	l.get("/v1/remotes/s3", &none)
 	assert.Empty(t, none)
-	// A volume definition's size is modifiable (vd.resize); its properties are not.
-	rc = l.rcs(501, "PUT", "/v1/resource-definitions/r2/volume-definitions/0", `{"override_props":{"Aux/x":"y"}}`)
-	assert.Contains(t, rc[0].Message, "no properties or flags on volume definitions")
+	// A modify of a volume definition that says nothing to change is refused naming it.
 	rc = l.rcs(500, "PUT", "/v1/resource-definitions/r2/volume-definitions/0", `{}`)
-	assert.Contains(t, rc[0].Message, "size_kib is required")
+	assert.Contains(t, rc[0].Message, "nothing to change")
 	// Error reports: the refusals above, newest first; without content on request.
 	var reports []struct {
 		Filename  string `json:"filename"`

@@ -236,6 +236,14 @@ func TestLinstorCLISession(t *testing.T) {
 	}, 60*time.Second, 250*time.Millisecond, "not every replica reports 8 MiB")
 	assert.Contains(t, failed("volume-definition", "set-size", "r1", "0", "4M"), "volumes only grow")
 
+	// A volume definition's properties (vd.modify): set, listed, removed; a DRBD option
+	// among them is refused naming the key.
+	ok("volume-definition", "set-property", "r1", "0", "FileSystem/Type", "ext4")
+	assert.Contains(t, ok("volume-definition", "list-properties", "r1", "0"), "ext4")
+	ok("volume-definition", "set-property", "r1", "0", "FileSystem/Type")
+	assert.NotContains(t, ok("volume-definition", "list-properties", "r1", "0"), "ext4")
+	assert.Contains(t, failed("volume-definition", "set-property", "r1", "0", "DrbdOptions/Disk/on-io-error", "detach"), "DrbdOptions/Disk/on-io-error")
+
 	// Errors: exit code 10 in a table, the ret_code with -m.
 	assert.Contains(t, failed("node", "create", "n1", "10.0.0.1"), "already exists")
 	var rcs []apiCallRc

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"fmt"
+	"github.com/cairn-io/cairn"
 	"reflect"
 	"slices"
 
@@ -84,6 +85,31 @@ func DecideResourceModify(current drbd.Options, c ResourceModify) (*events.Resou
 		return nil, []string{fmt.Sprintf("resource %s already has these options; nothing changed", c.Name)}, nil
 	}
 	return &events.ResourceOptionsChanged{Name: c.Name, Set: c.DRBDOptions, Unset: c.Unset}, nil, nil
+}
+
+// decideVolumeModify patches the free-form properties of volume c.Volume of definition
+// c.Resource. Refuses not_found for a definition or volume that does not exist, and
+// what DecidePropertiesPatch refuses; a patch that changes nothing is a no-op (nil) with
+// a warning.
+func decideVolumeModify(v *projections.View, c VolumeDefinitionModify) (*events.VolumePropertiesChanged, []string, error) {
+	rd, ok, err := v.ResourceDefinition(c.Resource)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Resource).About(cairn.ObjResourceDefinition)
+	}
+	for _, vol := range rd.Volumes {
+		if vol.Volume != c.Volume {
+			continue
+		}
+		p, warnings, err := decide.DecidePropertiesPatch(fmt.Sprintf("%s/%d", c.Resource, c.Volume), "volume definition", vol.Properties, c.Properties, c.UnsetProperties)
+		if err != nil || p == nil {
+			return nil, warnings, err
+		}
+		return &events.VolumePropertiesChanged{Resource: c.Resource, Volume: c.Volume, Set: p.Set, Unset: p.Unset}, nil, nil
+	}
+	return nil, nil, cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no volume %d", c.Resource, c.Volume).About(cairn.ObjVolumeDefinition)
 }
 
 // controllerHandler decides controller.modify: the deployment's DRBD options (the

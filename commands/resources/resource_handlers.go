@@ -278,6 +278,19 @@ func Handlers(cfg Config) []decide.Handler {
 			}
 			return d.With(subject, (*events.ResourceOptionsChanged)(nil), warnings), nil
 		}},
+		{Verb: "vd.modify", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c VolumeDefinitionModify
+			subject := func() string { return names.Event("rd", c.Resource) }
+			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, subject()) })
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := decideVolumeModify(v, c)
+			if err != nil || ev == nil {
+				return d.With(subject(), (*events.VolumePropertiesChanged)(nil), warnings), err
+			}
+			return d.With(subject(), ev, nil), nil
+		}},
 		onResource("rd.delete", func() any { return new(ResourceDefinitionDelete) },
 			func(c any) string { return c.(*ResourceDefinitionDelete).Name },
 			func(p *resourcePlan, _ any) error { return p.deleteDefinition() }),
@@ -285,10 +298,14 @@ func Handlers(cfg Config) []decide.Handler {
 			func(c any) string { return c.(*VolumeDefinitionCreate).Resource },
 			func(p *resourcePlan, c any) error {
 				vc := c.(*VolumeDefinitionCreate)
-				if vc.Volume == nil {
-					return p.createVolume(p.freeVolume(), vc.SizeKiB)
+				volume := p.freeVolume()
+				if vc.Volume != nil {
+					volume = *vc.Volume
 				}
-				return p.createVolume(*vc.Volume, vc.SizeKiB)
+				if err := p.createVolume(volume, vc.SizeKiB); err != nil || len(vc.Properties) == 0 {
+					return err
+				}
+				return p.volumeProperties(volume, vc.Properties)
 			}),
 		onResource("rd.snapshot", func() any { return new(SnapshotRef) },
 			func(c any) string { return c.(*SnapshotRef).Resource },

@@ -73,6 +73,18 @@ func (p *resourcePlan) freeVolume() int {
 // day-0 seeded on thin providers, fully synced otherwise or on a restored definition).
 // Refuses already_exists for a taken number, precondition_failed when a disk's pool has
 // no room or a node no free minor.
+// volumeProperties sets the free-form properties of a volume created in this plan, in
+// the same append (vd.create with properties). Refuses what DecidePropertiesPatch
+// refuses (a DRBD option among them: properties.<key>).
+func (p *resourcePlan) volumeProperties(volume int, props map[string]string) error {
+	ev, _, err := decide.DecidePropertiesPatch(fmt.Sprintf("%s/%d", p.rd.Name, volume), "volume definition", nil, props, nil)
+	if err != nil || ev == nil {
+		return err
+	}
+	p.emit(&events.VolumePropertiesChanged{Resource: p.rd.Name, Volume: volume, Set: ev.Set})
+	return nil
+}
+
 func (p *resourcePlan) createVolume(volume int, sizeKiB uint64) error {
 	for _, v := range p.rd.Volumes {
 		if v.Volume == volume {

@@ -74,15 +74,23 @@ type (
 	// VolumeDefinitionCreate is the body of vd.create; without Volume the lowest number
 	// the definition does not use (LINSTOR's way).
 	VolumeDefinitionCreate struct {
-		Resource string `json:"resource"`
-		Volume   *int   `json:"volume"`
-		SizeKiB  uint64 `json:"size_kib"`
+		Resource   string            `json:"resource"`
+		Volume     *int              `json:"volume"`
+		SizeKiB    uint64            `json:"size_kib"`
+		Properties map[string]string `json:"properties"`
 	}
 	// VolumeDefinitionResize is the body of vd.resize.
 	VolumeDefinitionResize struct {
 		Resource string `json:"resource"`
 		Volume   int    `json:"volume"`
 		SizeKiB  uint64 `json:"size_kib"`
+	}
+	// VolumeDefinitionModify is the body of vd.modify.
+	VolumeDefinitionModify struct {
+		Resource        string            `json:"resource"`
+		Volume          int               `json:"volume"`
+		Properties      map[string]string `json:"properties"`
+		UnsetProperties []string          `json:"unset_properties"`
 	}
 	// VolumeDefinitionDelete is the body of vd.delete.
 	VolumeDefinitionDelete struct {

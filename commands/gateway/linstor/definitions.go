@@ -3,9 +3,12 @@ package linstor
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -51,7 +54,7 @@ func definitionOf(rd projections.ResourceDefinition, withVolumes bool) ResourceD
 
 func volumeDefinitionOf(vd projections.VolumeDefinition) VolumeDefinition {
 	nr := vd.Volume
-	return VolumeDefinition{VolumeNumber: &nr, SizeKiB: vd.SizeKiB,
+	return VolumeDefinition{VolumeNumber: &nr, SizeKiB: vd.SizeKiB, Props: vd.Properties,
 		LayerData: []LayerData{{Type: "DRBD"}, {Type: "STORAGE"}}}
 }
 
@@ -220,12 +223,23 @@ func (a *API) createVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 			nr = max(nr, vd.Volume+1)
 		}
 	}
-	a.commit(w, r, "vd.create", map[string]any{"resource": name, "volume": nr, "size_kib": in.VolumeDefinition.SizeKiB}, opCreate, objVlmDfn, fmt.Sprintf("New volume definition with number '%d' of resource definition '%s' created.", nr, name), map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)})
+	if len(in.VolumeDefinition.Flags) > 0 {
+		e := rc(maskError, opCreate, objVlmDfn, codeImplError, "Cairn keeps no flags on volume definitions (GROSS_SIZE, ...)")
+		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
+		return
+	}
+	cmd := map[string]any{"resource": name, "volume": nr, "size_kib": in.VolumeDefinition.SizeKiB}
+	if len(in.VolumeDefinition.Props) > 0 {
+		cmd["properties"] = in.VolumeDefinition.Props
+	}
+	a.commit(w, r, "vd.create", cmd, opCreate, objVlmDfn, fmt.Sprintf("New volume definition with number '%d' of resource definition '%s' created.", nr, name), map[string]string{"RscDfn": name, "VlmNr": strconv.Itoa(nr)})
 }
 
-// modifyVolumeDefinition maps LINSTOR's volume definition modify with size_kib (what
-// `linstor volume-definition set-size` sends) to vd.resize: grow only. Properties and
-// flags of volume definitions Cairn does not keep: 501, nothing changed.
+// modifyVolumeDefinition maps LINSTOR's volume definition modify: override_props,
+// delete_props and delete_namespaces (what `linstor volume-definition set-property`
+// sends; the namespaces expanded to the keys the volume has) to vd.modify, then
+// size_kib (`linstor volume-definition set-size`) to vd.resize: grow only. Flags Cairn
+// does not keep: 501, nothing changed.
 func (a *API) modifyVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 	name, nr := r.PathValue("rd"), r.PathValue("nr")
 	n, ok := volumeNumber(w, nr, opModify)
@@ -242,17 +256,65 @@ func (a *API) modifyVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &in) {
 		return
 	}
-	if len(in.OverrideProps)+len(in.DeleteProps)+len(in.DeleteNamespaces)+len(in.Flags) > 0 {
-		e := rc(maskError, opModify, objVlmDfn, codeImplError, "Cairn keeps no properties or flags on volume definitions; it changes their size only")
+	if len(in.Flags) > 0 {
+		e := rc(maskError, opModify, objVlmDfn, codeImplError, "Cairn keeps no flags on volume definitions (GROSS_SIZE, ...); it changes their size and properties")
 		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
 		return
 	}
-	if in.SizeKiB == nil {
-		writeFailure(w, opModify, objVlmDfn, cairn.InvalidField("size_kib", "size_kib is required: Cairn changes a volume definition's size only"))
+	if in.SizeKiB == nil && len(in.OverrideProps)+len(in.DeleteProps)+len(in.DeleteNamespaces) == 0 {
+		writeFailure(w, opModify, objVlmDfn, cairn.InvalidField("size_kib", "nothing to change: give size_kib, override_props, delete_props or delete_namespaces"))
 		return
 	}
-	a.commit(w, r, "vd.resize", map[string]any{"resource": name, "volume": n, "size_kib": *in.SizeKiB}, opModify, objVlmDfn,
-		fmt.Sprintf("Volume definition with number '%d' of resource definition '%s' modified.", n, name), map[string]string{"RscDfn": name, "VlmNr": nr})
+	msg := fmt.Sprintf("Volume definition with number '%d' of resource definition '%s' modified.", n, name)
+	refs := map[string]string{"RscDfn": name, "VlmNr": nr}
+	var propsReply *admission.Reply
+	if len(in.OverrideProps)+len(in.DeleteProps)+len(in.DeleteNamespaces) > 0 {
+		unset := slices.Clone(in.DeleteProps)
+		if len(in.DeleteNamespaces) > 0 { // every key under each namespace the volume has now
+			rd, err := a.definitionNow(name)
+			if err != nil {
+				writeFailure(w, opModify, objVlmDfn, err)
+				return
+			}
+			var current map[string]string
+			for _, vd := range rd.Volumes {
+				if vd.Volume == n {
+					current = vd.Properties
+				}
+			}
+			for _, ns := range in.DeleteNamespaces {
+				for k := range current {
+					if strings.HasPrefix(k, strings.TrimSuffix(ns, "/")+"/") && !slices.Contains(unset, k) {
+						unset = append(unset, k)
+					}
+				}
+			}
+		}
+		cmd := map[string]any{"resource": name, "volume": n}
+		if len(in.OverrideProps) > 0 {
+			cmd["properties"] = in.OverrideProps
+		}
+		if len(unset) > 0 {
+			cmd["unset_properties"] = unset
+		}
+		if _, ok := cmd["properties"]; ok || len(unset) > 0 {
+			reply, err := a.command(r, "vd.modify", cmd)
+			if err != nil {
+				writeFailure(w, opModify, objVlmDfn, err)
+				return
+			}
+			propsReply = &reply
+		}
+	}
+	if in.SizeKiB != nil {
+		a.commit(w, r, "vd.resize", map[string]any{"resource": name, "volume": n, "size_kib": *in.SizeKiB}, opModify, objVlmDfn, msg, refs)
+		return
+	}
+	if propsReply == nil { // only namespaces that hold nothing: nothing to change
+		writeResults(w, []ApiCallRc{success(opModify, objVlmDfn, msg, refs)})
+		return
+	}
+	writeResults(w, results(success(opModify, objVlmDfn, msg, refs), *propsReply, opModify, objVlmDfn))
 }
 
 // volumeNumber parses a volume number of a path; a bad one is answered (invalid
