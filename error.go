@@ -55,6 +55,7 @@ const (
 	ObjRemote             = "remote"
 	ObjBackup             = "backup"
 	ObjSchedule           = "schedule"
+	ObjExternalFile       = "external_file"
 )
 
 // About returns e naming the kind of object it is about (it mutates and returns e for

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairn-io/cairn/commands/admission"
 	"github.com/cairn-io/cairn/commands/decide"
+	"github.com/cairn-io/cairn/commands/files"
 	"github.com/cairn-io/cairn/commands/kv"
 	"github.com/cairn-io/cairn/commands/nodes"
 	"github.com/cairn-io/cairn/commands/pools"
@@ -47,6 +48,7 @@ func Handlers(opts Options, busy func(subject string) bool) []decide.Handler {
 	out = append(out, tokens.Handlers()...)
 	out = append(out, lostHandler(resources.Config{Ports: opts.Ports, Minors: opts.Minors, Busy: busy}))
 	out = append(out, remotes.Handlers(opts.Seal)...)
+	out = append(out, files.Handlers()...)
 	return append(out, kv.Handlers()...)
 }
 

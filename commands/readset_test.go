@@ -47,6 +47,8 @@ func guard(names events.Names, key string) (subject, unguarded string) {
 		return names.Event(aggregate, id)
 	}
 	switch family {
+	case "file": // the id is a path: its subject is named by its digest
+		return names.Event("file", events.FileID(strings.TrimPrefix(rest, "file/"))), ""
 	case "node", "sp", "sp-names", "minor", "minor-free", "minor-high", "node-rd", "usage":
 		// A node's spec, state, pools, minors, replicas and room: every placement on
 		// the node claims it.
@@ -298,6 +300,15 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok("token.revoke", `{"name":"ops"}`)
 	ok("kv.modify", `{"instance":"csi","set":{"a":"b"}}`)
 	ok("kv.delete", `{"instance":"csi"}`)
+	no("rd.file-deploy", `{"resource":"r1","path":"/etc/drbd-reactor.d/r1.toml"}`) // not registered
+	ok("file.set", `{"path":"/etc/drbd-reactor.d/r1.toml","content":"W3Byb21vdGVyXQo="}`)
+	no("file.set", `{"path":"/etc/drbd-reactor.d/../r1.toml","content":""}`)
+	ok("rd.file-deploy", `{"resource":"r1","path":"/etc/drbd-reactor.d/r1.toml"}`)
+	no("rd.file-deploy", `{"resource":"nope","path":"/etc/drbd-reactor.d/r1.toml"}`)
+	ok("rd.file-undeploy", `{"resource":"r1","path":"/etc/drbd-reactor.d/r1.toml"}`)
+	ok("rd.file-deploy", `{"resource":"r1","path":"/etc/drbd-reactor.d/r1.toml"}`)
+	ok("file.delete", `{"path":"/etc/drbd-reactor.d/r1.toml"}`)
+	no("file.delete", `{"path":"/etc/drbd-reactor.d/r1.toml"}`)
 	ok("remote.delete", `{"name":"s3"}`)
 
 	handlers := map[string]decide.Handler{}

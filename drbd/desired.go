@@ -37,6 +37,17 @@ type Desired struct {
 	Snapshots []SnapshotOrder `json:"snapshots,omitempty"`
 	// Backups are the uploads of the definition's snapshots this node carries out.
 	Backups []BackupOrder `json:"backups,omitempty"`
+	// Files are the external files deployed with the definition (rd.file-deploy), by
+	// path: the agent writes each where its allowed paths let it, and removes a file no
+	// longer listed once no other resource on the node lists it.
+	Files []File `json:"files,omitempty"`
+}
+
+// File is one external file to write on the node.
+type File struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+	SHA256  string `json:"sha256"`
 }
 
 // SnapshotOrder is one snapshot of the definition as one node's agent carries it out.

@@ -24,8 +24,37 @@ func QuorumPolicy(voters int) Options {
 	return Options{Quorum: Ptr("off")}
 }
 
+// LINSTOR's DrbdOptions/auto-quorum: how the control plane manages a resource's quorum.
+const (
+	// AutoQuorumIOError (the default, also for ""): QuorumPolicy.
+	AutoQuorumIOError = "io-error"
+	// AutoQuorumSuspendIO: QuorumPolicy with on-no-quorum suspend-io, so a partitioned
+	// minority freezes I/O until quorum returns instead of failing it.
+	AutoQuorumSuspendIO = "suspend-io"
+	// AutoQuorumDisabled: no quorum policy; only what some level sets explicitly.
+	AutoQuorumDisabled = "disabled"
+	// AutoQuorumKey is the property that carries it (controller, group or definition).
+	AutoQuorumKey = "DrbdOptions/auto-quorum"
+)
+
+// ValidAutoQuorum reports whether v is a value DrbdOptions/auto-quorum takes.
+func ValidAutoQuorum(v string) bool {
+	return v == AutoQuorumIOError || v == AutoQuorumSuspendIO || v == AutoQuorumDisabled
+}
+
 // WithQuorumPolicy resolves the quorum defaults for replicas under already resolved
-// options o: the options o sets win, the policy fills in what o leaves unset.
-func WithQuorumPolicy(o Options, replicas []Replica) Options {
-	return Resolve(QuorumPolicy(Voters(replicas)), o)
+// options o, as autoQuorum says (AutoQuorumIOError, AutoQuorumSuspendIO,
+// AutoQuorumDisabled; "" or anything else is the default): the options o sets win, the
+// policy fills in what o leaves unset.
+func WithQuorumPolicy(o Options, replicas []Replica, autoQuorum string) Options {
+	policy := QuorumPolicy(Voters(replicas))
+	switch autoQuorum {
+	case AutoQuorumDisabled:
+		return Resolve(o)
+	case AutoQuorumSuspendIO:
+		if policy.OnNoQuorum != nil {
+			policy.OnNoQuorum = Ptr("suspend-io")
+		}
+	}
+	return Resolve(policy, o)
 }

@@ -61,8 +61,41 @@ func TestQuorumPolicy(t *testing.T) {
 
 func TestWithQuorumPolicyCountsTiebreakers(t *testing.T) {
 	replicas := []Replica{{NodeID: 0}, {NodeID: 1}, {NodeID: 2, Diskless: true, Tiebreaker: true}}
-	got := WithQuorumPolicy(Options{}, replicas)
+	got := WithQuorumPolicy(Options{}, replicas, "")
 	if got.Quorum == nil || *got.Quorum != "majority" || got.OnNoQuorum == nil || *got.OnNoQuorum != "io-error" {
 		t.Fatalf("2 diskful + tiebreaker: got %s, want quorum majority, on-no-quorum io-error", jsonOf(t, got))
+	}
+}
+
+// DrbdOptions/auto-quorum steers the policy: suspend-io freezes a minority instead of
+// failing its I/O, disabled leaves quorum to what a level sets; a level's explicit
+// option still wins over the policy.
+func TestWithQuorumPolicyFollowsAutoQuorum(t *testing.T) {
+	three := []Replica{{NodeID: 0}, {NodeID: 1}, {NodeID: 2}}
+	str := func(p *string) string {
+		if p == nil {
+			return "<unset>"
+		}
+		return *p
+	}
+	for _, tt := range []struct {
+		mode, quorum, onNoQuorum string
+		set                      Options
+	}{
+		{"", "majority", "io-error", Options{}},
+		{AutoQuorumIOError, "majority", "io-error", Options{}},
+		{AutoQuorumSuspendIO, "majority", "suspend-io", Options{}},
+		{AutoQuorumDisabled, "<unset>", "<unset>", Options{}},
+		{AutoQuorumDisabled, "2", "<unset>", Options{Quorum: Ptr("2")}},
+		{AutoQuorumSuspendIO, "majority", "io-error", Options{OnNoQuorum: Ptr("io-error")}},
+	} {
+		got := WithQuorumPolicy(Resolve(tt.set), three, tt.mode)
+		if str(got.Quorum) != tt.quorum || str(got.OnNoQuorum) != tt.onNoQuorum {
+			t.Errorf("auto-quorum %q over %s: quorum %s on-no-quorum %s, want %s %s", tt.mode, jsonOf(t, tt.set), str(got.Quorum), str(got.OnNoQuorum), tt.quorum, tt.onNoQuorum)
+		}
+	}
+	two := WithQuorumPolicy(Options{}, three[:2], AutoQuorumSuspendIO)
+	if str(two.Quorum) != "off" || two.OnNoQuorum != nil {
+		t.Errorf("two voters with suspend-io: quorum %s on-no-quorum %s, want off and unset", str(two.Quorum), str(two.OnNoQuorum))
 	}
 }

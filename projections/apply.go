@@ -68,6 +68,9 @@ func apply(t *tx, names events.Names, it Item) error {
 	if handled, err := applyKV(t, ev); handled || err != nil {
 		return err
 	}
+	if handled, err := applyFile(t, ev); handled || err != nil {
+		return err
+	}
 	if handled, err := applyBackup(t, ev); handled || err != nil {
 		return err
 	}

@@ -18,10 +18,12 @@ import (
 //	2  no domain host lists (v/hosts/<domain>) on a cluster without failure domains
 //	3  the replica count of every definition (v/rd-replicas/), which deep pages of
 //	   LINSTOR's resource list skip with
-//	4  this format: a clone's failed snapshot stays in the snapshots-under-way index
-//	   (v/snap-busy/) until deleted, so the lease holder starts the clone again; remotes,
-//	   backups (v/backup-busy/) and schedules
-const ViewsFormat = 4
+//	4  a clone's failed snapshot stays in the snapshots-under-way index (v/snap-busy/)
+//	   until deleted, so the lease holder starts the clone again; remotes, backups
+//	   (v/backup-busy/) and schedules
+//	5  this format: DrbdOptions/auto-quorum of the controller (kept with its options) and
+//	   of a group move their definitions' desired state (a new revision)
+const ViewsFormat = 5
 
 var keyFormat = []byte("m/format")
 

@@ -195,8 +195,10 @@ type ResourceDefinition struct {
 	// Snapshots are the definition's snapshots, by name (docs/resources.md "Snapshots").
 	Snapshots []RDSnapshot `json:"snapshots,omitempty"`
 	// Backups are the definition's backups to remotes, by id (docs/backups.md).
-	Backups    []RDBackup `json:"backups,omitempty"`
-	CreatedSeq uint64     `json:"created_seq"`
+	Backups []RDBackup `json:"backups,omitempty"`
+	// Files are the paths of the external files it deploys (rd.file-deploy), sorted.
+	Files      []string `json:"files,omitempty"`
+	CreatedSeq uint64   `json:"created_seq"`
 	// Seq is the sequence of the last event that changed the definition.
 	Seq uint64 `json:"seq"`
 }
@@ -460,6 +462,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			return true, err
 		}
 		freePort(t, rd.Port)
+		if err := forgetDeployments(t, rd); err != nil {
+			return true, err
+		}
 		for _, b := range rd.Backups {
 			if b.Phase == BackupUploading {
 				t.del(backupUnderWayKey(rd.Name, b.ID))
@@ -540,6 +545,19 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		if _, err := getJSON(t, controllerPropsKey, &props); err != nil {
 			return true, err
 		}
+		if touchesAutoQuorum(d.Set, d.Unset) { // every definition's quorum policy changes
+			var c ControllerOptions
+			if _, err := getJSON(t, controllerOptionsKey, &c); err != nil {
+				return true, err
+			}
+			c.AutoQuorum, c.Seq = d.Set[drbd.AutoQuorumKey], ev.Seq
+			if err := t.put(controllerOptionsKey, c); err != nil {
+				return true, err
+			}
+			if err := requeueIndexed(t, "v/rd/", ev.Seq); err != nil {
+				return true, err
+			}
+		}
 		if props = patched(props, d.Set, d.Unset); props == nil {
 			t.del(controllerPropsKey)
 			return true, nil
@@ -553,7 +571,14 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			return true, err
 		}
 		g.Properties = patched(g.Properties, d.Set, d.Unset)
-		return true, t.put(rgKey(d.Name), g)
+		if !touchesAutoQuorum(d.Set, d.Unset) {
+			return true, t.put(rgKey(d.Name), g)
+		}
+		g.OptionsSeq = ev.Seq // its definitions' quorum policy changes
+		if err := t.put(rgKey(d.Name), g); err != nil {
+			return true, err
+		}
+		return true, requeueIndexed(t, rgRDPrefix(d.Name), ev.Seq)
 	case *events.VolumeDefinitionCreated:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Volumes = append(rd.Volumes, VolumeDefinition{Volume: d.Volume, SizeKiB: d.SizeKiB, Day0GI: d.Day0GI, CreatedSeq: ev.Seq})
@@ -1058,6 +1083,16 @@ const (
 type ControllerOptions struct {
 	Options drbd.Options `json:"options,omitzero"`
 	Seq     uint64       `json:"seq"`
+	// AutoQuorum is the controller's DrbdOptions/auto-quorum property (drbd.WithQuorumPolicy):
+	// kept here, beside the options, because it changes every definition's desired state.
+	AutoQuorum string `json:"auto_quorum,omitempty"`
+}
+
+// touchesAutoQuorum reports whether a properties patch sets or removes
+// DrbdOptions/auto-quorum.
+func touchesAutoQuorum(set map[string]string, unset []string) bool {
+	_, ok := set[drbd.AutoQuorumKey]
+	return ok || slices.Contains(unset, drbd.AutoQuorumKey)
 }
 
 // ControllerOptions returns the deployment's DRBD options.

@@ -2,10 +2,12 @@ package test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -512,6 +514,34 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, retCode(lsDelete, lsStorPl, lsDeleted), rc[0].RetCode)
 	l.rcs(404, "GET", "/v1/nodes/n1/storage-pools/spare", "")
 
+	// External files as golinstor sends them (client/controller.go ModifyExternalFile,
+	// GetExternalFiles; client/resourcedefinition.go DeployExternalFile): the path
+	// query-escaped as the name, the content in base64.
+	const gw = "/etc/drbd-reactor.d/linstor-gateway-iscsi-r1.toml"
+	esc := url.QueryEscape(gw)
+	rc = l.rcs(404, "POST", "/v1/resource-definitions/r1/files/"+esc, "")
+	assert.Equal(t, retCode(lsError, lsModify, 0x500000, 320), rc[0].RetCode, "FAIL_NOT_FOUND_EXT_FILE: %s", rc[0].Message)
+	l.rcs(200, "PUT", "/v1/files/"+esc, `{"path":"`+gw+`","content":"`+base64.StdEncoding.EncodeToString([]byte("[[promoter]]\n"))+`"}`)
+	rc = l.rcs(500, "PUT", "/v1/files/"+url.QueryEscape("/etc/x/../y"), `{"content":""}`)
+	assert.Equal(t, retCode(lsError, lsModify, 0x500000, 235), rc[0].RetCode, "FAIL_INVLD_EXT_FILE_NAME: %s", rc[0].Message)
+	l.rcs(500, "PUT", "/v1/files/"+esc, `{"path":"/etc/other","content":""}`)
+	type extFile struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	var files []extFile
+	l.get("/v1/files", &files)
+	assert.Equal(t, []extFile{{Path: gw}}, files, "no content unless asked")
+	l.get("/v1/files?content=true", &files)
+	assert.Equal(t, []extFile{{Path: gw, Content: base64.StdEncoding.EncodeToString([]byte("[[promoter]]\n"))}}, files)
+	var oneFile extFile
+	l.get("/v1/files/"+esc, &oneFile)
+	assert.Equal(t, files[0], oneFile)
+	l.rcs(200, "POST", "/v1/resource-definitions/r1/files/"+esc, "")
+	l.rcs(404, "POST", "/v1/resource-definitions/nope/files/"+esc, "")
+	l.rcs(200, "DELETE", "/v1/resource-definitions/r1/files/"+esc, "")
+	l.rcs(200, "POST", "/v1/resource-definitions/r1/files/"+esc, "")
+
 	// Deleting a definition removes its resources first, as LINSTOR does.
 	rc = l.rcs(200, "DELETE", "/v1/resource-definitions/r1", "")
 	assert.Equal(t, retCode(lsDelete, lsRscDfn, lsDeleted), rc[0].RetCode, "%+v", rc)
@@ -522,6 +552,15 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, retCode(lsError, lsRscDfn, 301), rc[0].RetCode)
 	rc = l.rcs(404, "DELETE", "/v1/resource-definitions/r1", "")
 	assert.Equal(t, retCode(lsError, lsDelete, lsRscDfn, 301), rc[0].RetCode)
+	// The file it deployed stays registered; deleted, it is gone (a second delete warns).
+	l.get("/v1/files/"+esc, &oneFile)
+	assert.Equal(t, gw, oneFile.Path)
+	rc = l.rcs(200, "DELETE", "/v1/files/"+esc, "")
+	assert.Equal(t, retCode(lsDelete, 0x500000, lsDeleted), rc[0].RetCode)
+	rc = l.rcs(200, "DELETE", "/v1/files/"+esc, "")
+	assert.Equal(t, retCode(lsWarn, lsDelete, 0x500000, 3000), rc[0].RetCode)
+	rc = l.rcs(404, "GET", "/v1/files/"+esc, "")
+	assert.Equal(t, retCode(lsError, 0x500000, 320), rc[0].RetCode)
 
 	// A node lost for good takes its resources with it; a node without any just goes.
 	l.rcs(201, "POST", "/v1/resource-definitions/r2/resources", `[{"resource":{"node_name":"n4"}}]`)
@@ -548,7 +587,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	// Unparseable JSON is 400; what Cairn does not serve is 501, never 404.
 	rc = l.rcs(400, "POST", "/v1/resource-groups", `{"name":`)
 	assert.True(t, uint64(rc[0].RetCode)&lsError == lsError)
-	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/files"},
+	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/files/x/check/n1"},
 		{"GET", "/v1/physical-storage"}, {"POST", "/v1/resource-definitions/r2/snapshot-shipping"}} {
 		rc = l.rcs(501, c[0], c[1], `{}`)
 		assert.Contains(t, rc[0].Message, "Cairn does not serve")

@@ -21,6 +21,17 @@ import (
 // test skips, or fails under CAIRN_REQUIRE_TOOLS=1.
 func linstorCLI(t *testing.T, controller string, global ...string) func(args ...string) (string, string, int) {
 	t.Helper()
+	run := linstorCLIFed(t, controller, global...)
+	return func(args ...string) (string, string, int) {
+		t.Helper()
+		return run("", args...)
+	}
+}
+
+// linstorCLIFed is linstorCLI whose runs read stdin from a string (the CLI's `file
+// modify` reads the content there).
+func linstorCLIFed(t *testing.T, controller string, global ...string) func(stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	client := sharedFile(t, "tools/linstor-client/linstor")
 	python := os.Getenv("LINSTOR_PYTHON")
 	if python == "" {
@@ -32,11 +43,12 @@ func linstorCLI(t *testing.T, controller string, global ...string) func(args ...
 		}
 		t.Skipf("%s with natsort (python3-natsort) is needed by the linstor CLI: %v", python, err)
 	}
-	return func(args ...string) (string, string, int) {
+	return func(stdin string, args ...string) (string, string, int) {
 		t.Helper()
 		all := append(append([]string{"--no-color", "--disable-config", "--controllers", controller}, global...), args...)
 		cmd := exec.Command(client, all...)
 		cmd.Env = append(os.Environ(), "LINSTOR_PYTHON="+python, "HOME="+t.TempDir())
+		cmd.Stdin = strings.NewReader(stdin)
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()
@@ -100,7 +112,7 @@ func TestLinstorCLISession(t *testing.T) {
 		assert.Contains(t, ok("node", "create", n, fmt.Sprintf("10.0.0.%d", i)), "SUCCESS")
 		root := filepath.Join(base, n)
 		require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/cairn/thin"), 0o755))
-		startAgent(t, s, agentOpts{node: n, root: root, kernel: "sim", extra: []string{"--heartbeat-interval", "500ms"}})
+		startAgent(t, s, agentOpts{node: n, root: root, kernel: "sim", extra: []string{"--heartbeat-interval", "500ms", "--allow-ext-files", "/etc/drbd-reactor.d"}})
 		_, code := run(t, "cmd", "sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, n), "--nats", s.natsURL())
 		require.Equal(t, 0, code)
 	}
@@ -213,6 +225,93 @@ func TestLinstorCLISession(t *testing.T) {
 			return err == nil && strings.Contains(string(b), "max-buffers 8000")
 		}, 30*time.Second, 100*time.Millisecond, "%s never got the group's option", res)
 	}
+
+	// LINSTOR's DrbdOptions/auto-quorum, as piraeus-operator sets it on the controller:
+	// suspend-io makes a partitioned minority freeze I/O instead of failing it; on a
+	// definition, disabled leaves quorum to explicit options; a bad value is refused
+	// naming the key; unset, the default (io-error) is back.
+	resFiles := func(what string, want bool) {
+		t.Helper()
+		for _, n := range []string{"n1", "n2", fqdn} {
+			res := filepath.Join(base, n, "etc", "drbd.d", "r1.res")
+			require.Eventually(t, func() bool {
+				b, err := os.ReadFile(res)
+				return err == nil && strings.Contains(string(b), what) == want
+			}, 30*time.Second, 100*time.Millisecond, "%s: %q present %v wanted", res, what, want)
+		}
+	}
+	resFiles("on-no-quorum io-error", true)
+	ok("controller", "set-property", "DrbdOptions/auto-quorum", "suspend-io")
+	resFiles("on-no-quorum suspend-io", true)
+	assert.Contains(t, failed("controller", "set-property", "DrbdOptions/auto-quorum", "sometimes"), "DrbdOptions/auto-quorum")
+	ok("resource-definition", "set-property", "r1", "DrbdOptions/auto-quorum", "disabled")
+	resFiles("quorum majority", false)
+	ok("resource-definition", "set-property", "r1", "DrbdOptions/auto-quorum")
+	ok("controller", "set-property", "DrbdOptions/auto-quorum")
+	resFiles("on-no-quorum io-error", true)
+
+	// External files (LINSTOR's /v1/files, what linstor-gateway writes its drbd-reactor
+	// configuration with): registered from stdin, deployed with r1, written by the agent
+	// of every node holding a replica (under its root); new content follows; undeployed or
+	// deleted, the file is gone from every node; a path outside the agents'
+	// --allow-ext-files is written nowhere and the failure says which setting allows it.
+	feed := linstorCLIFed(t, "http://"+s.httpAddr)
+	fileOn := func(path, want string) {
+		t.Helper()
+		for _, n := range []string{"n1", "n2", fqdn} {
+			host := filepath.Join(base, n, path)
+			require.Eventually(t, func() bool {
+				b, err := os.ReadFile(host)
+				if want == "" {
+					return os.IsNotExist(err)
+				}
+				return err == nil && string(b) == want
+			}, 30*time.Second, 100*time.Millisecond, "%s: want %q", host, want)
+		}
+	}
+	const conf = "/etc/drbd-reactor.d/linstor-gateway-nfs-r1.toml"
+	out, errb, code := feed("[[promoter]]\nid = \"r1\"\n", "file", "modify", conf)
+	require.Equal(t, 0, code, "%s%s", out, errb)
+	assert.Contains(t, ok("file", "list"), conf)
+	assert.Equal(t, "[[promoter]]\nid = \"r1\"\n", ok("file", "show", conf))
+	ok("file", "deploy", conf, "r1")
+	fileOn(conf, "[[promoter]]\nid = \"r1\"\n")
+	out, errb, code = feed("[[promoter]]\nid = \"r1-v2\"\n", "file", "modify", conf)
+	require.Equal(t, 0, code, "%s%s", out, errb)
+	fileOn(conf, "[[promoter]]\nid = \"r1-v2\"\n")
+	ok("file", "undeploy", conf, "r1")
+	fileOn(conf, "")
+	ok("file", "deploy", conf, "r1")
+	fileOn(conf, "[[promoter]]\nid = \"r1-v2\"\n")
+	ok("file", "delete", conf)
+	fileOn(conf, "")
+	assert.NotContains(t, ok("file", "list"), conf)
+	// The CLI's file commands print an API error but exit 0 (file_cmds.py drops
+	// handle_replies' result): the output is what tells.
+	refusedFile := func(args ...string) string {
+		t.Helper()
+		out, errb, _ := linstor(args...)
+		assert.Contains(t, out+errb, "ERROR", "linstor %s", strings.Join(args, " "))
+		return out + errb
+	}
+	assert.Contains(t, refusedFile("file", "deploy", conf, "r1"), "does not exist")
+	assert.Contains(t, refusedFile("file", "deploy", "/etc/drbd-reactor.d/../passwd", "r1"), "clean")
+	const unit = "/etc/systemd/system/cairn-test.service"
+	out, errb, code = feed("[Unit]\n", "file", "modify", unit)
+	require.Equal(t, 0, code, "%s%s", out, errb)
+	ok("file", "deploy", unit, "r1")
+	reports := func() string { // the CLI's list asks without the reports' text
+		_, body := httpJSON(t, "GET", "http://"+s.httpAddr+"/v1/error-reports", "")
+		return body
+	}
+	require.Eventually(t, func() bool {
+		return strings.Count(reports(), "--allow-ext-files /etc/systemd/system") == 3
+	}, 30*time.Second, 200*time.Millisecond, "every node reports the file it may not write")
+	fileOn(unit, "")
+	ok("file", "delete", unit)
+	require.Eventually(t, func() bool {
+		return !strings.Contains(reports(), "--allow-ext-files")
+	}, 30*time.Second, 200*time.Millisecond, "the failures clear once the file is gone")
 
 	// Grow the volume: every replica's usable size (what its agent reports DRBD made of
 	// it) follows; a shrink is refused naming the field.

@@ -77,6 +77,9 @@ type Config struct {
 	// BackupBandwidth limits what this node's uploads send, together, in bytes per
 	// second (0: no limit).
 	BackupBandwidth int64
+	// AllowExtFiles are the host path prefixes external files may be written under
+	// (LINSTOR's allowExtFiles; none: every deployed file fails to be written, saying so).
+	AllowExtFiles []string
 }
 
 // ErrStopped is returned when AfterStep stopped a reconcile.
@@ -108,6 +111,8 @@ type Reconciler struct {
 	// upLimit paces them (Config.BackupBandwidth; nil: no limit).
 	ups     uploads
 	upLimit *rate.Limiter
+
+	files *extFiles
 }
 
 // lockResource takes rd's lock (reconciles and snapshot timers of one resource never
@@ -147,7 +152,8 @@ func New(cfg Config) (*Reconciler, error) {
 		cfg.SuspendBound = DefaultSuspendBound
 	}
 	r := &Reconciler{cfg: cfg, adm: drbdutils.Adm{Config: cfg.Paths.MainConf}, fold: NewFold(), res: map[string]*resInfo{},
-		locks: map[string]*sync.Mutex{}, timers: map[string]*time.Timer{}, ups: uploads{jobs: map[string]*uploadJob{}}}
+		locks: map[string]*sync.Mutex{}, timers: map[string]*time.Timer{}, ups: uploads{jobs: map[string]*uploadJob{}},
+		files: newExtFiles(cfg.Paths, cfg.AllowExtFiles)}
 	if r.cfg.BackupRetry <= 0 {
 		r.cfg.BackupRetry = time.Second
 	}
@@ -210,6 +216,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, subject string, data []byte)
 	unlock := r.lockResource(rd)
 	defer unlock()
 	st, err := r.apply(ctx, rd, d)
+	var ign ignored
+	if !errors.Is(err, ErrStopped) && !errors.As(err, &ign) {
+		var want []drbd.File
+		if d != nil && d.Local != nil {
+			want = d.Files
+		}
+		if ferr := r.files.sync(rd, want); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}
 	return r.finish(ctx, rd, d, st, err, start)
 }
 

@@ -34,6 +34,7 @@ func agentCmd() *cobra.Command {
 		execTO     time.Duration
 		metrics    string
 		backupMiBs float64
+		extFiles   []string
 		revDir     string
 		capEvery   time.Duration
 	)
@@ -64,7 +65,7 @@ func agentCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			rec, run, err := newDRBDAgent(ctx, opts, nc, root, kernel, simDir, drbdsetup, execTO, int64(backupMiBs*(1<<20)))
+			rec, run, err := newDRBDAgent(ctx, opts, nc, root, kernel, simDir, drbdsetup, execTO, int64(backupMiBs*(1<<20)), extFiles)
 			if err != nil {
 				return err
 			}
@@ -122,18 +123,19 @@ func agentCmd() *cobra.Command {
 	f.DurationVar(&capEvery, "capacity-interval", 30*time.Second, "how often the node's storage pools are measured and reported (statfs, vgs/lvs, zfs list)")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9370); off when empty")
 	f.Float64Var(&backupMiBs, "backup-bandwidth", 0, "limit what this node's backup uploads send together, in MiB/s (0: no limit)")
+	f.StringSliceVar(&extFiles, "allow-ext-files", nil, "host paths external files (LINSTOR's /v1/files, e.g. linstor-gateway's /etc/drbd-reactor.d) may be written under, comma-separated; none by default")
 	_ = c.MarkFlagRequired("node")
 	return c
 }
 
 // newDRBDAgent wires the DRBD reconciler: one executor for every program, the kernel
 // (real or simulated) and the status publisher. run follows events2 until ctx ends.
-func newDRBDAgent(ctx context.Context, opts agents.Options, nc *nats.Conn, root, kernel, simDir, drbdsetup string, timeout time.Duration, backupBandwidth int64) (*drbdagent.Reconciler, func(context.Context), error) {
+func newDRBDAgent(ctx context.Context, opts agents.Options, nc *nats.Conn, root, kernel, simDir, drbdsetup string, timeout time.Duration, backupBandwidth int64, extFiles []string) (*drbdagent.Reconciler, func(context.Context), error) {
 	log := opts.Log.With().Str("node", opts.Node).Logger()
 	exec := &execx.Runner{Timeout: timeout, Log: log}
 	paths := drbdagent.NewPaths(root)
 	cfg := drbdagent.Config{Node: opts.Node, Names: opts.Names, Paths: paths, Exec: exec, Pub: nc, Log: log,
-		Remotes: remoteStores(nc, opts.Names.AgentRemote(opts.Node)), BackupBandwidth: backupBandwidth}
+		Remotes: remoteStores(nc, opts.Names.AgentRemote(opts.Node)), BackupBandwidth: backupBandwidth, AllowExtFiles: extFiles}
 	switch kernel {
 	case "real":
 		cfg.Kernel = &drbdagent.Real{Exec: exec, Lines: exec, Adm: drbdutils.Adm{Config: paths.MainConf}, Drbdsetup: drbdsetup}

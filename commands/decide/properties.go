@@ -61,9 +61,12 @@ var LINSTORLevelOptions = map[string]bool{
 // DrbdOptions/ settings, LINSTORLevelOptions, are free-form), and an object has at most
 // 128.
 func FreeProperties(current, set map[string]string, removed []string, field string) error {
-	for k := range set {
+	for k, v := range set {
 		if strings.HasPrefix(k, "DrbdOptions/") && !LINSTORLevelOptions[k] {
 			return cairn.InvalidField(field, "%s is a DRBD option: set it in drbd_options", k)
+		}
+		if k == drbd.AutoQuorumKey && !drbd.ValidAutoQuorum(v) {
+			return cairn.InvalidField(field+"."+k, "%s is %q; it takes io-error, suspend-io or disabled", k, v)
 		}
 	}
 	if n := len(current) + CountNew(current, set) - len(removed); n > 128 {

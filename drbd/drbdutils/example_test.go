@@ -45,7 +45,7 @@ func ExampleRender() {
 		Local:   &drbd.Local{NodeID: 0, Provider: backing.ProviderZFSThin, Pool: "tank"},
 	}
 	// Two voters: quorum off (see QuorumPolicy); the definition asks for protocol C.
-	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(drbd.Options{}, drbd.Options{Protocol: drbd.Ptr("C")}), d.Replicas)
+	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(drbd.Options{}, drbd.Options{Protocol: drbd.Ptr("C")}), d.Replicas, "")
 	b, err := drbdutils.Render(d, map[int]string{0: "/dev/zvol/tank/r1_00000"})
 	if err != nil {
 		panic(err)

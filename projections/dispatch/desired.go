@@ -16,10 +16,24 @@ import (
 	"github.com/cairn-io/cairn/storage/zpool"
 )
 
+// AutoQuorum is the DrbdOptions/auto-quorum in force for rd: the definition's property,
+// else its group's, else the controller's ("" when none: the default policy).
+func AutoQuorum(rd projections.ResourceDefinition, group *projections.ResourceGroup, controller projections.ControllerOptions) string {
+	if v := rd.Properties[drbd.AutoQuorumKey]; v != "" {
+		return v
+	}
+	if group != nil {
+		if v := group.Properties[drbd.AutoQuorumKey]; v != "" {
+			return v
+		}
+	}
+	return controller.AutoQuorum
+}
+
 // Desired builds the desired state of rd on node. ok is false when node holds no
 // replica of rd: the node must tear the resource down. Options resolve controller ->
 // group -> definition -> the node's replica, over Cairn's quorum default for the number
-// of voters. nodes gives every replica's host name and address.
+// of voters as DrbdOptions/auto-quorum says (AutoQuorum). nodes gives every replica's host name and address.
 func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup, nodes map[string]projections.NodeSpec,
 	controller projections.ControllerOptions, node string) (d drbd.Desired, ok bool) {
 	local, has := rd.Replica(node)
@@ -49,7 +63,8 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	if group != nil {
 		groupOpts = group.DRBDOptions
 	}
-	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller.Options, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas)
+	d.Options = drbd.WithQuorumPolicy(drbd.Resolve(controller.Options, groupOpts, rd.DRBDOptions, local.DRBDOptions), d.Replicas,
+		AutoQuorum(rd, group, controller))
 	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
 		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync, RestoreFrom: local.RestoreFrom,
 		RestoreBackup: local.RestoreBackup}

@@ -467,5 +467,14 @@ func (d *Dispatcher) drbdBody(r *round, e projections.OutboxEntry) ([]byte, erro
 	if !ok {
 		return nil, nil
 	}
+	for _, p := range rd.Files {
+		f, ok, err := v.ExternalFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			desired.Files = append(desired.Files, drbd.File{Path: f.Path, Content: f.Content, SHA256: f.SHA256})
+		}
+	}
 	return json.Marshal(desired)
 }

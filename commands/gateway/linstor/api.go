@@ -133,6 +133,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/clone/{clone}", a.cloneStatus)
 
 	a.backupRoutes(mux)
+	a.fileRoutes(mux)
 	a.scheduleRoutes(mux)
 	a.statsRoutes(mux)
 

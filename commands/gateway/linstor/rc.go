@@ -48,6 +48,7 @@ const (
 	objKVS      uint64 = 0x400000
 	objNetIf    uint64 = 0x1C0000
 	objRscGrp   uint64 = 0x440000
+	objExtFile  uint64 = 0x500000
 )
 
 // Codes (the low 15 bits); the type bits are added where they are used.
@@ -78,6 +79,8 @@ const (
 	codeNotFoundStorPool uint64 = 310
 	codeNotFoundRscGrp   uint64 = 317
 	codeNotFoundKVS      uint64 = 316
+	codeNotFoundExtFile  uint64 = 320
+	codeInvldExtFileName uint64 = 235
 	codeAccDenied        uint64 = 412 // FAIL_ACC_DENIED_COMMAND
 	codeExistsNode       uint64 = 500
 	codeExistsNetIf      uint64 = 505
@@ -177,12 +180,14 @@ func objectMask(object string, fallback uint64) uint64 {
 		return objBackup
 	case cairn.ObjSchedule:
 		return objSchedule
+	case cairn.ObjExternalFile:
+		return objExtFile
 	}
 	return fallback
 }
 
 var notFoundCodes = map[uint64]uint64{objNode: codeNotFoundNode, objRscDfn: codeNotFoundRscDfn, objRsc: codeNotFoundRsc,
-	objVlmDfn: codeNotFoundVlmDfn, objVlm: codeNotFoundVlm, objNetIf: codeNotFoundNetIf, objStorPool: codeNotFoundStorPool, objRscGrp: codeNotFoundRscGrp, objKVS: codeNotFoundKVS}
+	objVlmDfn: codeNotFoundVlmDfn, objVlm: codeNotFoundVlm, objNetIf: codeNotFoundNetIf, objStorPool: codeNotFoundStorPool, objRscGrp: codeNotFoundRscGrp, objKVS: codeNotFoundKVS, objExtFile: codeNotFoundExtFile}
 
 var existsCodes = map[uint64]uint64{objNode: codeExistsNode, objRscDfn: codeExistsRscDfn, objRsc: codeExistsRsc,
 	objVlmDfn: codeExistsVlmDfn, objStorPool: codeExistsStorPool, objRscGrp: codeExistsRscGrp}
@@ -219,6 +224,10 @@ func invalidCode(field string, obj uint64) uint64 {
 		return codeInvldNodeType
 	case "layer_stack":
 		return codeInvldLayerStack
+	case "path", "content":
+		if obj == objExtFile {
+			return codeInvldExtFileName
+		}
 	}
 	return codeInvldRequest
 }
