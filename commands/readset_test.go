@@ -211,6 +211,10 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	ok("rd.modify", `{"name":"r2","properties":{"Aux/a":"b"}}`)
 	ok("vd.modify", `{"resource":"r2","volume":0,"properties":{"FileSystem/Type":"ext4"}}`)
 	no("vd.modify", `{"resource":"r2","volume":1,"properties":{"FileSystem/Type":"ext4"}}`) // deleted above
+	ok("replica.modify", `{"resource":"r2","node":"n1","drbd_options":{"al_extents":6007},"properties":{"Aux/x":"y"}}`)
+	no("replica.modify", `{"resource":"r2","node":"n9","properties":{"Aux/x":"y"}}`)
+	ok("vd.filesystem-made", `{"resource":"r2","volume":0,"node":"n1","type":"ext4"}`)
+	no("vd.filesystem-made", `{"resource":"r2","volume":0,"node":"n9","type":"ext4"}`) // no disk there
 	ok("rd.snapshot", `{"resource":"r1","name":"s1"}`)
 	no("rd.snapshot", `{"resource":"r1","name":"s2"}`)
 	no("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r3"}`)

@@ -124,7 +124,28 @@ type Local struct {
 	// again and gives it fresh metadata with Seeds (the same current UUID on every
 	// replica), while the resource is down.
 	Rollback *Rollback `json:"rollback,omitempty"`
+	// Filesystems are the filesystems this node makes on the definition's new volumes
+	// (LINSTOR's FileSystem/Type): each once its disk is UpToDate, through DRBD so every
+	// connected disk gets it, and never over a volume that already carries a signature.
+	Filesystems []FilesystemOrder `json:"filesystems,omitempty"`
 }
+
+// FilesystemOrder is one filesystem to make on a volume (FileSystem/Type,
+// FileSystem/MkfsParams, FileSystem/User and FileSystem/Group).
+type FilesystemOrder struct {
+	Volume int    `json:"volume"`
+	Type   string `json:"type"` // ext4 or xfs
+	Params string `json:"params,omitempty"`
+	// User and Group own the filesystem's root directory (names or numbers; ext4 only).
+	User  string `json:"user,omitempty"`
+	Group string `json:"group,omitempty"`
+}
+
+// Filesystem types Cairn makes.
+const (
+	FilesystemExt4 = "ext4"
+	FilesystemXFS  = "xfs"
+)
 
 // Rollback is a definition's roll back to one of its snapshots, as one node carries it out.
 type Rollback struct {

@@ -33,6 +33,9 @@ type Status struct {
 	// Backups are where this node is with each upload of its Desired, and with the
 	// restore of its disks from a backup (ID "restore").
 	Backups []BackupStatus `json:"backups,omitempty"`
+	// FilesystemsMade are the volumes whose filesystem (Local.Filesystems) this node made
+	// in its current incarnation, with the type.
+	FilesystemsMade map[int]string `json:"filesystems_made,omitempty"`
 }
 
 // BackupStatus is one node's upload of one backup.

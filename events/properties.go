@@ -29,6 +29,17 @@ type VolumePropertiesChanged struct {
 
 func (*VolumePropertiesChanged) EventType() string { return "vd.properties-changed" }
 
+// VolumeFilesystemMade: Node made the filesystem of volume Volume of Resource
+// (FileSystem/Type), once; no node makes one there again.
+type VolumeFilesystemMade struct {
+	Resource string `json:"resource"`
+	Volume   int    `json:"volume"`
+	Node     string `json:"node"`
+	Type     string `json:"type"`
+}
+
+func (*VolumeFilesystemMade) EventType() string { return "vd.filesystem-made" }
+
 // ControllerPropertiesChanged: a patch of the deployment's free-form properties
 // (LINSTOR's controller properties outside DrbdOptions/); Name is "controller".
 type ControllerPropertiesChanged PropertiesChanged
@@ -49,6 +60,7 @@ func (*GroupPropertiesChanged) EventType() string      { return "rg.properties-c
 func init() {
 	Register(Type{Name: "rd.properties-changed", Version: 1, New: func() Payload { return new(DefinitionPropertiesChanged) }})
 	Register(Type{Name: "vd.properties-changed", Version: 1, New: func() Payload { return new(VolumePropertiesChanged) }})
+	Register(Type{Name: "vd.filesystem-made", Version: 1, New: func() Payload { return new(VolumeFilesystemMade) }})
 	Register(Type{Name: "rg.properties-changed", Version: 1, New: func() Payload { return new(GroupPropertiesChanged) }})
 	Register(Type{Name: "controller.properties-changed", Version: 1, New: func() Payload { return new(ControllerPropertiesChanged) }})
 	Register(Type{Name: "controller.options-changed", Version: 1, New: func() Payload { return new(ControllerOptionsChanged) }})

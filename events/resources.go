@@ -228,6 +228,20 @@ type ResourceOptionsChanged struct {
 
 func (*ResourceOptionsChanged) EventType() string { return "rd.options-changed" }
 
+// ReplicaModified: one replica's DRBD options (the narrowest level: over controller,
+// group and definition, on that node only) and free-form properties were patched
+// (LINSTOR's resource properties).
+type ReplicaModified struct {
+	Resource        string            `json:"resource"`
+	Node            string            `json:"node"`
+	Set             drbd.Options      `json:"set,omitzero"`
+	Unset           []string          `json:"unset,omitempty"`
+	SetProperties   map[string]string `json:"set_properties,omitempty"`
+	UnsetProperties []string          `json:"unset_properties,omitempty"`
+}
+
+func (*ReplicaModified) EventType() string { return "replica.modified" }
+
 // ResourceDefinitionDeleted: a definition without replicas is gone, with its volumes;
 // Port (freed) and Volumes (how many went) are recorded for audits.
 type ResourceDefinitionDeleted struct {
@@ -267,6 +281,7 @@ func init() {
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},
 		{Name: "rd.options-changed", Version: 1, New: func() Payload { return new(ResourceOptionsChanged) }},
 		{Name: "rd.deleted", Version: 1, New: func() Payload { return new(ResourceDefinitionDeleted) }},
+		{Name: "replica.modified", Version: 1, New: func() Payload { return new(ReplicaModified) }},
 		{Name: "replica.added", Version: 1, New: func() Payload { return new(ReplicaAdded) }},
 		{Name: "replica.removed", Version: 1, New: func() Payload { return new(ReplicaRemoved) }},
 		{Name: "replica.disk-toggled", Version: 1, New: func() Payload { return new(ReplicaDiskToggled) }},

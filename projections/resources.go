@@ -132,6 +132,55 @@ type VolumeDefinition struct {
 	CreatedSeq uint64 `json:"created_seq"`
 	// Properties are the volume definition's free-form properties (vd.modify).
 	Properties map[string]string `json:"properties,omitempty"`
+	// FilesystemWanted is the filesystem to make on the volume (wantFilesystems), ""
+	// for none; Filesystem is the one made, once: nil until a node reports it made.
+	FilesystemWanted string            `json:"filesystem_wanted,omitempty"`
+	Filesystem       *VolumeFilesystem `json:"filesystem,omitempty"`
+}
+
+// wantFilesystems decides which of rd's volumes (those which) get a filesystem made:
+// those where FileSystem/Type is in force (the volume's property, else the
+// definition's, else its group's) at the moment they start holding data: when the
+// definition's first replica is placed (a definition restored from a snapshot or a
+// backup never: its volumes hold data already), or at their creation on a definition
+// that has replicas. A type set later never makes one over data already written.
+func wantFilesystems(t *tx, rd *ResourceDefinition, which func(VolumeDefinition) bool) error {
+	var group ResourceGroup
+	if rd.ResourceGroup != "" {
+		if _, err := getJSON(t, rgKey(rd.ResourceGroup), &group); err != nil {
+			return err
+		}
+	}
+	for i, v := range rd.Volumes {
+		if !which(v) || v.Filesystem != nil {
+			continue
+		}
+		rd.Volumes[i].FilesystemWanted = FilesystemProperty(v, *rd, &group, "FileSystem/Type")
+	}
+	return nil
+}
+
+// FilesystemProperty is a FileSystem/* property in force for volume v of rd: the
+// volume's, else the definition's, else its group's (nil: none).
+func FilesystemProperty(v VolumeDefinition, rd ResourceDefinition, group *ResourceGroup, key string) string {
+	if x := v.Properties[key]; x != "" {
+		return x
+	}
+	if x := rd.Properties[key]; x != "" {
+		return x
+	}
+	if group != nil {
+		return group.Properties[key]
+	}
+	return ""
+}
+
+// VolumeFilesystem is the filesystem made on a volume: its type, the node that made
+// it, and the event that recorded it.
+type VolumeFilesystem struct {
+	Type string `json:"type"`
+	Node string `json:"node"`
+	Seq  uint64 `json:"seq"`
 }
 
 // Replica is one replica of a definition (its desired state; what agents observe is
@@ -148,7 +197,10 @@ type Replica struct {
 	Seeds       []drbd.Seed          `json:"seeds,omitempty"`
 	FullSync    bool                 `json:"full_sync,omitempty"`
 	DRBDOptions drbd.Options         `json:"drbd_options,omitzero"`
-	Inactive    bool                 `json:"inactive,omitempty"`
+	// Properties are the replica's free-form properties (replica.modify; LINSTOR's
+	// resource properties), as given.
+	Properties map[string]string `json:"properties,omitempty"`
+	Inactive   bool              `json:"inactive,omitempty"`
 	// RestoreFrom: the disk started as this node's copy of a snapshot.
 	RestoreFrom *drbd.SnapshotRef `json:"restore_from,omitempty"`
 	// RestoreBackup: the disk started as the data of a backup.
@@ -512,6 +564,20 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			rd.DRBDOptions = o
 			return err
 		})
+	case *events.ReplicaModified:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			for i := range rd.Replicas {
+				r := &rd.Replicas[i]
+				if r.Node != d.Node {
+					continue
+				}
+				o, err := drbd.Resolve(r.DRBDOptions, d.Set).Without(d.Unset)
+				r.DRBDOptions = o
+				r.Properties = patched(r.Properties, d.SetProperties, d.UnsetProperties)
+				return err
+			}
+			return fmt.Errorf("replica.modified: %s has no replica on %s", d.Resource, d.Node)
+		})
 	case *events.DefinitionPropertiesChanged:
 		return true, updateRD(t, d.Name, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Properties = patched(rd.Properties, d.Set, d.Unset)
@@ -522,6 +588,16 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			for i := range rd.Volumes {
 				if rd.Volumes[i].Volume == d.Volume {
 					rd.Volumes[i].Properties = patched(rd.Volumes[i].Properties, d.Set, d.Unset)
+					return nil
+				}
+			}
+			return fmt.Errorf("resource definition %s has no volume %d", d.Resource, d.Volume)
+		})
+	case *events.VolumeFilesystemMade:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			for i := range rd.Volumes {
+				if rd.Volumes[i].Volume == d.Volume {
+					rd.Volumes[i].Filesystem = &VolumeFilesystem{Type: d.Type, Node: d.Node, Seq: ev.Seq}
 					return nil
 				}
 			}
@@ -583,7 +659,10 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			rd.Volumes = append(rd.Volumes, VolumeDefinition{Volume: d.Volume, SizeKiB: d.SizeKiB, Day0GI: d.Day0GI, CreatedSeq: ev.Seq})
 			slices.SortFunc(rd.Volumes, func(a, b VolumeDefinition) int { return a.Volume - b.Volume })
-			return nil
+			if len(rd.Replicas) == 0 || rd.RestoredFrom != nil || rd.RestoredFromBackup != nil {
+				return nil // decided when the first replica is placed
+			}
+			return wantFilesystems(t, rd, func(v VolumeDefinition) bool { return v.Volume == d.Volume })
 		})
 	case *events.ReplicaVolumeAdded:
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
@@ -701,6 +780,11 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
 			if _, dup := rd.Replica(d.Node); dup {
 				return fmt.Errorf("replica.added: %s already has a replica on %s", d.Resource, d.Node)
+			}
+			if len(rd.Replicas) == 0 && d.RestoreFrom == nil && d.RestoreBackup == nil && rd.RestoredFrom == nil && rd.RestoredFromBackup == nil {
+				if err := wantFilesystems(t, rd, func(VolumeDefinition) bool { return true }); err != nil {
+					return err
+				}
 			}
 			r := Replica{Node: d.Node, NodeID: d.NodeID, Minors: d.Minors, Diskless: d.Diskless, Tiebreaker: d.Tiebreaker,
 				StoragePool: d.StoragePool, Provider: d.Provider, Pool: d.Pool, Seeds: d.Seeds, FullSync: d.FullSync,

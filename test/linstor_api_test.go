@@ -514,6 +514,19 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, retCode(lsDelete, lsStorPl, lsDeleted), rc[0].RetCode)
 	l.rcs(404, "GET", "/v1/nodes/n1/storage-pools/spare", "")
 
+	// A replica's own properties (PUT …/resources/{node}: linstor-gui, `linstor resource
+	// set-property`): DrbdOptions/* are its own DRBD options, the rest kept as given.
+	rc = l.rcs(200, "PUT", "/v1/resource-definitions/r1/resources/"+rs[0].Node, `{"override_props":{"Aux/a":"b","DrbdOptions/Disk/al-extents":"6007"}}`)
+	assert.Equal(t, retCode(lsModify, lsRsc, lsMod), rc[0].RetCode, "%+v", rc)
+	var withProps struct {
+		Props map[string]string `json:"props"`
+	}
+	l.get("/v1/resource-definitions/r1/resources/"+rs[0].Node, &withProps)
+	assert.Equal(t, map[string]string{"Aux/a": "b", "DrbdOptions/Disk/al-extents": "6007"}, withProps.Props)
+	rc = l.rcs(404, "PUT", "/v1/resource-definitions/r1/resources/ghost", `{"override_props":{"Aux/a":"b"}}`)
+	assert.Equal(t, retCode(lsError, lsModify, lsRsc, 302), rc[0].RetCode, "FAIL_NOT_FOUND_RSC: %s", rc[0].Message)
+	l.rcs(200, "PUT", "/v1/resource-definitions/r1/resources/"+rs[0].Node, `{"delete_props":["Aux/a","DrbdOptions/Disk/al-extents"]}`)
+
 	// External files as golinstor sends them (client/controller.go ModifyExternalFile,
 	// GetExternalFiles; client/resourcedefinition.go DeployExternalFile): the path
 	// query-escaped as the name, the content in base64.

@@ -250,6 +250,31 @@ func TestLinstorCLISession(t *testing.T) {
 	ok("controller", "set-property", "DrbdOptions/auto-quorum")
 	resFiles("on-no-quorum io-error", true)
 
+	// One replica's own properties and DRBD options (`linstor resource set-property`,
+	// replica.modify): the option reaches that node's resource file only; both are listed
+	// with the resource; unset, they are gone.
+	resFileOf := func(node, what string, want bool) {
+		t.Helper()
+		res := filepath.Join(base, node, "etc", "drbd.d", "r1.res")
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(res)
+			return err == nil && strings.Contains(string(b), what) == want
+		}, 30*time.Second, 100*time.Millisecond, "%s: %q present %v wanted", res, what, want)
+	}
+	ok("resource", "set-property", "n2", "r1", "DrbdOptions/Disk/al-extents", "6007")
+	ok("resource", "set-property", "n2", "r1", "Aux/rack", "r7")
+	rprops := ok("resource", "list-properties", "n2", "r1")
+	assert.Contains(t, rprops, "r7")
+	assert.Contains(t, rprops, "6007")
+	assert.NotContains(t, ok("resource", "list-properties", "n1", "r1"), "r7")
+	resFileOf("n2", "al-extents 6007", true)
+	resFileOf("n1", "al-extents 6007", false)
+	assert.Contains(t, failed("resource", "set-property", "n2", "r1", "DrbdOptions/Disk/al-extents", "many"), "al-extents")
+	ok("resource", "set-property", "n2", "r1", "DrbdOptions/Disk/al-extents")
+	ok("resource", "set-property", "n2", "r1", "Aux/rack")
+	resFileOf("n2", "al-extents 6007", false)
+	assert.NotContains(t, ok("resource", "list-properties", "n2", "r1"), "r7")
+
 	// External files (LINSTOR's /v1/files, what linstor-gateway writes its drbd-reactor
 	// configuration with): registered from stdin, deployed with r1, written by the agent
 	// of every node holding a replica (under its root); new content follows; undeployed or
@@ -342,6 +367,59 @@ func TestLinstorCLISession(t *testing.T) {
 	ok("volume-definition", "set-property", "r1", "0", "FileSystem/Type")
 	assert.NotContains(t, ok("volume-definition", "list-properties", "r1", "0"), "ext4")
 	assert.Contains(t, failed("volume-definition", "set-property", "r1", "0", "DrbdOptions/Disk/on-io-error", "detach"), "DrbdOptions/Disk/on-io-error")
+
+	// A filesystem on first creation (LINSTOR's FileSystem/Type, as linstor-gateway's NFS
+	// asks for it): the group's type is in force when fs1's first replica is placed, so the
+	// node of its first disk makes it, once, through DRBD: every disk holds the same clean
+	// ext4 with the label MkfsParams gave (e2fsck and blkid, the oracle, read each disk's
+	// data); r1, whose volume got the type after it existed, gets none; a type Cairn does
+	// not make is refused naming the key.
+	assert.Contains(t, failed("resource-group", "set-property", "rg2", "FileSystem/Type", "btrfs"), "FileSystem/Type")
+	ok("resource-definition", "set-property", "r1", "FileSystem/Type", "ext4")
+	ok("resource-group", "create", "rgfs", "--place-count", "2", "--storage-pool", "thin")
+	ok("resource-group", "set-property", "rgfs", "FileSystem/Type", "ext4")
+	ok("resource-group", "set-property", "rgfs", "FileSystem/MkfsParams", "-L cairnfs")
+	ok("resource-group", "spawn", "rgfs", "fs1", "8M")
+	upToDateOf("fs1", 2)
+	require.Eventually(t, func() bool {
+		out, _ := run(t, "audit", "--nats", s.natsURL(), "--type", "vd.filesystem-made", "--json")
+		return strings.Contains(out, `"resource":"fs1"`)
+	}, 60*time.Second, 250*time.Millisecond, "fs1's filesystem is never recorded")
+	dataOf := func(disk string) string { // the volume's data: the disk file's first 8 MiB
+		t.Helper()
+		b, err := os.ReadFile(disk)
+		require.NoError(t, err)
+		img := filepath.Join(t.TempDir(), "data.img")
+		require.NoError(t, os.WriteFile(img, b[:8<<20], 0o600))
+		return img
+	}
+	disks, err := filepath.Glob(filepath.Join(base, "*", "var/lib/cairn/thin", "fs1_00000.img"))
+	require.NoError(t, err)
+	require.Len(t, disks, 2)
+	require.Eventually(t, func() bool { // the second disk gets it by replication or a resync
+		for _, d := range disks {
+			if out, err := exec.Command("e2fsck", "-n", "-f", dataOf(d)).CombinedOutput(); err != nil {
+				t.Logf("%s: %v: %s", d, err, out)
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 500*time.Millisecond, "a disk of fs1 holds no clean ext4")
+	for _, d := range disks {
+		out, err := exec.Command("blkid", "-o", "value", "-s", "LABEL", dataOf(d)).Output()
+		require.NoError(t, err, d)
+		assert.Equal(t, "cairnfs", strings.TrimSpace(string(out)), d)
+	}
+	r1Disks, err := filepath.Glob(filepath.Join(base, "*", "var/lib/cairn/thin", "r1_00000.img"))
+	require.NoError(t, err)
+	require.NotEmpty(t, r1Disks)
+	for _, d := range r1Disks {
+		out, _ := exec.Command("blkid", "-p", "-o", "value", "-s", "TYPE", dataOf(d)).Output()
+		assert.NotContains(t, string(out), "ext4", "%s: a type set on a definition with data made a filesystem", d)
+	}
+	ok("resource-definition", "set-property", "r1", "FileSystem/Type")
+	ok("resource-definition", "delete", "fs1")
+	ok("resource-group", "delete", "rgfs")
 
 	// Errors: exit code 10 in a table, the ret_code with -m.
 	assert.Contains(t, failed("node", "create", "n1", "10.0.0.1"), "already exists")

@@ -286,6 +286,16 @@ func conn(r *resObs, peer int) *connObs {
 	return c
 }
 
+// DiskState is the disk state events2 last showed for volume vol of rd ("" when none).
+func (f *Fold) DiskState(rd string, vol int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r := f.res[rd]; r != nil && r.devices[vol] != nil {
+		return r.devices[vol].disk
+	}
+	return ""
+}
+
 // Fill copies what events2 said about rd into st (role, quorum, open, volumes, peers);
 // names gives the node of each peer node id. Volumes already in st keep their
 // CurrentGI.

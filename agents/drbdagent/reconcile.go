@@ -216,6 +216,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, subject string, data []byte)
 	unlock := r.lockResource(rd)
 	defer unlock()
 	st, err := r.apply(ctx, rd, d)
+	if err == nil && st != nil && d != nil && d.Local != nil && !d.Local.Diskless && len(d.Local.Filesystems) > 0 {
+		err = r.makeFilesystems(ctx, rd, d, st)
+	}
 	var ign ignored
 	if !errors.Is(err, ErrStopped) && !errors.As(err, &ign) {
 		var want []drbd.File

@@ -299,8 +299,17 @@ func (s *Sim) Events(ctx context.Context, fn func(line string)) error {
 // written holds). Errors: no such node, the resource not up there, a diskless node
 // connected to no disk.
 func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, blocks uint64) (uint64, error) {
+	return simWriteWith(ctx, exec, dir, root, rd, -1, func(group []*simReg, v int) (uint64, error) {
+		return blocks, simWriteData(group, v, blocks)
+	})
+}
+
+// simWriteWith is SimWrite with what is written given by write: called once per volume
+// (only volume only, unless it is -1) with the disks the write lands on, it writes
+// their data and returns the 4 KiB blocks written.
+func simWriteWith(ctx context.Context, exec execx.Executor, dir, root, rd string, only int, write func(group []*simReg, v int) (uint64, error)) (uint64, error) {
 	for {
-		n, err := simWriteOnce(ctx, exec, dir, root, rd, blocks)
+		n, err := simWriteOnce(ctx, exec, dir, root, rd, only, write)
 		if !errors.Is(err, errSimSuspended) {
 			return n, err
 		}
@@ -314,7 +323,7 @@ func SimWrite(ctx context.Context, exec execx.Executor, dir, root, rd string, bl
 
 var errSimSuspended = errors.New("suspended")
 
-func simWriteOnce(ctx context.Context, exec execx.Executor, dir, root, rd string, blocks uint64) (uint64, error) {
+func simWriteOnce(ctx context.Context, exec execx.Executor, dir, root, rd string, only int, write func(group []*simReg, v int) (uint64, error)) (uint64, error) {
 	unlock, err := lockRD(dir, rd)
 	if err != nil {
 		return 0, err
@@ -357,6 +366,9 @@ func simWriteOnce(ctx context.Context, exec execx.Executor, dir, root, rd string
 	slices.SortFunc(group, func(a, b *simReg) int { return a.NodeID - b.NodeID })
 	meta := simMeta{exec}
 	for v := range me.Volumes {
+		if only >= 0 && v != only {
+			continue
+		}
 		rotated := false
 		var prev drbd.GI
 		for _, n := range group {
@@ -393,7 +405,8 @@ func simWriteOnce(ctx context.Context, exec execx.Executor, dir, root, rd string
 				}
 			}
 		}
-		if err := simWriteData(group, v, blocks); err != nil {
+		blocks, err := write(group, v)
+		if err != nil {
 			return 0, err
 		}
 		for _, n := range group {

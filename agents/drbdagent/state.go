@@ -68,6 +68,9 @@ type State struct {
 	RolledBack uint64 `json:"rolled_back,omitempty"`
 	// Snapshots are this incarnation's part in the definition's snapshots, by name.
 	Snapshots map[string]*SnapState `json:"snapshots,omitempty"`
+	// FilesystemsMade are the volumes whose filesystem (drbd.Local.Filesystems) this
+	// incarnation made, with its type (reported until the definition records it).
+	FilesystemsMade map[int]string `json:"filesystems_made,omitempty"`
 
 	// Peers are the peers of the last configuration adjusted (node id -> node, or
 	// "node#incarnation" when the desired state names the peer's incarnation); a peer

@@ -3,6 +3,7 @@ package drbdagent
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -146,6 +147,9 @@ func (r *Reconciler) build(ctx context.Context, rd string) (drbd.Status, bool) {
 	resizePhases(&st, d, state)
 	st.Snapshots = snapshotStatuses(state)
 	st.Backups = r.ups.statuses(rd)
+	if state != nil {
+		st.FilesystemsMade = maps.Clone(state.FilesystemsMade)
+	}
 	if d.Local.Diskless || state == nil || !state.MDCreated {
 		return st, true
 	}

@@ -56,10 +56,14 @@ var LINSTORLevelOptions = map[string]bool{
 	"DrbdOptions/AutoEvictAllowEviction":        true,
 }
 
+// FilesystemTypeKey is LINSTOR's FileSystem/Type (on a volume definition, definition or
+// group): the filesystem the first diskful node makes on a new volume.
+const FilesystemTypeKey = "FileSystem/Type"
+
 // FreeProperties checks the free-form properties of a definition or group: DRBD options
 // go in drbd_options, never among them (invalid_argument naming field; LINSTOR's own
-// DrbdOptions/ settings, LINSTORLevelOptions, are free-form), and an object has at most
-// 128.
+// DrbdOptions/ settings, LINSTORLevelOptions, are free-form); DrbdOptions/auto-quorum
+// and FileSystem/Type take only the values Cairn acts on; an object has at most 128.
 func FreeProperties(current, set map[string]string, removed []string, field string) error {
 	for k, v := range set {
 		if strings.HasPrefix(k, "DrbdOptions/") && !LINSTORLevelOptions[k] {
@@ -67,6 +71,9 @@ func FreeProperties(current, set map[string]string, removed []string, field stri
 		}
 		if k == drbd.AutoQuorumKey && !drbd.ValidAutoQuorum(v) {
 			return cairn.InvalidField(field+"."+k, "%s is %q; it takes io-error, suspend-io or disabled", k, v)
+		}
+		if k == FilesystemTypeKey && v != drbd.FilesystemExt4 && v != drbd.FilesystemXFS {
+			return cairn.InvalidField(field+"."+k, "%s is %q; Cairn makes ext4 or xfs", k, v)
 		}
 	}
 	if n := len(current) + CountNew(current, set) - len(removed); n > 128 {

@@ -117,12 +117,19 @@ func (b BackupRecorder) record(ctx context.Context, rd string) {
 		b.Log.Warn().Err(err).Str("resource", rd).Msg("backup reports not read")
 		return
 	}
+	submitReports(ctx, b.Adm, b.Log, reqs, "finish", "backup finished")
+}
+
+// submitReports sends the commands agents' reports call for, each logged at info
+// (debug when refused: another serve or an earlier fold recorded it) with its body under
+// field and whether it recorded anything.
+func submitReports(ctx context.Context, adm *admission.Admission, log zerolog.Logger, reqs []admission.Request, field, msg string) {
 	for _, req := range reqs {
-		r := b.Adm.Submit(ctx, req)
-		ev := b.Log.Info()
+		r := adm.Submit(ctx, req)
+		ev := log.Info()
 		if !r.OK {
-			ev = b.Log.Debug().Str("error", r.Error.Message)
+			ev = log.Debug().Str("error", r.Error.Message)
 		}
-		ev.Str("resource", rd).RawJSON("finish", req.Body).Bool("recorded", r.OK && len(r.Events) > 0).Msg("backup finished")
+		ev.RawJSON(field, req.Body).Bool("recorded", r.OK && len(r.Events) > 0).Msg(msg)
 	}
 }

@@ -156,3 +156,71 @@ func controllerHandler() decide.Handler {
 		return d.With(subject, (*events.ControllerPropertiesChanged)(nil), warnings), nil
 	}}
 }
+
+// decideFilesystemMade records that c.Node made the filesystem of volume c.Volume
+// (the node's report, sent by the lease holder). Refuses not_found for a definition,
+// volume or diskful replica on the node that does not exist; a volume whose filesystem
+// is already recorded is a no-op with a warning (a report folded twice, two serves).
+func decideFilesystemMade(v *projections.View, c VolumeFilesystemMade) (*events.VolumeFilesystemMade, []string, error) {
+	rd, ok, err := v.ResourceDefinition(c.Resource)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Resource).About(cairn.ObjResourceDefinition)
+	}
+	if r, ok := rd.Replica(c.Node); !ok || r.Diskless {
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "resource %s has no disk on node %s", c.Resource, c.Node).About(cairn.ObjResource)
+	}
+	for _, vol := range rd.Volumes {
+		if vol.Volume != c.Volume {
+			continue
+		}
+		if vol.Filesystem != nil {
+			return nil, []string{fmt.Sprintf("the filesystem of %s/%d is recorded already (%s, made on %s)", c.Resource, c.Volume, vol.Filesystem.Type, vol.Filesystem.Node)}, nil
+		}
+		return &events.VolumeFilesystemMade{Resource: c.Resource, Volume: c.Volume, Node: c.Node, Type: c.Type}, nil, nil
+	}
+	return nil, nil, cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no volume %d", c.Resource, c.Volume).About(cairn.ObjVolumeDefinition)
+}
+
+// decideReplicaModify patches one replica's DRBD options (they apply on its node only,
+// over every broader level) and free-form properties. Refuses not_found for a
+// definition or replica that does not exist, invalid_argument as rd.modify does; a
+// patch that changes nothing is a no-op with a warning.
+func decideReplicaModify(v *projections.View, c ReplicaModify) (*events.ReplicaModified, []string, error) {
+	rd, ok, err := v.ResourceDefinition(c.Resource)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "resource definition %s does not exist", c.Resource).About(cairn.ObjResourceDefinition)
+	}
+	r, ok := rd.Replica(c.Node)
+	if !ok {
+		return nil, nil, cairn.Errorf(cairn.CodeNotFound, "resource %s has no replica on node %s", c.Resource, c.Node).About(cairn.ObjResource)
+	}
+	ev := &events.ReplicaModified{Resource: c.Resource, Node: c.Node}
+	if !reflect.DeepEqual(c.DRBDOptions, drbd.Options{}) || len(c.Unset) > 0 {
+		changed, err := decide.OptionsPatch(r.DRBDOptions, c.DRBDOptions, c.Unset)
+		if err != nil {
+			return nil, nil, err
+		}
+		if changed {
+			ev.Set, ev.Unset = c.DRBDOptions, c.Unset
+		}
+	}
+	if len(c.Properties) > 0 || len(c.UnsetProperties) > 0 {
+		p, _, err := decide.DecidePropertiesPatch(c.Resource+" on "+c.Node, "resource", r.Properties, c.Properties, c.UnsetProperties)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p != nil {
+			ev.SetProperties, ev.UnsetProperties = p.Set, p.Unset
+		}
+	}
+	if reflect.DeepEqual(*ev, events.ReplicaModified{Resource: c.Resource, Node: c.Node}) {
+		return nil, []string{fmt.Sprintf("resource %s on node %s already has these options and properties; nothing changed", c.Resource, c.Node)}, nil
+	}
+	return ev, nil, nil
+}

@@ -291,6 +291,32 @@ func Handlers(cfg Config) []decide.Handler {
 			}
 			return d.With(subject(), ev, nil), nil
 		}},
+		{Verb: "replica.modify", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c ReplicaModify
+			subject := func() string { return names.Event("rd", c.Resource) }
+			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, subject()) })
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := decideReplicaModify(v, c)
+			if err != nil || ev == nil {
+				return d.With(subject(), (*events.ReplicaModified)(nil), warnings), err
+			}
+			return d.With(subject(), ev, nil), nil
+		}},
+		{Verb: "vd.filesystem-made", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c VolumeFilesystemMade
+			subject := func() string { return names.Event("rd", c.Resource) }
+			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, subject()) })
+			if err != nil {
+				return d, err
+			}
+			ev, warnings, err := decideFilesystemMade(v, c)
+			if err != nil || ev == nil {
+				return d.With(subject(), (*events.VolumeFilesystemMade)(nil), warnings), err
+			}
+			return d.With(subject(), ev, nil), nil
+		}},
 		onResource("rd.delete", func() any { return new(ResourceDefinitionDelete) },
 			func(c any) string { return c.(*ResourceDefinitionDelete).Name },
 			func(p *resourcePlan, _ any) error { return p.deleteDefinition() }),

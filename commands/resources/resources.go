@@ -85,6 +85,13 @@ type (
 		Volume   int    `json:"volume"`
 		SizeKiB  uint64 `json:"size_kib"`
 	}
+	// VolumeFilesystemMade is the body of vd.filesystem-made.
+	VolumeFilesystemMade struct {
+		Resource string `json:"resource"`
+		Volume   int    `json:"volume"`
+		Node     string `json:"node"`
+		Type     string `json:"type"`
+	}
 	// VolumeDefinitionModify is the body of vd.modify.
 	VolumeDefinitionModify struct {
 		Resource        string            `json:"resource"`
@@ -152,6 +159,15 @@ type (
 	ResourceModify struct {
 		Name            string            `json:"name"`
 		Resource        string            `json:"resource"`
+		DRBDOptions     drbd.Options      `json:"drbd_options"`
+		Unset           []string          `json:"unset"`
+		Properties      map[string]string `json:"properties"`
+		UnsetProperties []string          `json:"unset_properties"`
+	}
+	// ReplicaModify is the body of replica.modify.
+	ReplicaModify struct {
+		Resource        string            `json:"resource"`
+		Node            string            `json:"node"`
 		DRBDOptions     drbd.Options      `json:"drbd_options"`
 		Unset           []string          `json:"unset"`
 		Properties      map[string]string `json:"properties"`

@@ -68,6 +68,7 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 	d.Local = &drbd.Local{NodeID: local.NodeID, Diskless: local.Diskless, Provider: local.Provider, Pool: local.Pool,
 		Incarnation: local.Incarnation, Seeds: local.Seeds, FullSync: local.FullSync, RestoreFrom: local.RestoreFrom,
 		RestoreBackup: local.RestoreBackup}
+	d.Local.Filesystems = FilesystemOrders(rd, group, node)
 	if rb := rd.Rollback; rb != nil && !local.Diskless && local.Incarnation < rb.Seq {
 		current := map[int]drbd.UUID{}
 		for v, hex := range rb.Current {
@@ -93,6 +94,29 @@ func Desired(rd projections.ResourceDefinition, group *projections.ResourceGroup
 		}
 	}
 	return d, true
+}
+
+// FilesystemOrders are the filesystems node makes on rd's volumes: every volume that
+// wants one (projections.VolumeDefinition.FilesystemWanted) and has none recorded yet,
+// when node holds the definition's first disk (the diskful replica with the lowest node
+// id); none elsewhere. MkfsParams, User and Group resolve like the type (volume,
+// definition, group).
+func FilesystemOrders(rd projections.ResourceDefinition, group *projections.ResourceGroup, node string) []drbd.FilesystemOrder {
+	first := slices.IndexFunc(rd.Replicas, func(r projections.Replica) bool { return !r.Diskless })
+	if first < 0 || rd.Replicas[first].Node != node {
+		return nil
+	}
+	var out []drbd.FilesystemOrder
+	for _, v := range rd.Volumes {
+		if v.FilesystemWanted == "" || v.Filesystem != nil {
+			continue
+		}
+		out = append(out, drbd.FilesystemOrder{Volume: v.Volume, Type: v.FilesystemWanted,
+			Params: projections.FilesystemProperty(v, rd, group, "FileSystem/MkfsParams"),
+			User:   projections.FilesystemProperty(v, rd, group, "FileSystem/User"),
+			Group:  projections.FilesystemProperty(v, rd, group, "FileSystem/Group")})
+	}
+	return out
 }
 
 // snapshotOrders maps a snapshot's phase to what its nodes do.

@@ -372,9 +372,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	snapHook := snaps.Hook(runCtx)
 	backups := policy.BackupRecorder{Adm: s.Admission, DB: db, Leading: s.Lease.Leading, Log: cfg.Log.With().Str("part", "backups").Logger()}
 	backupHook := backups.Hook(runCtx)
+	filesystemHook := policy.FilesystemRecorder{Adm: s.Admission, DB: db, Leading: s.Lease.Leading,
+		Log: cfg.Log.With().Str("part", "filesystems").Logger()}.Hook(runCtx)
 	hooks := statusfold.Hooks{Pool: onPool, DRBD: func(st drbd.Status) {
 		snapHook(st)
 		backupHook(st)
+		filesystemHook(st)
 		s.Evacuator.Observe(st)
 		s.Evacuator.Wake()
 	},

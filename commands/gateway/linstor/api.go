@@ -106,6 +106,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources", a.createResources)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/resources/{node}", a.getResource)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/resources/{node}", a.createResourceOnNode)
+	mux.HandleFunc("PUT /v1/resource-definitions/{rd}/resources/{node}", a.modifyResource)
 	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/resources/{node}", a.deleteResource)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/resources/{node}/volumes", a.listVolumes)
 	mux.HandleFunc("GET /v1/resource-definitions/{rd}/resources/{node}/volumes/{nr}", a.getVolume)

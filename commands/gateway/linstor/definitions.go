@@ -139,7 +139,7 @@ func (a *API) modifyDefinition(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, opModify, objRscDfn, cairn.InvalidField("resource_group", "Cairn does not move a definition to another group or port here (port: resource.activate with reallocate_port)"))
 		return
 	}
-	cmd, err := modifyCommand(name, in.OverrideProps, in.DeleteProps)
+	cmd, err := modifyCommand(map[string]any{"name": name}, in.OverrideProps, in.DeleteProps)
 	if err != nil {
 		writeFailure(w, opModify, objRscDfn, err)
 		return
@@ -147,15 +147,15 @@ func (a *API) modifyDefinition(w http.ResponseWriter, r *http.Request) {
 	a.commit(w, r, "rd.modify", cmd, opModify, objRscDfn, fmt.Sprintf("Resource definition '%s' modified.", name), map[string]string{"RscDfn": name})
 }
 
-// modifyCommand builds rd.modify from LINSTOR's property changes: DrbdOptions/* as
-// options, the rest as free-form properties.
-func modifyCommand(name string, override map[string]string, remove []string) (map[string]any, error) {
+// modifyCommand completes rd.modify or replica.modify (cmd names the object) from
+// LINSTOR's property changes: DrbdOptions/* as options, the rest as free-form properties.
+func modifyCommand(cmd map[string]any, override map[string]string, remove []string) (map[string]any, error) {
 	opts, free, err := optionsOf(override)
 	if err != nil {
 		return nil, err
 	}
 	unset, unsetFree := unsetOf(remove)
-	cmd := withProperties(map[string]any{"name": name}, opts, free)
+	cmd = withProperties(cmd, opts, free)
 	if len(unset) > 0 {
 		cmd["unset"] = unset
 	}
@@ -247,11 +247,9 @@ func (a *API) modifyVolumeDefinition(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		SizeKiB          *uint64           `json:"size_kib"`
-		OverrideProps    map[string]string `json:"override_props"`
-		DeleteProps      []string          `json:"delete_props"`
-		DeleteNamespaces []string          `json:"delete_namespaces"`
-		Flags            []string          `json:"flags"`
+		propsModify
+		SizeKiB *uint64  `json:"size_kib"`
+		Flags   []string `json:"flags"`
 	}
 	if !readBody(w, r, &in) {
 		return

@@ -43,11 +43,7 @@ func (a *API) getKV(w http.ResponseWriter, r *http.Request) {
 // "<namespace>/") to kv.modify.
 func (a *API) modifyKV(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("instance")
-	var in struct {
-		OverrideProps    map[string]string `json:"override_props"`
-		DeleteProps      []string          `json:"delete_props"`
-		DeleteNamespaces []string          `json:"delete_namespaces"`
-	}
+	var in propsModify
 	if !readBody(w, r, &in) {
 		return
 	}
@@ -131,11 +127,7 @@ func (a *API) controllerProperties(w http.ResponseWriter, r *http.Request) {
 // definition and replica), other properties are kept as given. A namespace delete
 // answers 501. Success answers 201, as the OpenAPI document declares.
 func (a *API) modifyControllerProperties(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		OverrideProps    map[string]string `json:"override_props"`
-		DeleteProps      []string          `json:"delete_props"`
-		DeleteNamespaces []string          `json:"delete_namespaces"`
-	}
+	var in propsModify
 	if !readBody(w, r, &in) {
 		return
 	}

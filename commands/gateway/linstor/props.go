@@ -161,3 +161,12 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// propsModify is LINSTOR's body of a properties change (controller, key-value store,
+// resource, volume definition): set these, delete those, delete every key under these
+// namespaces.
+type propsModify struct {
+	OverrideProps    map[string]string `json:"override_props"`
+	DeleteProps      []string          `json:"delete_props"`
+	DeleteNamespaces []string          `json:"delete_namespaces"`
+}

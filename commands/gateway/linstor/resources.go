@@ -106,7 +106,7 @@ func resourceOf(rd projections.ResourceDefinition, rep projections.Replica, st *
 			drbdLayer.Connections[p.Node] = DrbdConnection{Connected: c == "Connected", Message: c}
 		}
 	}
-	out := Resource{Name: rd.Name, NodeName: rep.Node, Flags: flags, CreateTimestamp: millis(rep.AddedAt),
+	out := Resource{Name: rd.Name, NodeName: rep.Node, Flags: flags, CreateTimestamp: millis(rep.AddedAt), Props: propsOf(rep.DRBDOptions, rep.Properties),
 		LayerObject: ResourceLayer{Type: "DRBD", Drbd: drbdLayer, Children: []ResourceLayer{{Type: "STORAGE"}}}}
 	if st != nil {
 		inUse := st.Role == "Primary"
@@ -700,4 +700,31 @@ func (a *API) activation(verb string) http.HandlerFunc {
 		}
 		writeResults(w, results(success(opModify, objRsc, fmt.Sprintf("Resource '%s' on node %s %sd.", name, node, strings.TrimPrefix(verb, "resource.")), map[string]string{"RscDfn": name, "Node": node}), reply, opModify, objRsc))
 	}
+}
+
+// modifyResource maps PUT …/resources/{node} (override_props, delete_props; linstor-gui,
+// `linstor resource set-property`) to replica.modify: DrbdOptions/* are the replica's
+// own DRBD options (over every broader level, on its node only), the rest free-form
+// properties. A namespace delete answers 501.
+func (a *API) modifyResource(w http.ResponseWriter, r *http.Request) {
+	rd, node := r.PathValue("rd"), r.PathValue("node")
+	var in propsModify
+	if !readBody(w, r, &in) {
+		return
+	}
+	if len(in.DeleteNamespaces) > 0 {
+		e := rc(maskError, opModify, objRsc, codeImplError, "Cairn does not delete resource property namespaces; name the properties")
+		writeRCs(w, http.StatusNotImplemented, []ApiCallRc{e})
+		return
+	}
+	cmd, err := modifyCommand(map[string]any{"resource": rd, "node": node}, in.OverrideProps, in.DeleteProps)
+	if err != nil {
+		writeFailure(w, opModify, objRsc, err)
+		return
+	}
+	if len(cmd) == 2 {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objRsc, codeNoEffect, "nothing to change in resource "+rd+" on "+node)})
+		return
+	}
+	a.commit(w, r, "replica.modify", cmd, opModify, objRsc, fmt.Sprintf("Resource '%s' on node '%s' modified.", rd, node), map[string]string{"RscDfn": rd, "Node": node})
 }
