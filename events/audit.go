@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -110,6 +111,23 @@ func (s *Store) Follow(ctx context.Context, subject string, from uint64, m Match
 // every message on subject (wildcards allowed; "" all) from sequence from on, raw.
 func (s *Store) FollowStatus(ctx context.Context, subject string, from uint64, fn func(Raw) error) error {
 	return s.followStream(ctx, s.names.StatusStream(), subject, from, fn)
+}
+
+// LastStatus is the last report stored on one status subject (no wildcards); ok is
+// false when there is none.
+func (s *Store) LastStatus(ctx context.Context, subject string) (data []byte, ok bool, err error) {
+	st, err := s.js.Stream(ctx, s.names.StatusStream())
+	if err != nil {
+		return nil, false, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return m.Data, true, nil
 }
 
 // FromNew as a start sequence of FollowStatus means: only what is stored from now on.

@@ -527,6 +527,16 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Equal(t, retCode(lsError, lsModify, lsRsc, 302), rc[0].RetCode, "FAIL_NOT_FOUND_RSC: %s", rc[0].Message)
 	l.rcs(200, "PUT", "/v1/resource-definitions/r1/resources/"+rs[0].Node, `{"delete_props":["Aux/a","DrbdOptions/Disk/al-extents"]}`)
 
+	// Physical storage: no agent runs here, so no node reported devices (the agents' lsblk
+	// reports are tested through the CLI); a node that does not exist is 404.
+	var phys []any
+	l.get("/v1/physical-storage", &phys)
+	assert.Empty(t, phys)
+	l.get("/v1/physical-storage/n1", &phys)
+	assert.Empty(t, phys)
+	rc = l.rcs(404, "GET", "/v1/physical-storage/ghost", "")
+	assert.Equal(t, retCode(lsError, lsNode, 300), rc[0].RetCode, "FAIL_NOT_FOUND_NODE: %s", rc[0].Message)
+
 	// External files as golinstor sends them (client/controller.go ModifyExternalFile,
 	// GetExternalFiles; client/resourcedefinition.go DeployExternalFile): the path
 	// query-escaped as the name, the content in base64.
@@ -601,7 +611,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(400, "POST", "/v1/resource-groups", `{"name":`)
 	assert.True(t, uint64(rc[0].RetCode)&lsError == lsError)
 	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/files/x/check/n1"},
-		{"GET", "/v1/physical-storage"}, {"POST", "/v1/resource-definitions/r2/snapshot-shipping"}} {
+		{"POST", "/v1/physical-storage/n1"}, {"POST", "/v1/resource-definitions/r2/snapshot-shipping"}} {
 		rc = l.rcs(501, c[0], c[1], `{}`)
 		assert.Contains(t, rc[0].Message, "Cairn does not serve")
 	}

@@ -3,9 +3,11 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +75,21 @@ func linstorOK(t *testing.T, linstor func(args ...string) (string, string, int))
 	}
 }
 
+// fakeLsblk writes an lsblk that shows one free 10 GiB rotating disk, /dev/sdx, and a
+// mounted one, and returns its directory. It stands in for lsblk, which reads the
+// kernel's view of the host's devices.
+func fakeLsblk(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := "#!/bin/sh\ncat <<'JSON'\n" +
+		`{"blockdevices":[
+ {"name":"sdx","path":"/dev/sdx","size":10737418240,"rota":true,"type":"disk","ro":false,"fstype":null,"mountpoint":null,"model":"Cairn Test","serial":"CAIRN-SDX","wwn":"0x5000c500a1b2c3d4"},
+ {"name":"sdy","path":"/dev/sdy","size":10737418240,"rota":true,"type":"disk","ro":false,"fstype":"ext4","mountpoint":"/data"}
+]}` + "\nJSON\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lsblk"), []byte(script), 0o755))
+	return dir
+}
+
 // TestLinstorCLISession drives a whole session through the unmodified LINSTOR CLI
 // against `cairn serve` with three `cairn agent --kernel sim` (real drbdadm and
 // drbdmeta): version, nodes, storage pools, a group spawning a definition whose
@@ -112,7 +129,11 @@ func TestLinstorCLISession(t *testing.T) {
 		assert.Contains(t, ok("node", "create", n, fmt.Sprintf("10.0.0.%d", i)), "SUCCESS")
 		root := filepath.Join(base, n)
 		require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/cairn/thin"), 0o755))
-		startAgent(t, s, agentOpts{node: n, root: root, kernel: "sim", extra: []string{"--heartbeat-interval", "500ms", "--allow-ext-files", "/etc/drbd-reactor.d"}})
+		o := agentOpts{node: n, root: root, kernel: "sim", extra: []string{"--heartbeat-interval", "500ms", "--allow-ext-files", "/etc/drbd-reactor.d"}}
+		if i == 1 { // lsblk stands in for a kernel with a free disk on n1 (the others run the real one)
+			o.env = []string{"PATH=" + fakeLsblk(t) + ":" + os.Getenv("PATH")}
+		}
+		startAgent(t, s, o)
 		_, code := run(t, "cmd", "sp.create", fmt.Sprintf(`{"node":%q,"name":"thin","provider":"file_thin","pool":"/var/lib/cairn/thin","capacity_kib":10485760}`, n), "--nats", s.natsURL())
 		require.Equal(t, 0, code)
 	}
@@ -128,6 +149,23 @@ func TestLinstorCLISession(t *testing.T) {
 	require.Len(t, fq, 1)
 	require.Len(t, fq[0], 1)
 	assert.Equal(t, fqdn, fq[0][0].Name, "the name comes back exactly as given")
+
+	// Physical storage (`linstor physical-storage list`): the free disks the agents'
+	// lsblk shows, by size and kind; this machine's own disks are in use and not listed.
+	require.Eventually(t, func() bool {
+		return strings.Contains(ok("physical-storage", "list"), "n1[/dev/sdx(CAIRN-SDX,0x5000c500a1b2c3d4)]")
+	}, 30*time.Second, 200*time.Millisecond, "n1's free disk is never listed")
+	var phys [][]struct {
+		Size       uint64                         `json:"size"`
+		Rotational bool                           `json:"rotational"`
+		Nodes      map[string][]map[string]string `json:"nodes"`
+	}
+	machine(&phys, "physical-storage", "list")
+	require.Len(t, phys, 1, "%+v", phys)
+	require.Len(t, phys[0], 1, "%+v", phys)
+	assert.Equal(t, uint64(10737418240), phys[0][0].Size)
+	assert.True(t, phys[0][0].Rotational)
+	assert.Equal(t, []string{"n1"}, slices.Collect(maps.Keys(phys[0][0].Nodes)))
 
 	ok("node", "set-property", "n1", "Aux/site", "fra1")
 	assert.Contains(t, ok("node", "list-properties", "n1"), "fra1")

@@ -90,16 +90,19 @@ func (r *Reporter) Reconcile(ctx context.Context, subject string, data []byte) e
 	return nil
 }
 
-// Run reports every pool every Interval until ctx ends.
+// Run reports every pool, and the host's unused block devices (reportDevices), every
+// Interval until ctx ends; the devices also once at its start.
 func (r *Reporter) Run(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
+	r.reportDevices(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		r.reportDevices(ctx)
 		r.mu.Lock()
 		specs := slices.Collect(maps.Values(r.pools))
 		r.mu.Unlock()

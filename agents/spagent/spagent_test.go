@@ -18,6 +18,7 @@ import (
 type pubs struct {
 	mu  sync.Mutex
 	got map[string][]backing.PoolReport
+	raw map[string][][]byte
 }
 
 func (p *pubs) Publish(subject string, data []byte) error {
@@ -27,7 +28,14 @@ func (p *pubs) Publish(subject string, data []byte) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.got == nil {
+		p.got = map[string][]backing.PoolReport{}
+	}
+	if p.raw == nil {
+		p.raw = map[string][][]byte{}
+	}
 	p.got[subject] = append(p.got[subject], r)
+	p.raw[subject] = append(p.raw[subject], data)
 	return nil
 }
 

@@ -107,9 +107,12 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("GET /ui/", ui.Handler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.HandleFunc("GET /v1/events/drbd/promotion", g.promotionEvents) // LINSTOR's, served from the status stream
-	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Refusals: g.Refusals, Remotes: g.Remotes, Actor: func(r *http.Request) string {
-		return actorOf(r, "linstor:"+r.RemoteAddr)
-	}}).Register(mux)
+	var devices linstor.DevicesOf
+	if g.Store != nil {
+		devices = linstor.LastDevices(g.Store.LastStatus, g.Store.Names().Status)
+	}
+	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Refusals: g.Refusals, Remotes: g.Remotes, Devices: devices,
+		Actor: func(r *http.Request) string { return actorOf(r, "linstor:"+r.RemoteAddr) }}).Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allowed := allowedMethods(mux, r); len(allowed) > 0 {
 			w.Header().Set("Allow", strings.Join(allowed, ", "))

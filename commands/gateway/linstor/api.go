@@ -45,6 +45,9 @@ type API struct {
 	Refusals func() []admission.Refusal
 	// Remotes opens a remote's object store (nil: no backup routes).
 	Remotes func(name string) (backup.Store, error)
+	// Devices reads a node's report of its unused block devices (nil: no physical
+	// storage routes).
+	Devices DevicesOf
 }
 
 // Register adds LINSTOR's routes under /v1/ to mux. Every other /v1/ path and method
@@ -135,6 +138,7 @@ func (a *API) Register(mux *http.ServeMux) {
 
 	a.backupRoutes(mux)
 	a.fileRoutes(mux)
+	a.physicalRoutes(mux)
 	a.scheduleRoutes(mux)
 	a.statsRoutes(mux)
 

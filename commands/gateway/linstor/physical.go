@@ -1,0 +1,160 @@
+package linstor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/projections"
+	"github.com/cairn-io/cairn/storage/backing"
+)
+
+// PhysicalStorage is LINSTOR's group of unused devices of one size and kind, by node.
+type PhysicalStorage struct {
+	Size       uint64                             `json:"size"`
+	Rotational bool                               `json:"rotational"`
+	Nodes      map[string][]PhysicalStorageDevice `json:"nodes"`
+}
+
+// PhysicalStorageDevice is one device of a PhysicalStorage group.
+type PhysicalStorageDevice struct {
+	Device string `json:"device"`
+	Model  string `json:"model,omitempty"`
+	Serial string `json:"serial,omitempty"`
+	WWN    string `json:"wwn,omitempty"`
+}
+
+// PhysicalStorageNode is one unused device of one node.
+type PhysicalStorageNode struct {
+	Size       uint64 `json:"size"`
+	Rotational bool   `json:"rotational"`
+	Device     string `json:"device"`
+	Model      string `json:"model,omitempty"`
+	Serial     string `json:"serial,omitempty"`
+	WWN        string `json:"wwn,omitempty"`
+}
+
+// DevicesOf reads a node's last report of its unused block devices (ok false when it
+// sent none).
+type DevicesOf func(ctx context.Context, node string) (rep backing.DeviceReport, ok bool, err error)
+
+// LastDevices is the DevicesOf of a status reader (events.Store.LastStatus).
+func LastDevices(last func(ctx context.Context, subject string) ([]byte, bool, error), status func(node, kind, id string) string) DevicesOf {
+	return func(ctx context.Context, node string) (backing.DeviceReport, bool, error) {
+		var rep backing.DeviceReport
+		data, ok, err := last(ctx, status(node, backing.DevicesKind, node))
+		if err != nil || !ok {
+			return rep, false, err
+		}
+		if err := json.Unmarshal(data, &rep); err != nil {
+			return rep, false, fmt.Errorf("devices report of %s: %w", node, err)
+		}
+		return rep, true, nil
+	}
+}
+
+// physicalRoutes serve LINSTOR's physical storage: the block devices each node's agent
+// reports unused (lsblk, every --capacity-interval). Making a pool of them (POST
+// /v1/physical-storage/{node}) is not served (501): the operator makes the volume group
+// or zpool, then sp.create.
+func (a *API) physicalRoutes(mux *http.ServeMux) {
+	if a.Devices == nil {
+		return
+	}
+	mux.HandleFunc("GET /v1/physical-storage", a.listPhysicalStorage)
+	mux.HandleFunc("GET /v1/physical-storage/{node}", a.nodePhysicalStorage)
+}
+
+// listPhysicalStorage groups every node's unused devices by size and kind (rotational),
+// largest first; nodes that never reported, or could not list their devices, are left
+// out.
+func (a *API) listPhysicalStorage(w http.ResponseWriter, r *http.Request) {
+	var nodes []string
+	if err := a.read(func(v *projections.View) error {
+		return v.EachNode("", func(n projections.Node) (bool, error) {
+			nodes = append(nodes, n.Spec.Name)
+			return true, nil
+		})
+	}); err != nil {
+		writeFailure(w, 0, objNode, err)
+		return
+	}
+	type key struct {
+		size uint64
+		rota bool
+	}
+	groups := map[key]*PhysicalStorage{}
+	for _, node := range nodes {
+		rep, ok, err := a.Devices(r.Context(), node)
+		if err != nil {
+			writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeUnavailable, "devices of %s: %v", node, err))
+			return
+		}
+		if !ok || rep.Error != "" {
+			continue // never reported, or could not list them: GET …/{node} says why
+		}
+		for _, d := range rep.Devices {
+			k := key{d.SizeBytes, d.Rotational}
+			g := groups[k]
+			if g == nil {
+				g = &PhysicalStorage{Size: d.SizeBytes, Rotational: d.Rotational, Nodes: map[string][]PhysicalStorageDevice{}}
+				groups[k] = g
+			}
+			g.Nodes[node] = append(g.Nodes[node], PhysicalStorageDevice{Device: d.Path, Model: d.Model, Serial: d.Serial, WWN: d.WWN})
+		}
+	}
+	out := make([]PhysicalStorage, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(x, y PhysicalStorage) int {
+		if x.Size != y.Size {
+			return int(min(max(int64(y.Size)-int64(x.Size), -1), 1))
+		}
+		if x.Rotational == y.Rotational {
+			return 0
+		}
+		if x.Rotational {
+			return 1
+		}
+		return -1
+	})
+	writeJSON(w, http.StatusOK, page(r.URL.Query(), out))
+}
+
+// nodePhysicalStorage lists one node's unused devices; a node that does not exist is
+// 404, one whose agent never reported answers an empty list, one whose lsblk failed 503
+// saying why.
+func (a *API) nodePhysicalStorage(w http.ResponseWriter, r *http.Request) {
+	node := r.PathValue("node")
+	exists := false
+	if err := a.read(func(v *projections.View) (err error) {
+		_, exists, err = v.Node(node)
+		return err
+	}); err != nil {
+		writeFailure(w, 0, objNode, err)
+		return
+	}
+	if !exists {
+		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
+		return
+	}
+	rep, _, err := a.Devices(r.Context(), node)
+	if err != nil {
+		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeUnavailable, "devices of %s: %v", node, err))
+		return
+	}
+	out := make([]PhysicalStorageNode, 0, len(rep.Devices))
+	for _, d := range rep.Devices {
+		out = append(out, PhysicalStorageNode{Size: d.SizeBytes, Rotational: d.Rotational, Device: d.Path, Model: d.Model, Serial: d.Serial, WWN: d.WWN})
+	}
+	if rep.Error != "" {
+		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeUnavailable, "node %s could not list its block devices at %s: %s", node, rep.At.Format(time.RFC3339), rep.Error))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
