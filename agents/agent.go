@@ -36,8 +36,11 @@ type Options struct {
 	Node              string
 	Names             events.Names
 	HeartbeatInterval time.Duration // (5 s)
-	Log               zerolog.Logger
-	Reconciler        Reconciler // nil: desired state is only recorded
+	// AllowExtFiles are the path prefixes the node's reconciler writes external files
+	// under, announced in every heartbeat.
+	AllowExtFiles []string
+	Log           zerolog.Logger
+	Reconciler    Reconciler // nil: desired state is only recorded
 	// Workers bounds how many subjects are reconciled at once (8).
 	Workers int
 	// RevisionDir keeps the highest desired-state revision seen per subject, with its
@@ -262,7 +265,8 @@ func (a *Agent) receiveChecked(log zerolog.Logger, subject, epoch string, token,
 }
 
 func (a *Agent) heartbeat(log zerolog.Logger) {
-	hb := events.Heartbeat{Node: a.opts.Node, SentAt: time.Now().UTC(), AgentVersion: Version, Desired: len(a.work.subjects())}
+	hb := events.Heartbeat{Node: a.opts.Node, SentAt: time.Now().UTC(), AgentVersion: Version, Desired: len(a.work.subjects()),
+		AllowExtFiles: a.opts.AllowExtFiles}
 	body, _ := json.Marshal(hb)
 	subject := a.opts.Names.Status(a.opts.Node, "node", a.opts.Node)
 	if err := a.nc.Publish(subject, body); err != nil {

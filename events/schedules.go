@@ -20,6 +20,9 @@ type ScheduleCreated struct {
 	MaxRetries int    `json:"max_retries,omitempty"`
 }
 
+// ScheduleModified: a schedule changed; it carries the whole schedule as it is now.
+type ScheduleModified ScheduleCreated
+
 // ScheduleDeleted: a schedule is gone (it was enabled nowhere).
 type ScheduleDeleted struct {
 	Name string `json:"name"`
@@ -43,12 +46,14 @@ type RemoteScheduleDisabled struct {
 }
 
 func (*ScheduleCreated) EventType() string        { return "schedule.created" }
+func (*ScheduleModified) EventType() string       { return "schedule.modified" }
 func (*ScheduleDeleted) EventType() string        { return "schedule.deleted" }
 func (*RemoteScheduleEnabled) EventType() string  { return "remote.schedule-enabled" }
 func (*RemoteScheduleDisabled) EventType() string { return "remote.schedule-disabled" }
 
 func init() {
 	Register(Type{Name: "schedule.created", Version: 1, New: func() Payload { return new(ScheduleCreated) }})
+	Register(Type{Name: "schedule.modified", Version: 1, New: func() Payload { return new(ScheduleModified) }})
 	Register(Type{Name: "schedule.deleted", Version: 1, New: func() Payload { return new(ScheduleDeleted) }})
 	Register(Type{Name: "remote.schedule-enabled", Version: 1, New: func() Payload { return new(RemoteScheduleEnabled) }})
 	Register(Type{Name: "remote.schedule-disabled", Version: 1, New: func() Payload { return new(RemoteScheduleDisabled) }})

@@ -210,6 +210,8 @@ func applySchedule(t *tx, ev events.Event) (handled bool, err error) {
 	switch d := ev.Data.(type) {
 	case *events.ScheduleCreated:
 		return true, t.put(scheduleKey(d.Name), Schedule{ScheduleCreated: *d, Seq: ev.Seq})
+	case *events.ScheduleModified:
+		return true, t.put(scheduleKey(d.Name), Schedule{ScheduleCreated: events.ScheduleCreated(*d), Seq: ev.Seq})
 	case *events.ScheduleDeleted:
 		t.del(scheduleKey(d.Name))
 		return true, nil

@@ -499,6 +499,38 @@ func TestBackupScheduleRunsByItself(t *testing.T) {
 		return false
 	}, 30*time.Second, 200*time.Millisecond, "no run after the serve came back records its misses")
 
+	// `schedule modify` changes what it names and keeps the rest; a bad cron or an
+	// unknown schedule is refused (exit 10) naming it, nothing changed.
+	out, errOut, code = linstor("schedule", "modify", "--keep-local", "3", "--on-failure", "retry", "--max-retries", "2", "fast")
+	require.Equal(t, 0, code, out+errOut)
+	var scheds [][]struct {
+		Name       string `json:"schedule_name"`
+		FullCron   string `json:"full_cron"`
+		IncCron    string `json:"inc_cron"`
+		KeepLocal  int    `json:"keep_local"`
+		KeepRemote int    `json:"keep_remote"`
+		OnFailure  string `json:"on_failure"`
+		MaxRetries int    `json:"max_retries"`
+	}
+	out, _, code = linstor("-m", "schedule", "list")
+	require.Equal(t, 0, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &scheds), out)
+	require.Len(t, scheds, 1)
+	require.Len(t, scheds[0], 1)
+	got := scheds[0][0]
+	assert.Equal(t, "@every 4s", got.FullCron)
+	assert.Equal(t, "@every 2s", got.IncCron)
+	assert.Equal(t, 3, got.KeepLocal)
+	assert.Equal(t, 1, got.KeepRemote)
+	assert.Equal(t, "RETRY", got.OnFailure)
+	assert.Equal(t, 2, got.MaxRetries)
+	out, errOut, code = linstor("schedule", "modify", "--full-cron", "61 * * * *", "fast")
+	assert.Equal(t, 10, code, out+errOut)
+	assert.Contains(t, out+errOut, "full_cron")
+	out, errOut, code = linstor("schedule", "modify", "--keep-local", "1", "ghost")
+	assert.Equal(t, 10, code, out+errOut)
+	assert.Contains(t, out+errOut, "ghost")
+
 	out, errOut, code = linstor("backup", "schedule", "disable", "--rd", "r1", "offsite", "fast")
 	require.Equal(t, 0, code, out+errOut)
 	require.Eventually(t, func() bool { // a run started just before may still finish

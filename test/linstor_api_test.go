@@ -560,6 +560,13 @@ func TestLinstorAPIContract(t *testing.T) {
 	var oneFile extFile
 	l.get("/v1/files/"+esc, &oneFile)
 	assert.Equal(t, files[0], oneFile)
+	var check struct {
+		Allowed *bool `json:"allowed"`
+	}
+	l.get("/v1/files/"+esc+"/check/n1", &check)
+	require.NotNil(t, check.Allowed)
+	assert.False(t, *check.Allowed, "no agent announced allowed paths")
+	l.rcs(404, "GET", "/v1/files/"+esc+"/check/ghost", "")
 	l.rcs(200, "POST", "/v1/resource-definitions/r1/files/"+esc, "")
 	l.rcs(404, "POST", "/v1/resource-definitions/nope/files/"+esc, "")
 	l.rcs(200, "DELETE", "/v1/resource-definitions/r1/files/"+esc, "")
@@ -610,7 +617,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	// Unparseable JSON is 400; what Cairn does not serve is 501, never 404.
 	rc = l.rcs(400, "POST", "/v1/resource-groups", `{"name":`)
 	assert.True(t, uint64(rc[0].RetCode)&lsError == lsError)
-	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/files/x/check/n1"},
+	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/files/x/status/n1"},
 		{"POST", "/v1/physical-storage/n1"}, {"POST", "/v1/resource-definitions/r2/snapshot-shipping"}} {
 		rc = l.rcs(501, c[0], c[1], `{}`)
 		assert.Contains(t, rc[0].Message, "Cairn does not serve")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,6 +338,20 @@ func TestLinstorCLISession(t *testing.T) {
 	require.Equal(t, 0, code, "%s%s", out, errb)
 	assert.Contains(t, ok("file", "list"), conf)
 	assert.Equal(t, "[[promoter]]\nid = \"r1\"\n", ok("file", "show", conf))
+	// Whether a node's agent would write a path (golinstor's CheckExternalFile), from
+	// the --allow-ext-files its heartbeats announce.
+	checkOn := func(path, node string) bool {
+		t.Helper()
+		code, body := httpJSON(t, "GET", "http://"+s.httpAddr+"/v1/files/"+url.QueryEscape(path)+"/check/"+node, "")
+		require.Equal(t, 200, code, body)
+		var c struct {
+			Allowed bool `json:"allowed"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &c))
+		return c.Allowed
+	}
+	assert.True(t, checkOn(conf, "n1"))
+	assert.False(t, checkOn("/etc/systemd/system/x.service", "n1"))
 	ok("file", "deploy", conf, "r1")
 	fileOn(conf, "[[promoter]]\nid = \"r1\"\n")
 	out, errb, code = feed("[[promoter]]\nid = \"r1-v2\"\n", "file", "modify", conf)

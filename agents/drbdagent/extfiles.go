@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-io/cairn/agents/fsx"
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
 )
 
 // extFiles writes the external files the resources on this node deploy
@@ -45,23 +46,18 @@ type fileRecord struct {
 }
 
 func newExtFiles(p Paths, allowed []string) *extFiles {
+	return &extFiles{root: p.Root, allowed: AllowedPrefixes(allowed), record: filepath.Join(p.StateDir, "ext-files.json")}
+}
+
+// AllowedPrefixes cleans the --allow-ext-files prefixes (empty ones dropped).
+func AllowedPrefixes(allowed []string) []string {
 	var clean []string
 	for _, a := range allowed {
 		if a = strings.TrimSpace(a); a != "" {
 			clean = append(clean, path.Clean("/"+a))
 		}
 	}
-	return &extFiles{root: p.Root, allowed: clean, record: filepath.Join(p.StateDir, "ext-files.json")}
-}
-
-// allowedPath reports whether p is one of the allowed prefixes or under one.
-func (x *extFiles) allowedPath(p string) bool {
-	for _, a := range x.allowed {
-		if p == a || a == "/" || strings.HasPrefix(p, a+"/") {
-			return true
-		}
-	}
-	return false
+	return clean
 }
 
 // sync makes the files of resource rd on this host what want says: each written (when
@@ -79,7 +75,7 @@ func (x *extFiles) sync(rd string, want []drbd.File) error {
 	wanted := map[string]bool{}
 	for _, f := range want {
 		wanted[f.Path] = true
-		if !x.allowedPath(f.Path) || path.Clean(f.Path) != f.Path {
+		if !events.PathAllowed(x.allowed, f.Path) || path.Clean(f.Path) != f.Path {
 			errs = append(errs, fmt.Errorf("external file %s: outside this agent's allowed paths %v (start it with --allow-ext-files %s to allow it)",
 				f.Path, x.allowed, path.Dir(f.Path)))
 			continue

@@ -46,6 +46,7 @@ func agentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Names = events.NewNames(prefix)
 			opts.Log = newLogger()
+			opts.AllowExtFiles = drbdagent.AllowedPrefixes(extFiles)
 			opts.RevisionDir = revDir
 			if opts.RevisionDir == "" {
 				opts.RevisionDir = filepath.Join(drbdagent.NewPaths(root).Root, "var", "lib", "cairn", "revisions")

@@ -107,11 +107,11 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("GET /ui/", ui.Handler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.HandleFunc("GET /v1/events/drbd/promotion", g.promotionEvents) // LINSTOR's, served from the status stream
-	var devices linstor.DevicesOf
+	var status linstor.StatusOf
 	if g.Store != nil {
-		devices = linstor.LastDevices(g.Store.LastStatus, g.Store.Names().Status)
+		status = linstor.StatusFrom(g.Store.LastStatus, g.Store.Names().Status)
 	}
-	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Refusals: g.Refusals, Remotes: g.Remotes, Devices: devices,
+	(&linstor.API{Send: g.Send, DB: g.DB, Version: cairn.Version, Refusals: g.Refusals, Remotes: g.Remotes, Status: status,
 		Actor: func(r *http.Request) string { return actorOf(r, "linstor:"+r.RemoteAddr) }}).Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allowed := allowedMethods(mux, r); len(allowed) > 0 {

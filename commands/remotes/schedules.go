@@ -35,21 +35,29 @@ func scheduleHandlers() []decide.Handler {
 				}
 				return d, err
 			}
-			if _, err := ParseCron(c.FullCron); err != nil {
-				return d, cairn.InvalidField("full_cron", "%q is not a cron expression (minute hour day month weekday, UTC): %v", c.FullCron, err)
-			}
-			if c.IncCron != "" {
-				if _, err := ParseCron(c.IncCron); err != nil {
-					return d, cairn.InvalidField("inc_cron", "%q is not a cron expression (minute hour day month weekday, UTC): %v", c.IncCron, err)
-				}
-			}
-			if c.OnFailure == "" {
-				c.OnFailure = "skip"
-			}
-			if c.MaxRetries > 0 && c.OnFailure != "retry" {
-				return d, cairn.InvalidField("max_retries", "only with on_failure retry")
+			if err := checkSchedule(&c); err != nil {
+				return d, err
 			}
 			return d.With(names.Event("schedule", c.Name), &c, nil), nil
+		}},
+		{Verb: "schedule.modify", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
+			var c ScheduleModify
+			d, err := decide.DecodeWithBoundary(body, &c, func() (events.Expect, error) { return decide.SubjectBoundary(v, names.Event("schedule", c.Name)) })
+			if err != nil {
+				return d, err
+			}
+			cur, ok, err := v.Schedule(c.Name)
+			if err != nil || !ok {
+				if err == nil {
+					err = cairn.Errorf(cairn.CodeNotFound, "schedule %s does not exist", c.Name).About(cairn.ObjSchedule)
+				}
+				return d, err
+			}
+			ev, warnings, err := DecideScheduleModify(cur.ScheduleCreated, c)
+			if err != nil || ev == nil {
+				return d.With("", nil, warnings), err
+			}
+			return d.With(names.Event("schedule", c.Name), ev, nil), nil
 		}},
 		{Verb: "schedule.delete", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {
 			var c events.ScheduleDeleted
@@ -83,6 +91,73 @@ func scheduleHandlers() []decide.Handler {
 			return decideEnablement(v, names, body, false)
 		}},
 	}
+}
+
+// ScheduleModify is the body of schedule.modify: the fields given change (IncCron ""
+// removes the incremental backups).
+type ScheduleModify struct {
+	Name       string  `json:"name"`
+	FullCron   *string `json:"full_cron"`
+	IncCron    *string `json:"inc_cron"`
+	KeepLocal  *int    `json:"keep_local"`
+	KeepRemote *int    `json:"keep_remote"`
+	OnFailure  *string `json:"on_failure"`
+	MaxRetries *int    `json:"max_retries"`
+}
+
+// checkSchedule refuses (invalid_argument naming the field) a cron expression that does
+// not parse, and max_retries without on_failure retry; OnFailure "" becomes "skip".
+func checkSchedule(c *events.ScheduleCreated) error {
+	if _, err := ParseCron(c.FullCron); err != nil {
+		return cairn.InvalidField("full_cron", "%q is not a cron expression (minute hour day month weekday, UTC): %v", c.FullCron, err)
+	}
+	if c.IncCron != "" {
+		if _, err := ParseCron(c.IncCron); err != nil {
+			return cairn.InvalidField("inc_cron", "%q is not a cron expression (minute hour day month weekday, UTC): %v", c.IncCron, err)
+		}
+	}
+	if c.OnFailure == "" {
+		c.OnFailure = "skip"
+	}
+	if c.MaxRetries > 0 && c.OnFailure != "retry" {
+		return cairn.InvalidField("max_retries", "only with on_failure retry")
+	}
+	return nil
+}
+
+// DecideScheduleModify applies the fields c gives to schedule cur: the event carries
+// the whole schedule as it becomes. Refuses what schedule.create refuses; the same
+// schedule again is a no-op with a warning. Runs follow the new crons from the next
+// check on; snapshots and backups already made stay.
+func DecideScheduleModify(cur events.ScheduleCreated, c ScheduleModify) (*events.ScheduleModified, []string, error) {
+	next := cur
+	set := func(dst *string, src *string) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	setInt := func(dst *int, src *int) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&next.FullCron, c.FullCron)
+	set(&next.IncCron, c.IncCron)
+	set(&next.OnFailure, c.OnFailure)
+	setInt(&next.KeepLocal, c.KeepLocal)
+	setInt(&next.KeepRemote, c.KeepRemote)
+	setInt(&next.MaxRetries, c.MaxRetries)
+	if c.OnFailure != nil && *c.OnFailure == "skip" && c.MaxRetries == nil {
+		next.MaxRetries = 0 // retries belong to on_failure retry
+	}
+	if err := checkSchedule(&next); err != nil {
+		return nil, nil, err
+	}
+	if next == cur {
+		return nil, []string{"schedule " + cur.Name + " already is so; nothing changed"}, nil
+	}
+	ev := events.ScheduleModified(next)
+	return &ev, nil, nil
 }
 
 func target(e events.RemoteScheduleEnabled) string {

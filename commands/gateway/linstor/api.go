@@ -45,9 +45,9 @@ type API struct {
 	Refusals func() []admission.Refusal
 	// Remotes opens a remote's object store (nil: no backup routes).
 	Remotes func(name string) (backup.Store, error)
-	// Devices reads a node's report of its unused block devices (nil: no physical
-	// storage routes).
-	Devices DevicesOf
+	// Status reads the agents' last reports (their unused block devices, heartbeats);
+	// nil: no physical storage routes, and no external file is allowed anywhere.
+	Status StatusOf
 }
 
 // Register adds LINSTOR's routes under /v1/ to mux. Every other /v1/ path and method

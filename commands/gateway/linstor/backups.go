@@ -506,6 +506,7 @@ type ScheduleOut struct {
 func (a *API) scheduleRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/schedules", a.listSchedules)
 	mux.HandleFunc("POST /v1/schedules", a.createSchedule)
+	mux.HandleFunc("PUT /v1/schedules/{name}", a.modifySchedule)
 	mux.HandleFunc("DELETE /v1/schedules/{name}", a.deleteSchedule)
 	mux.HandleFunc("PUT /v1/remotes/{remote}/backups/schedule/{schedule}/enable", a.enableSchedule(true))
 	mux.HandleFunc("PUT /v1/remotes/{remote}/backups/schedule/{schedule}/disable", a.enableSchedule(false))
@@ -544,6 +545,43 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	a.commit(w, r, "schedule.create", body, opCreate, objSchedule, fmt.Sprintf("Schedule '%s' created.", in.ScheduleName),
 		map[string]string{"ScheduleName": in.ScheduleName})
+}
+
+// modifySchedule maps PUT /v1/schedules/{name} (`linstor schedule modify`) to
+// schedule.modify: the fields the body gives change.
+func (a *API) modifySchedule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var in struct {
+		FullCron   *string `json:"full_cron"`
+		IncCron    *string `json:"inc_cron"`
+		KeepLocal  *int    `json:"keep_local"`
+		KeepRemote *int    `json:"keep_remote"`
+		OnFailure  *string `json:"on_failure"`
+		MaxRetries *int    `json:"max_retries"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	body := map[string]any{"name": name}
+	for k, p := range map[string]*string{"full_cron": in.FullCron, "inc_cron": in.IncCron} {
+		if p != nil {
+			body[k] = *p
+		}
+	}
+	if in.OnFailure != nil {
+		body["on_failure"] = strings.ToLower(*in.OnFailure)
+	}
+	for k, p := range map[string]*int{"keep_local": in.KeepLocal, "keep_remote": in.KeepRemote, "max_retries": in.MaxRetries} {
+		if p != nil {
+			body[k] = *p
+		}
+	}
+	if len(body) == 1 {
+		writeResults(w, []ApiCallRc{rc(maskWarn, opModify, objSchedule, codeNoEffect, "nothing to change in schedule "+name)})
+		return
+	}
+	a.commit(w, r, "schedule.modify", body, opModify, objSchedule, fmt.Sprintf("Schedule '%s' modified.", name),
+		map[string]string{"ScheduleName": name})
 }
 
 func (a *API) deleteSchedule(w http.ResponseWriter, r *http.Request) {

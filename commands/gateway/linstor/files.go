@@ -3,8 +3,10 @@ package linstor
 import (
 	"encoding/base64"
 	"net/http"
+	"path"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 )
 
@@ -24,6 +26,7 @@ func (a *API) fileRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/files/{file}", a.getFile)
 	mux.HandleFunc("PUT /v1/files/{file}", a.putFile)
 	mux.HandleFunc("DELETE /v1/files/{file}", a.deleteFile)
+	mux.HandleFunc("GET /v1/files/{file}/check/{node}", a.checkFile)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/files/{file}", a.deployFile("rd.file-deploy", opModify, "deployed with"))
 	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/files/{file}", a.deployFile("rd.file-undeploy", opDelete, "no longer deployed with"))
 }
@@ -102,4 +105,36 @@ func (a *API) deployFile(verb string, op uint64, what string) http.HandlerFunc {
 		a.commit(w, r, verb, map[string]any{"resource": rd, "path": p}, op, objExtFile,
 			"External file '"+p+"' "+what+" resource definition '"+rd+"'.", map[string]string{"ExternalFile": p, "RscDfn": rd})
 	}
+}
+
+// ExtFileCheckResult says whether a node's agent may write an external file.
+type ExtFileCheckResult struct {
+	Allowed bool `json:"allowed"`
+}
+
+// checkFile answers whether node's agent would write the file: its path is under one
+// of the --allow-ext-files prefixes the agent announces in its heartbeats (false while it
+// sent none). A node that does not exist is 404.
+func (a *API) checkFile(w http.ResponseWriter, r *http.Request) {
+	p, node := r.PathValue("file"), r.PathValue("node")
+	exists := false
+	if err := a.read(func(v *projections.View) (err error) {
+		_, exists, err = v.Node(node)
+		return err
+	}); err != nil {
+		writeFailure(w, 0, objNode, err)
+		return
+	}
+	if !exists {
+		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
+		return
+	}
+	var hb events.Heartbeat
+	if a.Status != nil {
+		if _, err := a.lastStatus(r.Context(), node, "node", &hb); err != nil {
+			writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeUnavailable, "heartbeat of %s: %v", node, err))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, ExtFileCheckResult{Allowed: path.Clean(p) == p && events.PathAllowed(hb.AllowExtFiles, p)})
 }

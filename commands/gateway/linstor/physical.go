@@ -38,23 +38,28 @@ type PhysicalStorageNode struct {
 	WWN        string `json:"wwn,omitempty"`
 }
 
-// DevicesOf reads a node's last report of its unused block devices (ok false when it
-// sent none).
-type DevicesOf func(ctx context.Context, node string) (rep backing.DeviceReport, ok bool, err error)
+// StatusOf reads the last report a node's agent sent on its status subject of one kind
+// (<prefix>.status.<node>.<kind>.<node>): ok false when there is none.
+type StatusOf func(ctx context.Context, node, kind string) (data []byte, ok bool, err error)
 
-// LastDevices is the DevicesOf of a status reader (events.Store.LastStatus).
-func LastDevices(last func(ctx context.Context, subject string) ([]byte, bool, error), status func(node, kind, id string) string) DevicesOf {
-	return func(ctx context.Context, node string) (backing.DeviceReport, bool, error) {
-		var rep backing.DeviceReport
-		data, ok, err := last(ctx, status(node, backing.DevicesKind, node))
-		if err != nil || !ok {
-			return rep, false, err
-		}
-		if err := json.Unmarshal(data, &rep); err != nil {
-			return rep, false, fmt.Errorf("devices report of %s: %w", node, err)
-		}
-		return rep, true, nil
+// StatusFrom is the StatusOf of a status reader (events.Store.LastStatus) and the
+// deployment's subject names (events.Names.Status).
+func StatusFrom(last func(ctx context.Context, subject string) ([]byte, bool, error), subject func(node, kind, id string) string) StatusOf {
+	return func(ctx context.Context, node, kind string) ([]byte, bool, error) {
+		return last(ctx, subject(node, kind, node))
 	}
+}
+
+// lastStatus decodes a node's last report of kind into v (ok false: none).
+func (a *API) lastStatus(ctx context.Context, node, kind string, v any) (bool, error) {
+	data, ok, err := a.Status(ctx, node, kind)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("%s report of %s: %w", kind, node, err)
+	}
+	return true, nil
 }
 
 // physicalRoutes serve LINSTOR's physical storage: the block devices each node's agent
@@ -62,7 +67,7 @@ func LastDevices(last func(ctx context.Context, subject string) ([]byte, bool, e
 // /v1/physical-storage/{node}) is not served (501): the operator makes the volume group
 // or zpool, then sp.create.
 func (a *API) physicalRoutes(mux *http.ServeMux) {
-	if a.Devices == nil {
+	if a.Status == nil {
 		return
 	}
 	mux.HandleFunc("GET /v1/physical-storage", a.listPhysicalStorage)
@@ -89,7 +94,8 @@ func (a *API) listPhysicalStorage(w http.ResponseWriter, r *http.Request) {
 	}
 	groups := map[key]*PhysicalStorage{}
 	for _, node := range nodes {
-		rep, ok, err := a.Devices(r.Context(), node)
+		var rep backing.DeviceReport
+		ok, err := a.lastStatus(r.Context(), node, backing.DevicesKind, &rep)
 		if err != nil {
 			writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeUnavailable, "devices of %s: %v", node, err))
 			return
@@ -143,8 +149,8 @@ func (a *API) nodePhysicalStorage(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
 		return
 	}
-	rep, _, err := a.Devices(r.Context(), node)
-	if err != nil {
+	var rep backing.DeviceReport
+	if _, err := a.lastStatus(r.Context(), node, backing.DevicesKind, &rep); err != nil {
 		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeUnavailable, "devices of %s: %v", node, err))
 		return
 	}
