@@ -47,7 +47,7 @@ func (c *simCluster) snapshotTaken(rd, name string) {
 	c.cmd("rd.snapshot", fmt.Sprintf(`{"resource":%q,"name":%q}`, rd, name))
 	require.Eventually(c.t, func() bool {
 		code, body := httpJSON(c.t, "GET", c.s.url("/cairn/v1/resources/"+rd+"/snapshots/"+name), "")
-		return code == 200 && strings.Contains(body, `"phase": "taken"`)
+		return code == 200 && strings.Contains(body, `"phase":"taken"`)
 	}, 30*time.Second, 100*time.Millisecond, "snapshot %s of %s was not taken", name, rd)
 }
 
@@ -125,7 +125,7 @@ func TestBackupToS3AndRestoreIntoAFreshCluster(t *testing.T) {
 	assert.Equal(t, b1.ManifestSHA256, list.Backups[0].SHA256)
 	code, body = httpJSON(t, "POST", c.s.url("/cairn/v1/remotes/s3/backups/r1/s1/verify"), "")
 	require.Equal(t, 200, code, body)
-	assert.Contains(t, body, `"ok": true`)
+	assert.Contains(t, body, `"ok":true`)
 
 	// An incremental: one block written after the first 1,000 lands in chunk 3; that
 	// chunk alone is sent.
@@ -248,7 +248,7 @@ func TestBackupResumesAfterAnAgentKillAndAnS3Outage(t *testing.T) {
 	assert.Equal(t, 1, listed())
 	code, body := httpJSON(t, "POST", c.s.url("/cairn/v1/remotes/s3/backups/r1/s1/verify"), "")
 	require.Equal(t, 200, code, body)
-	assert.Contains(t, body, `"ok": true`)
+	assert.Contains(t, body, `"ok":true`)
 
 	code, body = httpJSON(t, "POST", c.s.url("/cairn/v1/remotes/s3/backups/r1/s1/restore"), `{"target":"r1b","nodes":["n1"],"storage_pool":"thin"}`)
 	require.Equal(t, 200, code, body)
@@ -586,7 +586,7 @@ func TestEncryptedBackupRestoresOnlyWithItsPassphrase(t *testing.T) {
 	audit, _ := run(t, "audit", "--json", "--nats", c.s.natsURL())
 	assert.NotContains(t, audit, "the right passphrase")
 	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/remotes"), "")
-	assert.Contains(t, body, `"encrypted": true`)
+	assert.Contains(t, body, `"encrypted":true`)
 
 	c2 := startSimCluster(t, 2)
 	c2.cmd("remote.create", withPass("good", "the right passphrase"))
@@ -596,7 +596,7 @@ func TestEncryptedBackupRestoresOnlyWithItsPassphrase(t *testing.T) {
 	assert.Contains(t, body, "another passphrase")
 	code, body = httpJSON(t, "POST", c2.s.url("/cairn/v1/remotes/good/backups/r1/s1/verify"), "")
 	require.Equal(t, 200, code, body)
-	assert.Contains(t, body, `"ok": true`)
+	assert.Contains(t, body, `"ok":true`)
 	code, body = httpJSON(t, "POST", c2.s.url("/cairn/v1/remotes/wrong/backups/r1/s1/restore"), `{"target":"bad","nodes":["n1"]}`)
 	require.Equal(t, 200, code, body) // admitted: the agent finds out
 	require.Eventually(t, func() bool {

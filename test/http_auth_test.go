@@ -152,7 +152,7 @@ func TestHTTPAuthAndTLS(t *testing.T) {
 	assert.Equal(t, 403, status)
 	status, _, body = do("GET", "/cairn/v1/tokens", admin, "")
 	require.Equal(t, 200, status, body)
-	assert.Contains(t, body, `"creator": "cli:`)
+	assert.Contains(t, body, `"creator":"cli:`)
 	assert.NotContains(t, body, "hash")
 	assert.NotContains(t, body, "cairn_")
 	out, code = run(t, "auth", "token", "list", "--http", base, "--token", admin, "--cacert", caPath)

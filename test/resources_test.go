@@ -204,7 +204,7 @@ func TestNativeListsPage(t *testing.T) {
 	assert.Equal(t, "n4", p.Next)
 	status, body = httpJSON(t, "GET", s.url("/cairn/v1/storage-pools?limit=0"), "")
 	assert.Equal(t, 400, status)
-	assert.Contains(t, body, `"field": "limit"`)
+	assert.Contains(t, body, `"field":"limit"`)
 
 	// Filters page from the views' indexes: the definitions of a group, those with a
 	// replica on a node.

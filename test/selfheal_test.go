@@ -254,8 +254,8 @@ func TestEvacuateANodeWhileWritesGoOn(t *testing.T) {
 
 	status, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
 	require.Equal(t, 200, status)
-	assert.Contains(t, body, `"outcome": "ok"`)
-	assert.Contains(t, body, `"verb": "replica.replace"`)
+	assert.Contains(t, body, `"outcome":"ok"`)
+	assert.Contains(t, body, `"verb":"replica.replace"`)
 	c.cmd("node.remove", `{"name":"n1"}`)
 }
 
@@ -297,7 +297,7 @@ func TestAutoEvictReplacesADeadNodesReplicas(t *testing.T) {
 	}, 30*time.Second, 200*time.Millisecond, "the peers see %s's connection lost", victim)
 	require.Eventually(t, func() bool {
 		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
-		return strings.Contains(body, `"action": "braked"`) && strings.Contains(body, "2 of 5 nodes are offline")
+		return strings.Contains(body, `"action":"braked"`) && strings.Contains(body, "2 of 5 nodes are offline")
 	}, 30*time.Second, 200*time.Millisecond)
 	// Honest status: the dead node's replica is not UpToDate, the definition is degraded,
 	// and LINSTOR shows no state for it (its CLI prints Unknown), not its last report.
@@ -319,14 +319,14 @@ func TestAutoEvictReplacesADeadNodesReplicas(t *testing.T) {
 	}
 	time.Sleep(4 * time.Second) // past AutoEvictAfterTime: still nobody evicted
 	_, body = httpJSON(t, "GET", c.s.url("/cairn/v1/nodes/"+victim), "")
-	require.NotContains(t, body, `"maintenance": "evicted"`)
+	require.NotContains(t, body, `"maintenance":"evicted"`)
 	require.Contains(t, diskfulNodes(c.resource("r1")), victim)
 
 	// The spare comes back: one of five down, the victim is evicted and replaced.
 	c.startAgent(spare[0])
 	require.Eventually(t, func() bool {
 		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/nodes/"+victim), "")
-		return strings.Contains(body, `"maintenance": "evicted"`)
+		return strings.Contains(body, `"maintenance":"evicted"`)
 	}, 60*time.Second, 200*time.Millisecond, "the dead node is evicted")
 	require.Eventually(t, func() bool {
 		rv = c.resource("r1")
@@ -366,7 +366,7 @@ func TestLinstorCLIEvacuateAndRestore(t *testing.T) {
 	ok("controller", "set-property", "DrbdOptions/AutoEvictAfterTime", "1")
 	require.Eventually(t, func() bool {
 		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
-		return strings.Contains(body, `"after_seconds": 60`)
+		return strings.Contains(body, `"after_seconds":60`)
 	}, 10*time.Second, 200*time.Millisecond, "the policy reads the controller's setting")
 
 	ok("node", "set-property", "n4", "AutoplaceTarget", "false")
@@ -441,7 +441,7 @@ func TestKeepReplicaCount(t *testing.T) {
 	c.cmd("rg.modify", `{"name":"rg2","place_count":4}`)
 	require.Eventually(t, func() bool {
 		_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/policies"), "")
-		return strings.Contains(body, `"verb": "replica.add"`) && strings.Contains(body, "autoplace needs")
+		return strings.Contains(body, `"verb":"replica.add"`) && strings.Contains(body, "autoplace needs")
 	}, 30*time.Second, 200*time.Millisecond, "the refusal (no fourth node) is shown")
 	require.Eventually(t, func() bool { return len(upToDate(c.resource("r1"))) == 3 }, 60*time.Second, 200*time.Millisecond)
 	c.cmd("node.add", `{"name":"n4","host":"h4","address":"10.0.0.4"}`)

@@ -54,7 +54,7 @@ func TestSnapshotsWithoutReflinksAreRefusedWhenTooLarge(t *testing.T) {
 	c.cmd("rd.snapshot", `{"resource":"`+small+`","name":"`+snap+`"}`)
 	require.Eventually(t, func() bool {
 		code, body := httpJSON(t, "GET", c.s.url("/cairn/v1/resources/"+small+"/snapshots/"+snap), "")
-		return code == 200 && strings.Contains(body, `"phase": "taken"`)
+		return code == 200 && strings.Contains(body, `"phase":"taken"`)
 	}, 30*time.Second, 100*time.Millisecond, "the small snapshot was not taken")
 	t.Logf("pool file system has reflinks: %v", reflinks)
 }

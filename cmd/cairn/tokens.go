@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -115,7 +117,12 @@ func (h *httpClientFlags) getAndPrint(path string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Print(string(body))
+	var out bytes.Buffer // the gateway answers programs compactly: indent for the reader
+	if json.Indent(&out, body, "", "  ") != nil {
+		out.Reset()
+		out.Write(body)
+	}
+	fmt.Print(strings.TrimRight(out.String(), "\n") + "\n")
 	if status != http.StatusOK {
 		return exitError{1}
 	}

@@ -43,10 +43,13 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, HTTPStatus(e.Code), map[string]any{"ok": false, "error": e})
 }
 
+// writeJSON answers v as JSON: indented for a person (wantsPretty), compact otherwise.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if isPretty(w) {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
 }

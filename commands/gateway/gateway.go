@@ -123,9 +123,9 @@ func (g *Gateway) Handler() http.Handler {
 		writeError(w, cairn.Errorf(cairn.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	if g.Auth != nil {
-		return g.Auth.Wrap(mux)
+		return withPretty(g.Auth.Wrap(mux))
 	}
-	return mux
+	return withPretty(mux)
 }
 
 // listTokens serves every token (revoked ones too) without its hash: name, role,

@@ -33,6 +33,6 @@ func TestGatewayRefusesABodyOverTheNATSMaxPayload(t *testing.T) {
 	raw, _ := io.ReadAll(resp.Body)
 	b := string(raw)
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, b)
-	require.Contains(t, b, `"code": "payload_too_large"`)
+	require.Contains(t, b, `"code":"payload_too_large"`)
 	require.Contains(t, b, "over what the NATS server carries (200000 bytes")
 }
