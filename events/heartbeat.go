@@ -27,3 +27,16 @@ func PathAllowed(prefixes []string, path string) bool {
 	}
 	return false
 }
+
+// FilesKind is the status kind of an agent's report of the external files it wrote:
+// <prefix>.status.<node>.files.<node>.
+const FilesKind = "files"
+
+// FilesReport is what an agent found of the external files it wrote, at At (after
+// every change): each file's path and the SHA-256 of its content on disk then ("" when
+// it was gone).
+type FilesReport struct {
+	Node  string            `json:"node"`
+	At    time.Time         `json:"at"`
+	Files map[string]string `json:"files"`
+}

@@ -567,6 +567,16 @@ func TestLinstorAPIContract(t *testing.T) {
 	require.NotNil(t, check.Allowed)
 	assert.False(t, *check.Allowed, "no agent announced allowed paths")
 	l.rcs(404, "GET", "/v1/files/"+esc+"/check/ghost", "")
+	var fileStatus struct {
+		ActualPath   string `json:"actual_path"`
+		ContentMatch *bool  `json:"content_match"`
+	}
+	l.get("/v1/files/"+esc+"/status/n1", &fileStatus)
+	require.NotNil(t, fileStatus.ContentMatch)
+	assert.False(t, *fileStatus.ContentMatch, "no agent wrote it")
+	assert.Empty(t, fileStatus.ActualPath)
+	rc = l.rcs(404, "GET", "/v1/files/"+url.QueryEscape("/etc/none")+"/status/n1", "")
+	assert.Equal(t, retCode(lsError, 0x500000, 320), rc[0].RetCode, "FAIL_NOT_FOUND_EXT_FILE: %s", rc[0].Message)
 	l.rcs(200, "POST", "/v1/resource-definitions/r1/files/"+esc, "")
 	l.rcs(404, "POST", "/v1/resource-definitions/nope/files/"+esc, "")
 	l.rcs(200, "DELETE", "/v1/resource-definitions/r1/files/"+esc, "")
@@ -617,7 +627,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	// Unparseable JSON is 400; what Cairn does not serve is 501, never 404.
 	rc = l.rcs(400, "POST", "/v1/resource-groups", `{"name":`)
 	assert.True(t, uint64(rc[0].RetCode)&lsError == lsError)
-	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/files/x/status/n1"},
+	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/sos-report"},
 		{"POST", "/v1/physical-storage/n1"}, {"POST", "/v1/resource-definitions/r2/snapshot-shipping"}} {
 		rc = l.rcs(501, c[0], c[1], `{}`)
 		assert.Contains(t, rc[0].Message, "Cairn does not serve")

@@ -354,6 +354,14 @@ func TestLinstorCLISession(t *testing.T) {
 	assert.False(t, checkOn("/etc/systemd/system/x.service", "n1"))
 	ok("file", "deploy", conf, "r1")
 	fileOn(conf, "[[promoter]]\nid = \"r1\"\n")
+	// What each agent found of it when it last wrote one (golinstor's file status):
+	// there, with the registered content.
+	for _, n := range []string{"n1", "n2", fqdn} {
+		require.Eventually(t, func() bool {
+			code, body := httpJSON(t, "GET", "http://"+s.httpAddr+"/v1/files/"+url.QueryEscape(conf)+"/status/"+n, "")
+			return code == 200 && strings.Contains(body, `"actual_path":"`+conf+`","content_match":true`)
+		}, 10*time.Second, 100*time.Millisecond, "%s does not report %s written", n, conf)
+	}
 	out, errb, code = feed("[[promoter]]\nid = \"r1-v2\"\n", "file", "modify", conf)
 	require.Equal(t, 0, code, "%s%s", out, errb)
 	fileOn(conf, "[[promoter]]\nid = \"r1-v2\"\n")

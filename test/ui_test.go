@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,22 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	assert.Contains(t, since, "n3")
 	assert.Contains(t, since, "changed since")
 	assert.NotEmpty(t, seq)
+
+	// Two past moments compared: from n9's node.added back to the event before it, n9 is
+	// the one difference (removed); nothing of what came later shows.
+	n, err := strconv.Atoi(strings.TrimSpace(seq))
+	require.NoError(t, err)
+	var title, between string
+	inBrowser(t, ctx, 20*time.Second,
+		chromedp.SetValue(`#at-with`, strconv.Itoa(n-1)),
+		chromedp.Click(`#at-compare`),
+		chromedp.WaitVisible(`#at-diff tr[data-change="nodes/n9"]`),
+		chromedp.Text(`#at-diff-title`, &title),
+		chromedp.Text(`#at-diff`, &between))
+	assert.Equal(t, fmt.Sprintf("From event %d to event %d", n, n-1), title)
+	assert.Contains(t, between, "removed")
+	assert.NotContains(t, between, "n3", "a change after both moments")
+	shot(t, ctx, "dashboard-compare.png")
 	assert.Empty(t, *errs, "JavaScript errors")
 }
 

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairn-io/cairn/agents/fsx"
 	"github.com/cairn-io/cairn/drbd"
@@ -33,6 +34,9 @@ type extFiles struct {
 	root    string
 	allowed []string
 	record  string
+
+	// publish sends the report of what is on disk after every change (nil: none).
+	publish func(events.FilesReport)
 
 	mu     sync.Mutex
 	loaded bool
@@ -118,8 +122,26 @@ func (x *extFiles) sync(rd string, want []drbd.File) error {
 		if err := x.save(); err != nil {
 			errs = append(errs, err)
 		}
+		x.report()
 	}
 	return errors.Join(errs...)
+}
+
+// report publishes what is on disk of every file the agent wrote (x.mu held).
+func (x *extFiles) report() {
+	if x.publish == nil {
+		return
+	}
+	rep := events.FilesReport{At: time.Now().UTC(), Files: map[string]string{}}
+	for p := range x.files {
+		if b, err := os.ReadFile(x.hostPath(p)); err == nil {
+			sum := sha256.Sum256(b)
+			rep.Files[p] = hex.EncodeToString(sum[:])
+		} else {
+			rep.Files[p] = ""
+		}
+	}
+	x.publish(rep)
 }
 
 func (x *extFiles) hostPath(p string) string { return filepath.Join(x.root, filepath.FromSlash(p)) }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cairn-io/cairn/drbd"
+	"github.com/cairn-io/cairn/events"
 )
 
 func extFile(path, content string) drbd.File {
@@ -30,6 +31,8 @@ func TestExtFilesSharedAndAcrossRestarts(t *testing.T) {
 		return string(b), err == nil
 	}
 	x := newExtFiles(p, []string{"/etc/drbd-reactor.d", "/etc/extra/"})
+	var last events.FilesReport
+	x.publish = func(rep events.FilesReport) { last = rep }
 	shared := "/etc/drbd-reactor.d/shared.toml"
 	own := "/etc/extra/r2.conf"
 	require.NoError(t, x.sync("r1", []drbd.File{extFile(shared, "a")}))
@@ -37,6 +40,8 @@ func TestExtFilesSharedAndAcrossRestarts(t *testing.T) {
 	got, ok := read(shared)
 	assert.True(t, ok)
 	assert.Equal(t, "a", got)
+	assert.Equal(t, map[string]string{shared: extFile(shared, "a").SHA256, own: extFile(own, "x").SHA256}, last.Files,
+		"the report has what is on disk")
 
 	require.NoError(t, x.sync("r1", nil)) // r2 still deploys it
 	got, ok = read(shared)

@@ -162,6 +162,15 @@ func New(cfg Config) (*Reconciler, error) {
 		// chunk): WaitN refuses more than the burst.
 		r.upLimit = rate.NewLimiter(rate.Limit(r.cfg.BackupBandwidth), max(int(r.cfg.BackupBandwidth), 2*backup.ChunkSize))
 	}
+	if cfg.Pub != nil {
+		r.files.publish = func(rep events.FilesReport) {
+			rep.Node = cfg.Node
+			body, _ := json.Marshal(rep)
+			if err := cfg.Pub.Publish(cfg.Names.Status(cfg.Node, events.FilesKind, cfg.Node), body); err != nil {
+				cfg.Log.Warn().Err(err).Msg("external files report not sent")
+			}
+		}
+	}
 	r.pub = &statusPublisher{r: r, dirty: map[string]bool{}, last: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	return r, nil
 }

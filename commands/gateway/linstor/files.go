@@ -27,6 +27,7 @@ func (a *API) fileRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /v1/files/{file}", a.putFile)
 	mux.HandleFunc("DELETE /v1/files/{file}", a.deleteFile)
 	mux.HandleFunc("GET /v1/files/{file}/check/{node}", a.checkFile)
+	mux.HandleFunc("GET /v1/files/{file}/status/{node}", a.fileStatus)
 	mux.HandleFunc("POST /v1/resource-definitions/{rd}/files/{file}", a.deployFile("rd.file-deploy", opModify, "deployed with"))
 	mux.HandleFunc("DELETE /v1/resource-definitions/{rd}/files/{file}", a.deployFile("rd.file-undeploy", opDelete, "no longer deployed with"))
 }
@@ -110,6 +111,52 @@ func (a *API) deployFile(verb string, op uint64, what string) http.HandlerFunc {
 // ExtFileCheckResult says whether a node's agent may write an external file.
 type ExtFileCheckResult struct {
 	Allowed bool `json:"allowed"`
+}
+
+// ExtFileStatusResult is where a node holds an external file and whether its content
+// is the registered one.
+type ExtFileStatusResult struct {
+	ActualPath   string `json:"actual_path,omitempty"`
+	ContentMatch bool   `json:"content_match"`
+}
+
+// fileStatus answers what node's agent found of the file when it last wrote or removed
+// one (its files report): the path when it is there, and whether its content is the
+// registered content. A file or node that does not exist is 404.
+func (a *API) fileStatus(w http.ResponseWriter, r *http.Request) {
+	p, node := r.PathValue("file"), r.PathValue("node")
+	var f projections.ExternalFile
+	fileOK, nodeOK := false, false
+	if err := a.read(func(v *projections.View) (err error) {
+		if f, fileOK, err = v.ExternalFile(p); err != nil {
+			return err
+		}
+		_, nodeOK, err = v.Node(node)
+		return err
+	}); err != nil {
+		writeFailure(w, 0, objExtFile, err)
+		return
+	}
+	switch {
+	case !fileOK:
+		writeFailure(w, 0, objExtFile, cairn.Errorf(cairn.CodeNotFound, "external file %s does not exist", p).About(cairn.ObjExternalFile))
+		return
+	case !nodeOK:
+		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
+		return
+	}
+	var rep events.FilesReport
+	if a.Status != nil {
+		if _, err := a.lastStatus(r.Context(), node, events.FilesKind, &rep); err != nil {
+			writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeUnavailable, "files report of %s: %v", node, err))
+			return
+		}
+	}
+	out := ExtFileStatusResult{}
+	if sum, ok := rep.Files[p]; ok && sum != "" {
+		out.ActualPath, out.ContentMatch = p, sum == f.SHA256
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // checkFile answers whether node's agent would write the file: its path is under one

@@ -214,12 +214,15 @@ async function history(main) {
     table(["Seq", "When", "Type", "Subject", "Actor", "Payload"], rows, { id: "history" })));
 }
 
-// at: the cluster as it was right after the event at ?seq=, and what changed since.
+// at: the cluster as it was right after the event at ?seq=, and what changed from then
+// to another moment: ?with= (an event's sequence, before or after) or now.
 async function at(main) {
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
   const seq = params.get("seq") || "1";
+  const other = params.get("with") || "now";
   const [nodes, res, diff] = await Promise.all([api(`/cairn/v1/at/${encodeURIComponent(seq)}/nodes`),
-    api(`/cairn/v1/at/${encodeURIComponent(seq)}/resources?limit=100`), api(`/cairn/v1/at/${encodeURIComponent(seq)}/diff?with=now`)]);
+    api(`/cairn/v1/at/${encodeURIComponent(seq)}/resources?limit=100`),
+    api(`/cairn/v1/at/${encodeURIComponent(seq)}/diff?with=${encodeURIComponent(other)}`)]);
   main.append(h("h2", { id: "at-title" }, `The cluster as it was after event ${seq}`));
   const rows = (nodes.nodes || []).map(n => h("tr", { "data-node": n.name }, h("td", {}, n.name), h("td", {}, n.spec.host),
     h("td", {}, n.spec.failure_domain || ""), h("td", {}, (n.status || {}).state || "")));
@@ -228,12 +231,22 @@ async function at(main) {
     h("td", {}, (r.replicas || []).map(x => x.node + (x.diskless ? " (diskless)" : "")).join(", "))));
   main.append(h("section", { class: "card" }, h("h2", {}, "Resources then"), table(["Name", "Replicas"], rrows, { id: "at-resources" })));
   const changes = [];
+  const when = other === "now" ? " since" : "";
   for (const kind of ["nodes", "resources"]) {
     for (const what of ["added", "removed", "changed"]) {
-      for (const name of (diff[kind] || {})[what] || []) changes.push(h("tr", {}, h("td", {}, kind), h("td", {}, name), h("td", {}, what + " since")));
+      for (const name of (diff[kind] || {})[what] || []) changes.push(h("tr", { "data-change": `${kind}/${name}` }, h("td", {}, kind), h("td", {}, name), h("td", {}, what + when)));
     }
   }
-  main.append(h("section", { class: "card" }, h("h2", {}, `Since then (event ${diff.to_seq})`), table(["Kind", "Name", ""], changes, { id: "at-diff" })));
+  const withInput = h("input", { id: "at-with", placeholder: "now, or an event's sequence", value: other === "now" ? "" : other });
+  const compare = h("button", { id: "at-compare", onclick: () => {
+    const q = new URLSearchParams({ seq });
+    if (withInput.value.trim()) q.set("with", withInput.value.trim());
+    location.hash = "#/at?" + q.toString();
+  } }, "Compare");
+  const title = other === "now" ? `Since then (now: event ${diff.to_seq})` : `From event ${diff.from_seq} to event ${diff.to_seq}`;
+  main.append(h("section", { class: "card" }, h("h2", { id: "at-diff-title" }, title),
+    h("div", { class: "filters" }, h("label", {}, "Compare with ", withInput), compare),
+    table(["Kind", "Name", ""], changes, { id: "at-diff" })));
 }
 
 const pages = { overview, resources, pools, policies, history, at };
