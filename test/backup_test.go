@@ -503,21 +503,22 @@ func TestBackupScheduleRunsByItself(t *testing.T) {
 	// unknown schedule is refused (exit 10) naming it, nothing changed.
 	out, errOut, code = linstor("schedule", "modify", "--keep-local", "3", "--on-failure", "retry", "--max-retries", "2", "fast")
 	require.Equal(t, 0, code, out+errOut)
-	var scheds [][]struct {
-		Name       string `json:"schedule_name"`
-		FullCron   string `json:"full_cron"`
-		IncCron    string `json:"inc_cron"`
-		KeepLocal  int    `json:"keep_local"`
-		KeepRemote int    `json:"keep_remote"`
-		OnFailure  string `json:"on_failure"`
-		MaxRetries int    `json:"max_retries"`
+	var scheds struct {
+		Data []struct {
+			Name       string `json:"schedule_name"`
+			FullCron   string `json:"full_cron"`
+			IncCron    string `json:"inc_cron"`
+			KeepLocal  int    `json:"keep_local"`
+			KeepRemote int    `json:"keep_remote"`
+			OnFailure  string `json:"on_failure"`
+			MaxRetries int    `json:"max_retries"`
+		} `json:"data"`
 	}
 	out, _, code = linstor("-m", "schedule", "list")
 	require.Equal(t, 0, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &scheds), out)
-	require.Len(t, scheds, 1)
-	require.Len(t, scheds[0], 1)
-	got := scheds[0][0]
+	require.Len(t, scheds.Data, 1, out)
+	got := scheds.Data[0]
 	assert.Equal(t, "@every 4s", got.FullCron)
 	assert.Equal(t, "@every 2s", got.IncCron)
 	assert.Equal(t, 3, got.KeepLocal)

@@ -130,7 +130,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	assert.Equal(t, "cordoned", flag)
 	code, body := httpJSON(t, "GET", c.s.url("/cairn/v1/nodes/n3"), "")
 	require.Equal(t, 200, code)
-	assert.Contains(t, body, `"AutoplaceTarget": "false"`, "the button did not send node.modify")
+	assert.Contains(t, body, `"AutoplaceTarget":"false"`, "the button did not send node.modify")
 	out, code := run(t, "audit", "--nats", c.s.natsURL(), "--type", "node.properties-changed", "--json")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, `"name":"n3"`)
