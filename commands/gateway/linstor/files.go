@@ -164,16 +164,7 @@ func (a *API) fileStatus(w http.ResponseWriter, r *http.Request) {
 // sent none). A node that does not exist is 404.
 func (a *API) checkFile(w http.ResponseWriter, r *http.Request) {
 	p, node := r.PathValue("file"), r.PathValue("node")
-	exists := false
-	if err := a.read(func(v *projections.View) (err error) {
-		_, exists, err = v.Node(node)
-		return err
-	}); err != nil {
-		writeFailure(w, 0, objNode, err)
-		return
-	}
-	if !exists {
-		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
+	if !a.nodeExists(w, node) {
 		return
 	}
 	var hb events.Heartbeat

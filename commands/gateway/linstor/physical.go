@@ -137,16 +137,7 @@ func (a *API) listPhysicalStorage(w http.ResponseWriter, r *http.Request) {
 // saying why.
 func (a *API) nodePhysicalStorage(w http.ResponseWriter, r *http.Request) {
 	node := r.PathValue("node")
-	exists := false
-	if err := a.read(func(v *projections.View) (err error) {
-		_, exists, err = v.Node(node)
-		return err
-	}); err != nil {
-		writeFailure(w, 0, objNode, err)
-		return
-	}
-	if !exists {
-		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
+	if !a.nodeExists(w, node) {
 		return
 	}
 	var rep backing.DeviceReport
@@ -163,4 +154,21 @@ func (a *API) nodePhysicalStorage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// nodeExists reports whether node is in the cluster; when it is not (or the views
+// cannot be read) it has answered the request (404 FAIL_NOT_FOUND_NODE).
+func (a *API) nodeExists(w http.ResponseWriter, node string) bool {
+	exists := false
+	if err := a.read(func(v *projections.View) (err error) {
+		_, exists, err = v.Node(node)
+		return err
+	}); err != nil {
+		writeFailure(w, 0, objNode, err)
+		return false
+	}
+	if !exists {
+		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
+	}
+	return exists
 }
