@@ -61,3 +61,44 @@ func TestMkfsAndTheSignatureGuard(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"mkfs.ext4", "-q", "-F", "-E", "nodiscard,root_owner=0:0", "-m", "0", "/dev/drbd1000"}, argv)
 }
+
+// TestRealMakesTheFilesystemWhilePrimary: on a real host the filesystem is made on the
+// DRBD device while the resource is Primary, which it is again not afterwards, also when
+// the device carries another signature (then nothing is made). drbdsetup, blkid and mkfs
+// answer through a recorder: the device needs the DRBD kernel module.
+func TestRealMakesTheFilesystemWhilePrimary(t *testing.T) {
+	d := drbd.Desired{Resource: "r1", Node: "n1", Local: &drbd.Local{NodeID: 0},
+		Replicas: []drbd.Replica{{Node: "n1", NodeID: 0, Minors: map[int]int{0: 1000}}},
+		Volumes:  []drbd.Volume{{Number: 0, SizeKiB: 8192}}}
+	o := drbd.FilesystemOrder{Volume: 0, Type: drbd.FilesystemExt4}
+	calls := func(rec *execx.Recorder) []string {
+		var out []string
+		for _, c := range rec.Calls() {
+			out = append(out, c.String())
+		}
+		return out
+	}
+
+	rec := &execx.Recorder{Strict: true}
+	rec.On("drbdsetup")
+	rec.On("blkid").Fail(2, "")
+	rec.On("mkfs.ext4")
+	require.NoError(t, (&Real{Exec: rec}).MakeFilesystem(context.Background(), Resource{Desired: d}, o))
+	assert.Equal(t, []string{
+		"drbdsetup primary r1",
+		"blkid -p -o value -s TYPE --size 8388608 /dev/drbd1000",
+		"mkfs.ext4 -q -F -E nodiscard /dev/drbd1000",
+		"drbdsetup secondary r1",
+	}, calls(rec))
+
+	rec = &execx.Recorder{Strict: true}
+	rec.On("drbdsetup")
+	rec.On("blkid").Stdout("xfs\n")
+	err := (&Real{Exec: rec}).MakeFilesystem(context.Background(), Resource{Desired: d}, o)
+	assert.ErrorContains(t, err, "carries a xfs signature")
+	assert.Equal(t, []string{
+		"drbdsetup primary r1",
+		"blkid -p -o value -s TYPE --size 8388608 /dev/drbd1000",
+		"drbdsetup secondary r1",
+	}, calls(rec))
+}
