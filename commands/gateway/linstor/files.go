@@ -126,23 +126,19 @@ type ExtFileStatusResult struct {
 func (a *API) fileStatus(w http.ResponseWriter, r *http.Request) {
 	p, node := r.PathValue("file"), r.PathValue("node")
 	var f projections.ExternalFile
-	fileOK, nodeOK := false, false
+	fileOK := false
 	if err := a.read(func(v *projections.View) (err error) {
-		if f, fileOK, err = v.ExternalFile(p); err != nil {
-			return err
-		}
-		_, nodeOK, err = v.Node(node)
+		f, fileOK, err = v.ExternalFile(p)
 		return err
 	}); err != nil {
 		writeFailure(w, 0, objExtFile, err)
 		return
 	}
-	switch {
-	case !fileOK:
+	if !fileOK {
 		writeFailure(w, 0, objExtFile, cairn.Errorf(cairn.CodeNotFound, "external file %s does not exist", p).About(cairn.ObjExternalFile))
 		return
-	case !nodeOK:
-		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
+	}
+	if !a.nodeExists(w, node) {
 		return
 	}
 	var rep events.FilesReport

@@ -1,9 +1,11 @@
 package linstor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -74,8 +76,7 @@ func (a *API) physicalRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/physical-storage/{node}", a.nodePhysicalStorage)
 }
 
-// listPhysicalStorage groups every node's unused devices by size and kind (rotational),
-// largest first; nodes that never reported, or could not list their devices, are left
+// listPhysicalStorage groups every node's unused devices (groupDevices); nodes that never reported, or could not list their devices, are left
 // out.
 func (a *API) listPhysicalStorage(w http.ResponseWriter, r *http.Request) {
 	var nodes []string
@@ -88,11 +89,7 @@ func (a *API) listPhysicalStorage(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, 0, objNode, err)
 		return
 	}
-	type key struct {
-		size uint64
-		rota bool
-	}
-	groups := map[key]*PhysicalStorage{}
+	reports := map[string]backing.DeviceReport{}
 	for _, node := range nodes {
 		var rep backing.DeviceReport
 		ok, err := a.lastStatus(r.Context(), node, backing.DevicesKind, &rep)
@@ -100,35 +97,11 @@ func (a *API) listPhysicalStorage(w http.ResponseWriter, r *http.Request) {
 			writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeUnavailable, "devices of %s: %v", node, err))
 			return
 		}
-		if !ok || rep.Error != "" {
-			continue // never reported, or could not list them: GET …/{node} says why
-		}
-		for _, d := range rep.Devices {
-			k := key{d.SizeBytes, d.Rotational}
-			g := groups[k]
-			if g == nil {
-				g = &PhysicalStorage{Size: d.SizeBytes, Rotational: d.Rotational, Nodes: map[string][]PhysicalStorageDevice{}}
-				groups[k] = g
-			}
-			g.Nodes[node] = append(g.Nodes[node], PhysicalStorageDevice{Device: d.Path, Model: d.Model, Serial: d.Serial, WWN: d.WWN})
+		if ok && rep.Error == "" { // never reported, or could not list them: GET …/{node} says why
+			reports[node] = rep
 		}
 	}
-	out := make([]PhysicalStorage, 0, len(groups))
-	for _, g := range groups {
-		out = append(out, *g)
-	}
-	slices.SortFunc(out, func(x, y PhysicalStorage) int {
-		if x.Size != y.Size {
-			return int(min(max(int64(y.Size)-int64(x.Size), -1), 1))
-		}
-		if x.Rotational == y.Rotational {
-			return 0
-		}
-		if x.Rotational {
-			return 1
-		}
-		return -1
-	})
+	out := groupDevices(reports)
 	writeJSON(w, http.StatusOK, page(r.URL.Query(), out))
 }
 
@@ -171,4 +144,39 @@ func (a *API) nodeExists(w http.ResponseWriter, node string) bool {
 		writeFailure(w, 0, objNode, cairn.Errorf(cairn.CodeNotFound, "node %s is not in the cluster", node).About(cairn.ObjNode))
 	}
 	return exists
+}
+
+// groupDevices groups the nodes' unused devices by size and kind: largest first,
+// solid-state before rotating among equal sizes, each group's devices by node.
+func groupDevices(reports map[string]backing.DeviceReport) []PhysicalStorage {
+	type key struct {
+		size uint64
+		rota bool
+	}
+	groups := map[key]*PhysicalStorage{}
+	for _, node := range slices.Sorted(maps.Keys(reports)) {
+		for _, d := range reports[node].Devices {
+			k := key{d.SizeBytes, d.Rotational}
+			g := groups[k]
+			if g == nil {
+				g = &PhysicalStorage{Size: d.SizeBytes, Rotational: d.Rotational, Nodes: map[string][]PhysicalStorageDevice{}}
+				groups[k] = g
+			}
+			g.Nodes[node] = append(g.Nodes[node], PhysicalStorageDevice{Device: d.Path, Model: d.Model, Serial: d.Serial, WWN: d.WWN})
+		}
+	}
+	out := make([]PhysicalStorage, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, *g)
+	}
+	rank := func(rotational bool) int {
+		if rotational {
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(out, func(x, y PhysicalStorage) int {
+		return cmp.Or(cmp.Compare(y.Size, x.Size), cmp.Compare(rank(x.Rotational), rank(y.Rotational)))
+	})
+	return out
 }
