@@ -253,6 +253,15 @@ func TestEveryVerbIsConditionalOnWhatItRead(t *testing.T) {
 	no("backup.delete", `{"remote":"s3","resource":"r1","id":"s1"}`) // the base of s1b
 	ok("backup.abort", `{"resource":"r1","id":"s1b"}`)
 	ok("backup.delete", `{"remote":"s3","resource":"r1","id":"s1"}`)
+	no("backup.ship", `{"resource":"r1","remote":"s3","snapshot":"s1","id":"sh1","target":"rx"}`) // s3 is no cluster
+	ok("remote.create", `{"name":"c2","kind":"cairn","endpoint":"http://127.0.0.1:1"}`)
+	no("backup.ship-finish", `{"resource":"r1","id":"sh1","ok":true}`) // not shipped
+	ok("backup.ship", `{"resource":"r1","remote":"c2","snapshot":"s1","id":"sh1","target":"rx","target_nodes":["n1"]}`)
+	no("backup.ship-finish", `{"resource":"r1","id":"sh1","ok":true}`) // still uploading
+	ok("backup.finish", `{"resource":"r1","id":"sh1","ok":true,"manifest_sha256":`+sha+`}`)
+	ok("backup.ship-finish", `{"resource":"r1","id":"sh1","ok":false,"error":"target rx already exists"}`)
+	no("backup.ship-finish", `{"resource":"r1","id":"sh1","ok":true}`) // answered
+	ok("remote.delete", `{"name":"c2"}`)
 	no("backup.restore", `{"remote":"s3","resource":"r1","id":"s1","target":"r1","nodes":["n2"],"volumes":[{"number":0,"size_kib":8192}],"manifest_sha256":`+sha+`}`)
 	ok("backup.restore", `{"remote":"s3","resource":"r1","id":"s1","target":"rb","nodes":["n2","n4"],"storage_pool":"thin","volumes":[{"number":0,"size_kib":8192}],"manifest_sha256":`+sha+`}`)
 	ok("rd.restore", `{"resource":"r1","snapshot":"s1","target":"r3"}`)

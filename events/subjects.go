@@ -43,6 +43,25 @@ func (n Names) NodesStream() string { return strings.ToUpper(n.Prefix) + "_NODES
 // StatusStream holds observed state reported by agents, a few per subject (CAIRN_STATUS).
 func (n Names) StatusStream() string { return strings.ToUpper(n.Prefix) + "_STATUS" }
 
+// ReceivedBucket is the object store of the backups other clusters shipped to this one
+// (CAIRN_RECEIVED; storage/backup/objstore).
+func (n Names) ReceivedBucket() string { return strings.ToUpper(n.Prefix) + "_RECEIVED" }
+
+// AgentReceived is the subject node's agent reads pieces of received backups on (a
+// serve answers from the ReceivedBucket).
+func (n Names) AgentReceived(node string) string {
+	return n.Prefix + ".agent." + Token(node) + ".received"
+}
+
+// AgentReceivedFilter covers every node's reads of received backups.
+func (n Names) AgentReceivedFilter() string { return n.Prefix + ".agent.*.received" }
+
+// ParseAgentReceived returns the node of a received-backup read subject (ok false for
+// any other subject).
+func (n Names) ParseAgentReceived(subject string) (node string, ok bool) {
+	return n.parseAgent(subject, ".received")
+}
+
 // LeaseBucket is the key-value bucket of the side-effect lease (cmd/cairn/server/lease).
 func (n Names) LeaseBucket() string { return strings.ToUpper(n.Prefix) + "_LEASE" }
 
@@ -193,8 +212,13 @@ func (n Names) AgentRemoteFilter() string { return n.Prefix + ".agent.*.remote" 
 // ParseAgentRemote returns the node of a remote request subject (ok false for any
 // other subject).
 func (n Names) ParseAgentRemote(subject string) (node string, ok bool) {
+	return n.parseAgent(subject, ".remote")
+}
+
+// parseAgent returns the node of <prefix>.agent.<node><suffix>.
+func (n Names) parseAgent(subject, suffix string) (node string, ok bool) {
 	rest, found := strings.CutPrefix(subject, n.Prefix+".agent.")
-	tok, found2 := strings.CutSuffix(rest, ".remote")
+	tok, found2 := strings.CutSuffix(rest, suffix)
 	if !found || !found2 || tok == "" || strings.Contains(tok, ".") {
 		return "", false
 	}

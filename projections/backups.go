@@ -32,9 +32,58 @@ type RDBackup struct {
 	BytesTotal     int64     `json:"bytes_total,omitempty"`
 	BytesSent      int64     `json:"bytes_sent,omitempty"`
 	ChunksSent     int64     `json:"chunks_sent,omitempty"`
+	// Ship, for a backup shipped to another cluster (backup.ship), is its restore there.
+	Ship           *Ship     `json:"ship,omitempty"`
 	StartedSeq     uint64    `json:"started_seq"`
 	StartedAt      time.Time `json:"started_at"`
 	DoneAt         time.Time `json:"done_at,omitzero"`
+}
+
+// Ship is a shipped backup's restore on the remote's cluster.
+type Ship struct {
+	Target        string   `json:"target"`
+	Nodes         []string `json:"nodes,omitempty"`
+	StoragePool   string   `json:"storage_pool,omitempty"`
+	ResourceGroup string   `json:"resource_group,omitempty"`
+	// Phase: ShipWaiting (for the upload), ShipRestoring (the upload is complete; the
+	// target is being asked), ShipDone (the target took it), ShipFailed (the upload
+	// failed or the target refused: Error).
+	Phase string `json:"phase"`
+	Error string `json:"error,omitempty"`
+}
+
+// Phases of a Ship.
+const (
+	ShipWaiting   = "waiting"
+	ShipRestoring = "restoring"
+	ShipDone      = "done"
+	ShipFailed    = "failed"
+)
+
+// shipDueKey indexes the shipped backups whose upload is complete and whose target
+// has not answered yet, so the lease holder finds them without reading every
+// definition.
+func shipDueKey(rd, id string) string { return "v/ship-due/" + rd + "/" + id }
+
+// ShipDue is one shipped backup whose target is to be asked (the index's entry).
+type ShipDue struct {
+	Resource string `json:"resource"`
+	ID       string `json:"id"`
+	Remote   string `json:"remote"`
+}
+
+// ShipsDue returns every shipped backup whose target is to be asked.
+func (v *View) ShipsDue() ([]ShipDue, error) {
+	var out []ShipDue
+	err := v.scan("v/ship-due/", func(key string, val []byte) error {
+		var d ShipDue
+		if err := unmarshalInto(key, val, &d); err != nil {
+			return err
+		}
+		out = append(out, d)
+		return nil
+	})
+	return out, err
 }
 
 // Phases of an RDBackup.
@@ -132,6 +181,37 @@ func applyBackup(t *tx, ev events.Event) (handled bool, err error) {
 				b.Phase, b.Error = BackupFailed, d.Error
 			}
 			b.ManifestSHA256, b.BytesTotal, b.BytesSent, b.ChunksSent = d.ManifestSHA256, d.BytesTotal, d.BytesSent, d.ChunksSent
+			if b.Ship != nil {
+				b.Ship.Phase = ShipRestoring
+				if !d.OK {
+					b.Ship.Phase, b.Ship.Error = ShipFailed, "the upload failed: "+d.Error
+				} else if err := t.put(shipDueKey(d.Resource, d.ID), ShipDue{Resource: d.Resource, ID: d.ID, Remote: b.Remote}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	case *events.RDShipRequested:
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			b, ok := rd.Backup(d.Remote, d.ID)
+			if !ok {
+				return fmt.Errorf("rd.ship-requested: %s has no backup %s to %s", d.Resource, d.ID, d.Remote)
+			}
+			b.Ship = &Ship{Target: d.Target, Nodes: d.Nodes, StoragePool: d.StoragePool, ResourceGroup: d.ResourceGroup, Phase: ShipWaiting}
+			return nil
+		})
+	case *events.RDShipFinished:
+		t.del(shipDueKey(d.Resource, d.ID))
+		return true, updateRD(t, d.Resource, ev.Seq, func(rd *ResourceDefinition) error {
+			i := slices.IndexFunc(rd.Backups, func(b RDBackup) bool { return b.ID == d.ID && b.Ship != nil && b.Ship.Phase == ShipRestoring })
+			if i < 0 {
+				return fmt.Errorf("rd.ship-finished: %s has no shipped backup %s waiting for its target", d.Resource, d.ID)
+			}
+			s := rd.Backups[i].Ship
+			s.Phase, s.Error = ShipDone, ""
+			if !d.OK {
+				s.Phase, s.Error = ShipFailed, d.Error
+			}
 			return nil
 		})
 	case *events.RDRestoreFromBackupBegun:

@@ -521,6 +521,9 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 			if b.Phase == BackupUploading {
 				t.del(backupUnderWayKey(rd.Name, b.ID))
 			}
+			if b.Ship != nil && b.Ship.Phase == ShipRestoring {
+				t.del(shipDueKey(rd.Name, b.ID))
+			}
 		}
 		t.del(rdKey(d.Name))
 		t.del(rdReplicasKey(d.Name))

@@ -136,7 +136,7 @@ func newDRBDAgent(ctx context.Context, opts agents.Options, nc *nats.Conn, root,
 	exec := &execx.Runner{Timeout: timeout, Log: log}
 	paths := drbdagent.NewPaths(root)
 	cfg := drbdagent.Config{Node: opts.Node, Names: opts.Names, Paths: paths, Exec: exec, Pub: nc, Log: log,
-		Remotes: remoteStores(nc, opts.Names.AgentRemote(opts.Node)), BackupBandwidth: backupBandwidth, AllowExtFiles: extFiles}
+		Remotes: remoteStores(nc, opts.Names.AgentRemote(opts.Node), opts.Names.AgentReceived(opts.Node)), BackupBandwidth: backupBandwidth, AllowExtFiles: extFiles}
 	switch kernel {
 	case "real":
 		cfg.Kernel = &drbdagent.Real{Exec: exec, Lines: exec, Adm: drbdutils.Adm{Config: paths.MainConf}, Drbdsetup: drbdsetup}
@@ -279,8 +279,9 @@ func simCmd() *cobra.Command {
 }
 
 // remoteStores opens remotes for the agent: it asks a serve for a remote's credentials on
-// subject (server.RemoteReply), each time it needs them; they stay in memory only.
-func remoteStores(nc *nats.Conn, subject string) func(ctx context.Context, remote string) (drbdagent.RemoteStore, error) {
+// subject (server.RemoteReply), each time it needs them; they stay in memory only. The
+// cluster's received store is read through a serve on received.
+func remoteStores(nc *nats.Conn, subject, received string) func(ctx context.Context, remote string) (drbdagent.RemoteStore, error) {
 	return func(ctx context.Context, remote string) (drbdagent.RemoteStore, error) {
 		body, _ := json.Marshal(server.RemoteRequest{Remote: remote})
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -293,9 +294,9 @@ func remoteStores(nc *nats.Conn, subject string) func(ctx context.Context, remot
 		if err := json.Unmarshal(msg.Data, &r); err != nil {
 			return nil, fmt.Errorf("credentials reply: %w", err)
 		}
-		if r.Error != "" || r.S3 == nil {
+		if r.Error != "" {
 			return nil, errors.New(r.Error)
 		}
-		return server.OpenRemote(r)
+		return server.OpenRemote(r, server.ReceivedReader{NC: nc, Subject: received})
 	}
 }

@@ -84,6 +84,8 @@ func requiredRole(r *http.Request) string {
 	case strings.HasPrefix(r.URL.Path, "/cairn/v1/commands/token.") || strings.HasPrefix(r.URL.Path, "/cairn/v1/tokens") ||
 		strings.HasPrefix(r.URL.Path, "/v1/controller/auth"):
 		return events.RoleAdmin
+	case strings.HasPrefix(r.URL.Path, "/cairn/v1/received/"):
+		return events.RoleOperator // volume data, read and written by other clusters shipping here
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		return events.RoleViewer
 	}

@@ -179,6 +179,8 @@ type RestoreBody struct {
 	Nodes         []string `json:"nodes"`
 	StoragePool   string   `json:"storage_pool,omitempty"`
 	ResourceGroup string   `json:"resource_group,omitempty"`
+	// PlaceCount, instead of Nodes: autoplace picks that many nodes.
+	PlaceCount int `json:"place_count,omitempty"`
 }
 
 // restoreBackup reads the backup's manifest and sends backup.restore with its volumes
@@ -198,7 +200,7 @@ func (g *Gateway) restoreBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := resources.BackupRestoreOf(r.PathValue("remote"), m, sum)
-	c.Target, c.Nodes, c.StoragePool, c.ResourceGroup = b.Target, b.Nodes, b.StoragePool, b.ResourceGroup
+	c.Target, c.Nodes, c.StoragePool, c.ResourceGroup, c.PlaceCount = b.Target, b.Nodes, b.StoragePool, b.ResourceGroup, b.PlaceCount
 	body, _ := json.Marshal(c)
 	g.sendAndAnswer(w, r, "backup.restore", body)
 }

@@ -57,6 +57,9 @@ type Gateway struct {
 	// Remotes opens a remote's object store with its secret (the serve's RemoteStore);
 	// nil: no backup routes but the list of remotes.
 	Remotes func(name string) (backup.Store, error)
+	// Received is this cluster's store of the backups other clusters ship to it (the
+	// received routes); nil: no such routes.
+	Received backup.Store
 
 	atMu    sync.Mutex
 	atViews []atView // the last views built, newest last
@@ -97,6 +100,7 @@ func (g *Gateway) Handler() http.Handler {
 		mux.HandleFunc("GET /cairn/v1/policies", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, g.Policies()) })
 	}
 	g.backupRoutes(mux)
+	g.receivedRoutes(mux)
 	mux.HandleFunc("GET /cairn/v1/events", g.listEvents)
 	mux.HandleFunc("GET /cairn/v1/events/stream", g.streamEvents)
 	mux.HandleFunc("GET /cairn/v1/status/stream", g.streamStatus)

@@ -17,16 +17,19 @@ import (
 	"github.com/cairn-io/cairn/storage/secret"
 )
 
-// RemoteCreate is the body of remote.create (an S3 remote).
+// RemoteCreate is the body of remote.create: an S3 remote (kind s3), or another Cairn
+// cluster (kind cairn: Endpoint its HTTP API, Token its API token, "" when it needs
+// none).
 type RemoteCreate struct {
 	Name      string `json:"name"`
 	Kind      string `json:"kind"`
 	Endpoint  string `json:"endpoint"`
-	Bucket    string `json:"bucket"`
+	Bucket    string `json:"bucket,omitempty"`
 	Region    string `json:"region,omitempty"`
 	PathStyle bool   `json:"path_style,omitempty"`
-	AccessKey string `json:"access_key"`
-	SecretKey string `json:"secret_key"`
+	AccessKey string `json:"access_key,omitempty"`
+	SecretKey string `json:"secret_key,omitempty"`
+	Token     string `json:"token,omitempty"`
 	// EncryptionPassphrase, when set, has the agents encrypt every chunk before it
 	// leaves the node; a restore, on any cluster, needs the same passphrase.
 	EncryptionPassphrase string `json:"encryption_passphrase,omitempty"`
@@ -41,6 +44,7 @@ type RemoteModify struct {
 	PathStyle *bool   `json:"path_style,omitempty"`
 	AccessKey *string `json:"access_key,omitempty"`
 	SecretKey *string `json:"secret_key,omitempty"`
+	Token     *string `json:"token,omitempty"`
 }
 
 // RemoteDelete is the body of remote.delete.
@@ -124,11 +128,33 @@ func decideCreate(v *projections.View, seal Sealer, c RemoteCreate) (*events.Rem
 		}
 		return nil, err
 	}
-	if c.Kind != "s3" {
-		return nil, cairn.InvalidField("kind", "must be s3, got %q", c.Kind)
+	if c.Name == events.RemoteReceived {
+		return nil, cairn.InvalidField("name", "%q names this cluster's store of the backups shipped to it; choose another name", events.RemoteReceived)
 	}
-	if err := checkEndpoint(c.Endpoint); err != nil {
-		return nil, err
+	switch c.Kind {
+	case events.RemoteS3:
+		if c.Token != "" {
+			return nil, cairn.InvalidField("token", "an S3 remote has access_key and secret_key, not a token")
+		}
+		if err := checkEndpoint(c.Endpoint); err != nil {
+			return nil, err
+		}
+	case events.RemoteCairn:
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"bucket", c.Bucket != ""}, {"region", c.Region != ""}, {"path_style", c.PathStyle}, {"access_key", c.AccessKey != ""},
+			{"secret_key", c.SecretKey != ""}, {"encryption_passphrase", c.EncryptionPassphrase != ""}} {
+			if f.set {
+				return nil, cairn.InvalidField(f.name, "a cluster remote (kind cairn) has an endpoint and a token only")
+			}
+		}
+		if err := checkClusterURL(c.Endpoint); err != nil {
+			return nil, err
+		}
+		c.SecretKey = c.Token
+	default:
+		return nil, cairn.InvalidField("kind", "must be s3 or cairn, got %q", c.Kind)
 	}
 	if seal == nil {
 		return nil, cairn.Errorf(cairn.CodePreconditionFailed, "this serve has no secrets key to seal the remote's secret key with (cairn serve --secrets-key)")
@@ -175,7 +201,16 @@ func decideModify(v *projections.View, seal Sealer, c RemoteModify) (*events.Rem
 	if c.PathStyle != nil {
 		ev.PathStyle = *c.PathStyle
 	}
-	if err := checkEndpoint(ev.Endpoint); err != nil {
+	secretKey, check := c.SecretKey, checkEndpoint
+	if r.Kind == events.RemoteCairn {
+		if c.Bucket != nil || c.Region != nil || c.PathStyle != nil || c.AccessKey != nil || c.SecretKey != nil {
+			return nil, nil, cairn.InvalidField("bucket", "remote %s is a cluster (kind cairn): only endpoint and token change", c.Name)
+		}
+		secretKey, check = c.Token, checkClusterURL
+	} else if c.Token != nil {
+		return nil, nil, cairn.InvalidField("token", "remote %s is an S3 remote: it has a secret_key, not a token", c.Name)
+	}
+	if err := check(ev.Endpoint); err != nil {
 		return nil, nil, err
 	}
 	if ev.Endpoint != r.Endpoint || ev.Bucket != r.Bucket {
@@ -184,11 +219,11 @@ func decideModify(v *projections.View, seal Sealer, c RemoteModify) (*events.Rem
 		}
 	}
 	changed := ev.Endpoint != r.Endpoint || ev.Bucket != r.Bucket || ev.Region != r.Region || ev.PathStyle != r.PathStyle || ev.AccessKey != r.AccessKey
-	if c.SecretKey != nil {
+	if secretKey != nil {
 		if seal == nil {
 			return nil, nil, cairn.Errorf(cairn.CodePreconditionFailed, "this serve has no secrets key to seal the remote's secret key with (cairn serve --secrets-key)")
 		}
-		if ev.SecretKey, err = seal(*c.SecretKey); err != nil {
+		if ev.SecretKey, err = seal(*secretKey); err != nil {
 			return nil, nil, fmt.Errorf("seal the secret key: %w", err)
 		}
 		changed = true
@@ -205,6 +240,16 @@ func checkEndpoint(e string) error {
 		if u, err := url.Parse(e); err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" || u.Path != "" && u.Path != "/" {
 			return cairn.InvalidField("endpoint", "must be http(s)://host[:port] or host[:port], got %q", e)
 		}
+	}
+	return nil
+}
+
+// checkClusterURL refuses a cluster remote's endpoint that is not http(s)://host[:port]
+// (a path, a query or another scheme).
+func checkClusterURL(e string) error {
+	u, err := url.Parse(e)
+	if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
+		return cairn.InvalidField("endpoint", "must be the other cluster's HTTP API as http(s)://host[:port], got %q", e)
 	}
 	return nil
 }

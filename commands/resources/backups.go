@@ -8,6 +8,7 @@ import (
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backup"
 )
@@ -33,6 +34,26 @@ type BackupCreate struct {
 	Missed   int    `json:"missed,omitempty"`
 }
 
+// BackupShip is the body of backup.ship: a backup to another cluster (a remote of kind
+// cairn), restored there into Target once complete.
+type BackupShip struct {
+	BackupCreate
+	Target string `json:"target"`
+	// TargetNodes get a disk each on the target (none: one node the target picks);
+	// TargetStoragePool and TargetResourceGroup, when set, are the target's.
+	TargetNodes         []string `json:"target_nodes,omitempty"`
+	TargetStoragePool   string   `json:"target_storage_pool,omitempty"`
+	TargetResourceGroup string   `json:"target_resource_group,omitempty"`
+}
+
+// ShipFinish is the body of backup.ship-finish: the target's answer to the restore.
+type ShipFinish struct {
+	Resource string `json:"resource"`
+	ID       string `json:"id"`
+	OK       bool   `json:"ok"`
+	Error    string `json:"error,omitempty"`
+}
+
 // BackupFinish is the body of backup.finish (the lease holder records its node's
 // report) and backup.abort (an operator stops an upload: OK false, Error says so).
 type BackupFinish struct {
@@ -55,9 +76,12 @@ type BackupRestore struct {
 	// Target is the new definition; Nodes get a disk each, filled from the backup
 	// (the same data: they start in sync); StoragePool, when set, is the pool on each.
 	Target        string   `json:"target"`
-	Nodes         []string `json:"nodes"`
+	Nodes         []string `json:"nodes,omitempty"`
 	StoragePool   string   `json:"storage_pool,omitempty"`
 	ResourceGroup string   `json:"resource_group,omitempty"`
+	// PlaceCount, instead of Nodes, has autoplace pick that many nodes (a backup
+	// shipped here without target nodes: one).
+	PlaceCount int `json:"place_count,omitempty"`
 	// Volumes and ManifestSHA256 are the backup's, as its manifest says: `cairn backup
 	// restore` and the HTTP API read the manifest and fill them in.
 	Volumes        []BackupVolume `json:"volumes"`
@@ -158,6 +182,44 @@ func (p *resourcePlan) createBackup(c BackupCreate) error {
 	return nil
 }
 
+// shipBackup starts a backup to another cluster as createBackup does, and records
+// where it is to be restored there (rd.ship-requested). Refuses what createBackup
+// refuses, and invalid_argument naming remote for a remote that is not a cluster.
+func (p *resourcePlan) shipBackup(c BackupShip) error {
+	r, err := p.readRemote(c.Remote)
+	if err != nil {
+		return err
+	}
+	if r.Kind != events.RemoteCairn {
+		return cairn.InvalidField("remote", "remote %s is an %s remote; backups are shipped to another cluster (a remote of kind cairn); use backup.create", c.Remote, r.Kind)
+	}
+	if err := p.createBackup(c.BackupCreate); err != nil {
+		return err
+	}
+	id := c.ID
+	if id == "" {
+		id = c.Snapshot
+	}
+	p.emit(&events.RDShipRequested{Resource: p.rd.Name, ID: id, Remote: c.Remote, Target: c.Target, Nodes: c.TargetNodes,
+		StoragePool: c.TargetStoragePool, ResourceGroup: c.TargetResourceGroup})
+	return nil
+}
+
+// finishShip records the target's answer to a shipped backup's restore. Refuses
+// not_found (no such backup) and precondition_failed for one whose target is not
+// being asked (not shipped, still uploading, or answered already).
+func (p *resourcePlan) finishShip(c ShipFinish) error {
+	i := slices.IndexFunc(p.rd.Backups, func(b projections.RDBackup) bool { return b.ID == c.ID && b.Ship != nil })
+	if i < 0 {
+		return cairn.Errorf(cairn.CodeNotFound, "resource definition %s has no shipped backup %s", p.rd.Name, c.ID).About(cairn.ObjBackup)
+	}
+	if s := p.rd.Backups[i].Ship; s.Phase != projections.ShipRestoring {
+		return cairn.Errorf(cairn.CodePreconditionFailed, "shipped backup %s of %s is %s, not waiting for its target's answer", c.ID, p.rd.Name, s.Phase)
+	}
+	p.emit(&events.RDShipFinished{Resource: p.rd.Name, ID: c.ID, OK: c.OK, Error: c.Error})
+	return nil
+}
+
 // finishBackup records the end of an upload. Refuses not_found (no such backup) and
 // precondition_failed for one that is not uploading (a repeated report: nothing
 // changes).
@@ -196,14 +258,19 @@ func (p *resourcePlan) refuseBackupsOf(name string) error {
 // not_found (remote, node), invalid_argument naming volumes or nodes, and what rd.create
 // and replica placement refuse.
 func (p *resourcePlan) restoreBackup(c BackupRestore) error {
-	if _, err := p.readRemote(c.Remote); err != nil {
-		return err
+	if c.Remote != events.RemoteReceived { // this cluster's received store is no remote of the views
+		if _, err := p.readRemote(c.Remote); err != nil {
+			return err
+		}
 	}
 	if len(c.Volumes) == 0 {
 		return cairn.InvalidField("volumes", "required: the backup's volumes as its manifest lists them (cairn backup restore and the HTTP API read them from the remote)")
 	}
-	if len(c.Nodes) == 0 {
-		return cairn.InvalidField("nodes", "required: at least one node to restore on")
+	if len(c.Nodes) == 0 && c.PlaceCount == 0 {
+		return cairn.InvalidField("nodes", "required: at least one node to restore on (or place_count, for nodes this cluster picks)")
+	}
+	if len(c.Nodes) > 0 && c.PlaceCount > 0 {
+		return cairn.InvalidField("place_count", "give nodes or place_count, not both")
 	}
 	if err := p.createDefinition(c.Target, c.ResourceGroup, drbd.Options{}, nil); err != nil {
 		return err
@@ -224,6 +291,14 @@ func (p *resourcePlan) restoreBackup(c BackupRestore) error {
 		return err
 	}
 	p.restore = &restorePlan{backup: &from, current: current}
+	if c.PlaceCount > 0 { // the disks go where autoplace puts them, in StoragePool when given
+		if c.StoragePool != "" {
+			p.filter = &replicas.Rules{StoragePool: c.StoragePool}
+		}
+		if err := p.autoplace(c.PlaceCount, false, drbd.Options{}); err != nil {
+			return err
+		}
+	}
 	for i, node := range c.Nodes {
 		if slices.Contains(c.Nodes[:i], node) {
 			return cairn.InvalidField(fmt.Sprintf("nodes[%d]", i), "node %s is named twice", node)

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
+	"github.com/cairn-io/cairn/storage/backup/objstore"
 	"github.com/cairn-io/cairn/storage/secret"
 )
 
@@ -127,6 +128,8 @@ type Server struct {
 	ControlCreds string
 	// Secrets seals and opens remotes' secret keys.
 	Secrets *secret.Key
+	// Received is this cluster's store of the backups other clusters shipped to it.
+	Received *objstore.Store
 }
 
 // Start brings up every part of the control plane and returns once admission and the
@@ -354,6 +357,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("subscribe %s: %w", names.AgentRemoteFilter(), err)
 	}
 	s.background(func() { <-runCtx.Done(); _ = remoteSub.Unsubscribe() })
+	received, err := objstore.Open(ctx, s.JS, names.ReceivedBucket(), replicas)
+	if err != nil {
+		return nil, err
+	}
+	s.Received = received
+	receivedSub, err := answerReceived(s.NC, names, db, received, cfg.Log.With().Str("part", "received").Logger())
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", names.AgentReceivedFilter(), err)
+	}
+	s.background(func() { <-runCtx.Done(); _ = receivedSub.Unsubscribe() })
 	s.Dispatcher = &dispatch.Dispatcher{DB: db, Projector: s.Projector, JS: s.JS, Names: names, Fence: s.Lease.Leading,
 		Log: cfg.Log.With().Str("part", "dispatcher").Logger()}
 	s.background(func() {
@@ -387,6 +400,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	scheduler := &policy.Scheduler{Adm: s.Admission, DB: db, Every: cfg.ScheduleInterval, Log: cfg.Log.With().Str("part", "schedules").Logger(),
 		Remotes: s.RemoteStore}
 	s.background(func() { s.Lease.While(runCtx, "schedules", scheduler.Run) })
+	shipper := policy.Shipper{Adm: s.Admission, DB: db, Restore: s.shipRestore, Log: cfg.Log.With().Str("part", "ships").Logger()}
+	s.background(func() { s.Lease.While(runCtx, "ships", shipper.Run) })
 	s.background(func() { s.Lease.While(runCtx, "evacuation", s.Evacuator.Sweep) })
 	s.background(func() { s.Lease.While(runCtx, "auto-evict", s.Evictor.Sweep) })
 	s.background(func() {
@@ -429,7 +444,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			At: func(ctx context.Context, seq uint64) (*projections.DB, error) {
 				return ViewsAt(ctx, s.JS, names, seq, cfg.CommandRetention, zerolog.Nop())
 			},
-			Remotes: s.RemoteStore}
+			Remotes: s.RemoteStore, Received: s.Received}
 		if cfg.HTTPAuth {
 			gw.Auth = &gateway.Authenticator{DB: db, Log: cfg.Log.With().Str("part", "http-auth").Logger(), Ready: s.ready}
 		}

@@ -449,6 +449,8 @@ func TestNodeUserJetStreamAPIIsItsOwnConsumerOnly(t *testing.T) {
 	denied("delete its own consumer", "$JS.API.CONSUMER.DELETE."+stream+".agent-n1", nil, `Publish to "$JS.API.CONSUMER.DELETE.CAIRN_NODES.agent-n1"`)
 	denied("attach for n2", names.AgentAttach("n2"), nil, `Publish to "cairn.agent.n2.attach"`)
 	denied("ask for a remote's credentials as n2", names.AgentRemote("n2"), []byte(`{"remote":"s3"}`), `Publish to "cairn.agent.n2.remote"`)
+	denied("read the received store as n2", names.AgentReceived("n2"), []byte(`{"key":"cairn/backups/r1/s1.json"}`), `Publish to "cairn.agent.n2.received"`)
+	denied("read the received object store directly", "$JS.API.STREAM.INFO.OBJ_CAIRN_RECEIVED", nil, `Publish to "$JS.API.STREAM.INFO.OBJ_CAIRN_RECEIVED"`)
 	push := []byte(`{"stream_name":"CAIRN_NODES","config":{"name":"agent-n1","filter_subject":"cairn.node.n1.>","deliver_subject":"cairn.ev.node.x","ack_policy":"none"}}`)
 	denied("a push consumer into the events", "$JS.API.CONSUMER.CREATE."+stream+".agent-n1.cairn.node.n1.>", push, `Publish to "$JS.API.CONSUMER.CREATE.CAIRN_NODES.agent-n1.cairn.node.n1.>"`)
 	denied("a consumer of another name", "$JS.API.CONSUMER.CREATE."+stream+".x.cairn.node.n1.>", []byte(`{}`), `Publish to "$JS.API.CONSUMER.CREATE.CAIRN_NODES.x.cairn.node.n1.>"`)

@@ -28,6 +28,8 @@
 //   - subscribe to <prefix>.node.<node>.> and to its inbox _INBOX.<prefix>.node.<node>.>
 //     (the agent connects with nats.CustomInboxPrefix(Names.NodeInbox(node)));
 //   - publish to <prefix>.status.<node>.>;
+//   - ask for a remote's credentials (<prefix>.agent.<node>.remote) and read the
+//     received store through a serve (<prefix>.agent.<node>.received), as itself;
 //   - send its attach request (<prefix>.agent.<node>.attach: a serve (re)creates the
 //     node's consumer, agent-<node>, with the node's filter) and pull from and look up
 //     that one consumer ($JS.API.CONSUMER.{MSG.NEXT,INFO}.<STREAM>.agent-<node>);
@@ -330,6 +332,7 @@ func NodePermissions(names events.Names, node string) *natsserver.Permissions {
 			names.StatusFilter(node),
 			names.AgentAttach(node),
 			names.AgentRemote(node),
+			names.AgentReceived(node),
 			"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
 			"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
 		}},
