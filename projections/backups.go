@@ -26,17 +26,17 @@ type RDBackup struct {
 	// Schedule is the schedule whose run this is ("" for one asked for).
 	Schedule string `json:"schedule,omitempty"`
 	// Phase: BackupUploading, BackupDone, BackupFailed or BackupDeleted.
-	Phase          string    `json:"phase"`
-	Error          string    `json:"error,omitempty"`
-	ManifestSHA256 string    `json:"manifest_sha256,omitempty"`
-	BytesTotal     int64     `json:"bytes_total,omitempty"`
-	BytesSent      int64     `json:"bytes_sent,omitempty"`
-	ChunksSent     int64     `json:"chunks_sent,omitempty"`
+	Phase          string `json:"phase"`
+	Error          string `json:"error,omitempty"`
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
+	BytesTotal     int64  `json:"bytes_total,omitempty"`
+	BytesSent      int64  `json:"bytes_sent,omitempty"`
+	ChunksSent     int64  `json:"chunks_sent,omitempty"`
 	// Ship, for a backup shipped to another cluster (backup.ship), is its restore there.
-	Ship           *Ship     `json:"ship,omitempty"`
-	StartedSeq     uint64    `json:"started_seq"`
-	StartedAt      time.Time `json:"started_at"`
-	DoneAt         time.Time `json:"done_at,omitzero"`
+	Ship       *Ship     `json:"ship,omitempty"`
+	StartedSeq uint64    `json:"started_seq"`
+	StartedAt  time.Time `json:"started_at"`
+	DoneAt     time.Time `json:"done_at,omitzero"`
 }
 
 // Ship is a shipped backup's restore on the remote's cluster.

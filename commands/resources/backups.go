@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/cairn-io/cairn"
+	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
-	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backup"
 )
