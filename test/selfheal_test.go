@@ -27,6 +27,8 @@ type simCluster struct {
 	s      *serve
 	base   string
 	agents map[string]*exec.Cmd
+	// token, when set, goes with the helpers' HTTP requests (a serve with --http-auth).
+	token string
 	// agentFlags are added to every agent's flags.
 	agentFlags []string
 }
@@ -73,9 +75,17 @@ func (c *simCluster) cmd(verb, body string) string {
 
 func (c *simCluster) resource(name string) gateway.ResourceView {
 	c.t.Helper()
-	status, body := httpJSON(c.t, "GET", c.s.url("/cairn/v1/resources/"+name), "")
+	status, body := httpJSON(c.t, "GET", c.s.url("/cairn/v1/resources/"+name), "", c.auth()...)
 	require.Equal(c.t, 200, status, body)
 	return decode[gateway.ResourceView](c.t, body)
+}
+
+// auth is the header of c.token, if any.
+func (c *simCluster) auth() []string {
+	if c.token == "" {
+		return nil
+	}
+	return []string{"Authorization", "Bearer " + c.token}
 }
 
 // upToDate lists the nodes whose own latest report has every volume of rd UpToDate on

@@ -2,6 +2,8 @@ package test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -86,6 +88,25 @@ func TestShipToAnotherCluster(t *testing.T) {
 	require.Equal(t, 200, code, body)
 	assert.Contains(t, body, `"ok":true`)
 
+	// The received store takes an object only with its SHA-256, and only when it matches.
+	key := b.s.url("/cairn/v1/received/objects/cairn/chunks/00/x")
+	code, body = httpJSON(t, "PUT", key, "data")
+	assert.Equal(t, 400, code, body)
+	assert.Contains(t, body, "X-Cairn-Sha256")
+	code, body = httpJSON(t, "PUT", key, "data", "X-Cairn-Sha256", strings.Repeat("ab", 32))
+	assert.Equal(t, 400, code, body)
+	assert.Contains(t, body, "nothing stored")
+	code, body = httpJSON(t, "GET", key, "")
+	assert.Equal(t, 404, code, body)
+	sum := sha256.Sum256([]byte("data"))
+	code, body = httpJSON(t, "PUT", key, "data", "X-Cairn-Sha256", hex.EncodeToString(sum[:]))
+	assert.Equal(t, 200, code, body)
+	code, body = httpJSON(t, "GET", key, "")
+	assert.Equal(t, 200, code, body)
+	assert.Equal(t, "data", body)
+	code, body = httpJSON(t, "DELETE", key, "")
+	assert.Equal(t, 200, code, body)
+
 	// Incremental: one more block lands in chunk 3; only that chunk travels. No target
 	// nodes: the target places one disk.
 	require.NoError(t, a.write("r1", "n1", 1))
@@ -115,4 +136,53 @@ func TestShipToAnotherCluster(t *testing.T) {
 	out, code = run(t, "cmd", "backup.ship", `{"resource":"r1","remote":"nope","snapshot":"s3","target":"x"}`, "--nats", a.s.natsURL())
 	require.NotEqual(t, 0, code)
 	assert.True(t, strings.Contains(out, "remote nope does not exist"), out)
+}
+
+// The unmodified LINSTOR CLI ships to another cluster that requires tokens: `remote
+// create linstor` (its --passphrase is the target's API token), `remote list` (no
+// token shown), `backup ship` with --target-node; a viewer's token is refused by the
+// target and fails the backup at once, naming the role it needs.
+func TestLinstorCLIShip(t *testing.T) {
+	a := startSimCluster(t, 2)
+	b := startSimCluster(t, 2, "--http-auth")
+	mint := func(name, role string) string {
+		out, errb, code := runAll(t, "auth", "token", "create", name, "--role", role, "--nats", b.s.natsURL())
+		require.Equal(t, 0, code, errb)
+		return strings.TrimSpace(out)
+	}
+	operator, viewer := mint("shipper", "operator"), mint("looker", "viewer")
+	b.token = operator
+	linstor := linstorCLI(t, "http://"+a.s.httpAddr)
+	a.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	a.cmd("rg.spawn", `{"resource_group":"rg2","name":"r1","size_kib":8192}`)
+	a.waitUpToDate("r1", 2, 60*time.Second)
+	require.NoError(t, a.write("r1", "n1", 700))
+
+	out, errOut, code := linstor("remote", "create", "linstor", "--passphrase", viewer, "b", b.s.url(""))
+	require.Equal(t, 0, code, out+errOut)
+	out, _, code = linstor("remote", "list")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, b.s.url(""))
+	assert.NotContains(t, out, viewer)
+	out, errOut, code = linstor("backup", "ship", "--source-snapshot", "v1", "b", "r1", "r1copy")
+	require.Equal(t, 0, code, out+errOut)
+	failed := a.waitShip("r1", "b", "v1", 60*time.Second)
+	assert.Equal(t, projections.BackupFailed, failed.Phase)
+	assert.Contains(t, failed.Error, "operator role")
+	assert.Equal(t, projections.ShipFailed, failed.Ship.Phase)
+
+	out, errOut, code = linstor("remote", "modify", "linstor", "--passphrase", operator, "b")
+	require.Equal(t, 0, code, out+errOut)
+	out, errOut, code = linstor("backup", "ship", "--source-snapshot", "o1", "--target-node", "n2", "--target-storage-pool", "thin", "b", "r1", "r1copy")
+	require.Equal(t, 0, code, out+errOut)
+	shipped := a.waitShip("r1", "b", "o1", 60*time.Second)
+	require.Equal(t, projections.ShipDone, shipped.Ship.Phase, "%s %s", shipped.Error, shipped.Ship.Error)
+	rv := b.waitUpToDate("r1copy", 1, 60*time.Second)
+	assert.Equal(t, []string{"n2"}, diskfulNodes(rv))
+	if !bytes.Equal(a.snapshotData("r1", "o1", "n1", 8192), b.diskData("r1copy", "n2", 8192)) {
+		t.Fatal("r1copy on the target differs from snapshot o1")
+	}
+	out, _, code = linstor("backup", "list", "b")
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `r1\s+\|\s+o1\s+\|.*Success`, out, "the shipped backup is listed on the remote, complete")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/resources"
+	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backup"
 )
@@ -61,9 +62,10 @@ func (a *API) backupRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/remotes/s3", a.createS3Remote)
 	mux.HandleFunc("PUT /v1/remotes/s3/{name}", a.modifyS3Remote)
 	mux.HandleFunc("DELETE /v1/remotes", a.deleteRemote)
-	for _, kind := range []string{"linstor", "ebs"} {
-		mux.HandleFunc("GET /v1/remotes/"+kind, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, []any{}) })
-	}
+	mux.HandleFunc("GET /v1/remotes/linstor", a.listLinstorRemotes)
+	mux.HandleFunc("POST /v1/remotes/linstor", a.createLinstorRemote)
+	mux.HandleFunc("PUT /v1/remotes/linstor/{name}", a.modifyLinstorRemote)
+	mux.HandleFunc("GET /v1/remotes/ebs", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, []any{}) })
 	if a.Remotes == nil {
 		return
 	}
@@ -73,6 +75,7 @@ func (a *API) backupRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/remotes/{remote}/backups/restore", a.restoreBackup)
 	mux.HandleFunc("POST /v1/remotes/{remote}/backups/info", a.backupInfo)
 	mux.HandleFunc("POST /v1/remotes/{remote}/backups/abort", a.abortBackup)
+	mux.HandleFunc("POST /v1/remotes/{remote}/backups/ship", a.shipBackup)
 }
 
 // listRemotes answers the object the clients decode (golinstor client/remote.go
@@ -80,7 +83,11 @@ func (a *API) backupRoutes(mux *http.ServeMux) {
 func (a *API) listRemotes(w http.ResponseWriter, r *http.Request) {
 	a.withView(w, objRemote, func(v *projections.View) (any, error) {
 		s3, err := s3Remotes(v)
-		return map[string]any{"s3_remotes": s3, "linstor_remotes": []any{}, "ebs_remotes": []any{}}, err
+		if err != nil {
+			return nil, err
+		}
+		ls, err := linstorRemotes(v)
+		return map[string]any{"s3_remotes": s3, "linstor_remotes": ls, "ebs_remotes": []any{}}, err
 	})
 }
 
@@ -93,9 +100,68 @@ func s3Remotes(v *projections.View) ([]S3Remote, error) {
 	rs, err := v.Remotes()
 	out := []S3Remote{}
 	for _, x := range rs {
-		out = append(out, s3RemoteOf(x))
+		if x.Kind == events.RemoteS3 {
+			out = append(out, s3RemoteOf(x))
+		}
 	}
 	return out, err
+}
+
+// LinstorRemote is LINSTOR's remote that is another cluster: a Cairn remote of kind
+// cairn. Its passphrase only ever comes in: Cairn takes it as the other cluster's API
+// token. ClusterID is LINSTOR's check of the target's identity; Cairn keeps none.
+type LinstorRemote struct {
+	RemoteName string `json:"remote_name"`
+	URL        string `json:"url"`
+	Passphrase string `json:"passphrase,omitempty"`
+	ClusterID  string `json:"cluster_id,omitempty"`
+}
+
+func linstorRemotes(v *projections.View) ([]LinstorRemote, error) {
+	rs, err := v.Remotes()
+	out := []LinstorRemote{}
+	for _, x := range rs {
+		if x.Kind == events.RemoteCairn {
+			out = append(out, LinstorRemote{RemoteName: x.Name, URL: x.Endpoint})
+		}
+	}
+	return out, err
+}
+
+func (a *API) listLinstorRemotes(w http.ResponseWriter, r *http.Request) {
+	a.withView(w, objRemote, func(v *projections.View) (any, error) { return linstorRemotes(v) })
+}
+
+func (a *API) createLinstorRemote(w http.ResponseWriter, r *http.Request) {
+	var in LinstorRemote
+	if !readBody(w, r, &in) {
+		return
+	}
+	body := map[string]any{"name": in.RemoteName, "kind": events.RemoteCairn, "endpoint": in.URL}
+	if in.Passphrase != "" {
+		body["token"] = in.Passphrase
+	}
+	a.commit(w, r, "remote.create", body, opCreate, objRemote,
+		fmt.Sprintf("Remote '%s' created.", in.RemoteName), map[string]string{"RemoteName": in.RemoteName})
+}
+
+func (a *API) modifyLinstorRemote(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		URL        *string `json:"url"`
+		Passphrase *string `json:"passphrase"`
+	}
+	if !readBody(w, r, &in) {
+		return
+	}
+	name := r.PathValue("name")
+	body := map[string]any{"name": name}
+	if in.URL != nil {
+		body["endpoint"] = *in.URL
+	}
+	if in.Passphrase != nil {
+		body["token"] = *in.Passphrase
+	}
+	a.commit(w, r, "remote.modify", body, opModify, objRemote, fmt.Sprintf("Remote '%s' modified.", name), map[string]string{"RemoteName": name})
 }
 
 func (a *API) createS3Remote(w http.ResponseWriter, r *http.Request) {
@@ -157,16 +223,8 @@ func (a *API) createBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	remote := r.PathValue("remote")
-	snap := in.SnapName
-	if snap == "" {
-		snap = "back_" + time.Now().UTC().Format("20060102_150405")
-	}
-	if _, err := a.command(r, "rd.snapshot", map[string]any{"resource": in.RscName, "name": snap}); err != nil {
-		writeFailure(w, opCreate, objBackup, err)
-		return
-	}
-	if err := a.waitTaken(r.Context(), in.RscName, snap, time.Now().Add(SnapshotWait)); err != nil {
-		writeFailure(w, opCreate, objBackup, err)
+	snap, ok := a.takeBackupSnapshot(w, r, in.RscName, in.SnapName, "back_")
+	if !ok {
 		return
 	}
 	body := map[string]any{"resource": in.RscName, "remote": remote, "snapshot": snap, "full": in.Incremental != nil && !*in.Incremental}
@@ -176,6 +234,89 @@ func (a *API) createBackup(w http.ResponseWriter, r *http.Request) {
 	a.commit(w, r, "backup.create", body, opCreate, objBackup,
 		fmt.Sprintf("Backup shipping of resource '%s' to remote '%s' started (snapshot '%s').", in.RscName, remote, snap),
 		map[string]string{"RscDfn": in.RscName, "SnapshotName": snap})
+}
+
+// takeBackupSnapshot takes snapshot snap of rd (prefix and the time when snap is "", as
+// LINSTOR names them) and waits until it is taken; it writes the failure and answers
+// false when it is not.
+func (a *API) takeBackupSnapshot(w http.ResponseWriter, r *http.Request, rd, snap, prefix string) (string, bool) {
+	if snap == "" {
+		snap = prefix + time.Now().UTC().Format("20060102_150405")
+	}
+	if _, err := a.command(r, "rd.snapshot", map[string]any{"resource": rd, "name": snap}); err != nil {
+		writeFailure(w, opCreate, objBackup, err)
+		return "", false
+	}
+	if err := a.waitTaken(r.Context(), rd, snap, time.Now().Add(SnapshotWait)); err != nil {
+		writeFailure(w, opCreate, objBackup, err)
+		return "", false
+	}
+	return snap, true
+}
+
+// shipIn is LINSTOR's BackupShip (linstorapi.py backup_ship).
+type shipIn struct {
+	SrcRscName       string            `json:"src_rsc_name"`
+	DstRscName       string            `json:"dst_rsc_name"`
+	SrcNodeName      string            `json:"src_node_name"`
+	DstNodeName      string            `json:"dst_node_name"`
+	DstNetIfName     string            `json:"dst_net_if_name"`
+	DstStorPool      string            `json:"dst_stor_pool"`
+	StorPoolRename   map[string]string `json:"stor_pool_rename"`
+	DownloadOnly     bool              `json:"download_only"`
+	ForceRestore     bool              `json:"force_restore"`
+	DstRscGrp        string            `json:"dst_rsc_grp"`
+	ForceMvRscGrp    bool              `json:"force_mv_rsc_grp"`
+	AllowIncremental *bool             `json:"allow_incremental"`
+	SrcSnapName      string            `json:"src_snap_name"`
+}
+
+// shipBackup maps LINSTOR's backup ship: the snapshot (src_snap_name, else
+// ship_YYYYMMDD_HHMMSS) taken and waited for, then backup.ship to the cluster remote,
+// restored there into dst_rsc_name on dst_node_name (else one node the target picks);
+// --download-only sends backup.create (the target keeps the backup, restores nothing).
+// A target that exists is refused by the target (Cairn restores into a new definition
+// only), so --force-restore is refused here.
+func (a *API) shipBackup(w http.ResponseWriter, r *http.Request) {
+	var in shipIn
+	if !readBody(w, r, &in) {
+		return
+	}
+	if in.ForceRestore {
+		writeFailure(w, opCreate, objBackup, cairn.InvalidField("force_restore", "Cairn restores a shipped backup into a new definition only; delete the target's definition first"))
+		return
+	}
+	pool := in.DstStorPool
+	if pool == "" && len(in.StorPoolRename) == 1 {
+		for _, p := range in.StorPoolRename {
+			pool = p
+		}
+	}
+	remote := r.PathValue("remote")
+	snap, ok := a.takeBackupSnapshot(w, r, in.SrcRscName, in.SrcSnapName, "ship_")
+	if !ok {
+		return
+	}
+	body := map[string]any{"resource": in.SrcRscName, "remote": remote, "snapshot": snap, "full": in.AllowIncremental != nil && !*in.AllowIncremental}
+	if in.SrcNodeName != "" {
+		body["node"] = in.SrcNodeName
+	}
+	verb := "backup.create"
+	if !in.DownloadOnly {
+		verb, body["target"] = "backup.ship", in.DstRscName
+		if in.DstNodeName != "" {
+			body["target_nodes"] = []string{in.DstNodeName}
+		}
+		if pool != "" {
+			body["target_storage_pool"] = pool
+		}
+		if in.DstRscGrp != "" {
+			body["target_resource_group"] = in.DstRscGrp
+		}
+	}
+	a.commit(w, r, verb, body, opCreate, objBackup,
+		fmt.Sprintf("Backup shipping of resource '%s' to remote '%s' started (snapshot '%s', target '%s').", in.SrcRscName, remote, snap, in.DstRscName),
+		map[string]string{"RscDfn": in.SrcRscName, "SnapshotName": snap})
 }
 
 // waitTaken waits until snapshot snap of rd is taken; an error when it failed, is gone
