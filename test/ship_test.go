@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backup"
+	"github.com/cairn-io/cairn/storage/backup/httpstore"
 )
 
 // waitShip waits until shipped backup id of rd is neither uploading nor waiting for its
@@ -87,6 +89,14 @@ func TestShipToAnotherCluster(t *testing.T) {
 	code, body = httpJSON(t, "POST", b.s.url("/cairn/v1/remotes/received/backups/r1/s1/verify"), "")
 	require.Equal(t, 200, code, body)
 	assert.Contains(t, body, `"ok":true`)
+
+	// Asked again (its first answer lost), the target answers done: r1copy says it was
+	// restored from this backup. Another backup into r1copy is refused.
+	target, err := httpstore.New(httpstore.Config{URL: b.s.url("")}, nil)
+	require.NoError(t, err)
+	answered, err := target.Restore(context.Background(), "r1", "s1", httpstore.RestoreRequest{Target: "r1copy", Nodes: []string{"n1", "n2"}})
+	assert.True(t, answered)
+	assert.NoError(t, err, "the same restore asked again")
 
 	// The received store takes an object only with its SHA-256, and only when it matches.
 	key := b.s.url("/cairn/v1/received/objects/cairn/chunks/00/x")
