@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -614,4 +615,58 @@ func TestEncryptedBackupRestoresOnlyWithItsPassphrase(t *testing.T) {
 	for _, n := range []string{"n1", "n2"} {
 		require.True(t, bytes.Equal(snap, c2.diskData("r1b", n, 4096)), "the restored disk on %s differs", n)
 	}
+}
+
+// smallDisk mounts a tmpfs of sizeMiB at a new directory for the test (the machine's
+// disks are far from full); grow remounts it larger.
+func smallDisk(t *testing.T, sizeMiB int) (dir string, grow func(sizeMiB int)) {
+	t.Helper()
+	dir = t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", sizeMiB), "tmpfs", dir).CombinedOutput()
+	require.NoError(t, err, "mount a small tmpfs (the test runs as root, as CI does): %s", out)
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir, func(sizeMiB int) {
+		out, err := exec.Command("mount", "-o", fmt.Sprintf("remount,size=%dm", sizeMiB), dir).CombinedOutput()
+		require.NoError(t, err, "grow the tmpfs: %s", out)
+	}
+}
+
+// The S3 server's disk fills up in the middle of an upload: the backup waits with the
+// server's answer in its status (it does not fail: space may come back), no half
+// backup is ever listed, and once the disk has room again it finishes without an
+// operator, complete (verify reads every chunk back).
+func TestBackupToAFullS3DiskWaitsForSpace(t *testing.T) {
+	disk, grow := smallDisk(t, 16)
+	s3 := testtools.StartS3On(t, disk)
+	c := startSimCluster(t, 2)
+	const size = 32768
+	c.cmd("rg.create", `{"name":"rg2","place_count":2,"storage_pool":"thin"}`)
+	c.cmd("rg.spawn", fmt.Sprintf(`{"resource_group":"rg2","name":"r1","size_kib":%d}`, size))
+	c.waitUpToDate("r1", 2, 60*time.Second)
+	require.NoError(t, c.write("r1", "n1", 6144)) // 24 MiB of chunks: more than the 16 MiB disk
+	c.snapshotTaken("r1", "s1")
+	c.cmd("remote.create", s3.RemoteBody("s3"))
+	c.cmd("backup.create", `{"resource":"r1","remote":"s3","snapshot":"s1"}`)
+
+	var st drbd.BackupStatus
+	require.Eventually(t, func() bool {
+		var ok bool
+		st, ok = c.uploadStatus("r1", "n1", "s1")
+		return ok && strings.Contains(st.Error, "trying again")
+	}, 60*time.Second, 100*time.Millisecond, "the full disk is not reported: %+v", st)
+	assert.Contains(t, st.Error, "internal error", "the server's answer, as it gave it")
+	assert.Less(t, st.ChunksSent, int64(24))
+	rv := c.resource("r1")
+	b, _ := rv.Backup("s3", "s1")
+	assert.Equal(t, projections.BackupUploading, b.Phase, "a full disk does not fail the backup")
+	_, body := httpJSON(t, "GET", c.s.url("/cairn/v1/remotes/s3/backups"), "")
+	assert.Empty(t, decode[struct{ Backups []gateway.BackupSummary }](t, body).Backups, "a half backup is listed")
+	assert.NotContains(t, s3.Objects("cairn/backups/"), backup.ManifestKey("r1", "s1"))
+
+	grow(96)
+	done := c.waitBackup("r1", "s3", "s1", 120*time.Second)
+	require.Equal(t, projections.BackupDone, done.Phase, done.Error)
+	code, body := httpJSON(t, "POST", c.s.url("/cairn/v1/remotes/s3/backups/r1/s1/verify"), "")
+	require.Equal(t, 200, code, body)
+	assert.Contains(t, body, `"ok":true`)
 }

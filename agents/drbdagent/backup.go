@@ -264,6 +264,7 @@ func (r *Reconciler) uploadOnce(ctx context.Context, j *uploadJob, o drbd.Backup
 	if err := os.MkdirAll(filepath.Dir(r.journalFile(j.rd, o.ID)), 0o755); err != nil {
 		return "", backup.Progress{}, err
 	}
+	var sentReported int64 // OnProgress is called from one goroutine at a time
 	up := &backup.Upload{Store: store, Known: known, Journal: r.journalFile(j.rd, o.ID),
 		Manifest: backup.Manifest{ID: o.ID, Resource: j.rd, Snapshot: o.Snapshot, Node: r.cfg.Node, Base: base,
 			CreatedAt: time.Now().UTC(), Volumes: vols},
@@ -275,8 +276,12 @@ func (r *Reconciler) uploadOnce(ctx context.Context, j *uploadJob, o drbd.Backup
 			return r.upLimit.WaitN(ctx, n)
 		},
 		OnProgress: func(p backup.Progress) {
+			// The metric counts what this attempt sent since its last report: the
+			// status still holds the previous attempt's figures when a retry starts
+			// (counting against them went negative, and a Prometheus counter panics).
+			metricBackupBytes.WithLabelValues("sent").Add(float64(p.BytesSent - sentReported))
+			sentReported = p.BytesSent
 			j.set(func(s *drbd.BackupStatus) {
-				metricBackupBytes.WithLabelValues("sent").Add(float64(p.BytesSent - s.BytesSent))
 				s.BytesDone, s.BytesTotal, s.BytesSent, s.ChunksSent = p.BytesDone, p.BytesTotal, p.BytesSent, p.ChunksSent
 			})
 			r.pub.soon(j.rd)

@@ -39,7 +39,21 @@ type S3Server struct {
 // ends (TERM: a KILL leaves socket files behind).
 func StartS3(tb testing.TB) *S3Server {
 	tb.Helper()
+	return StartS3On(tb, "")
+}
+
+// StartS3On is StartS3 keeping the server's data in dataDir ("" : a directory of its
+// own), such as a small filesystem a test fills.
+func StartS3On(tb testing.TB, dataDir string) *S3Server {
+	tb.Helper()
 	s := newS3(tb)
+	if dataDir != "" {
+		for i, a := range s.args {
+			if strings.HasPrefix(a, "-dir=") {
+				s.args[i] = "-dir=" + dataDir
+			}
+		}
+	}
 	s.startOnFreePorts()
 	if err := s.Client().MakeBucket(context.Background(), s.Bucket, minio.MakeBucketOptions{}); err != nil {
 		tb.Fatalf("make bucket: %v", err)
