@@ -206,10 +206,12 @@ const (
 // answerReceived answers agents' reads of the received store
 // (<prefix>.agent.<node>.received) in a queue group, for nodes in the cluster: an
 // agent restoring a backup another cluster shipped here reads its chunks so, in
-// pieces. The last objects read are kept for the pieces that follow.
+// pieces, up to receivedReadsAtOnce at once. The last objects read are kept for the
+// pieces that follow.
 func answerReceived(nc *nats.Conn, names events.Names, db *projections.DB, st backup.Store, log zerolog.Logger) (*nats.Subscription, error) {
-	cache, _ := lru.New[string, []byte](8)
-	return nc.QueueSubscribe(names.AgentReceivedFilter(), "cairn-received", recovering(log, "received", func(m *nats.Msg) {
+	cache, _ := lru.New[string, []byte](2 * receivedReadsAtOnce)
+	busy := make(chan struct{}, receivedReadsAtOnce)
+	answer := recovering(log, "received", func(m *nats.Msg) {
 		node, ok := names.ParseAgentReceived(m.Subject)
 		if !ok {
 			return
@@ -243,8 +245,19 @@ func answerReceived(nc *nats.Conn, names events.Names, db *projections.DB, st ba
 			reply.Data = data[req.Offset:min(len(data), req.Offset+ReceivedPiece)]
 		}
 		_ = m.RespondMsg(reply)
-	}))
+	})
+	return nc.QueueSubscribe(names.AgentReceivedFilter(), "cairn-received", func(m *nats.Msg) {
+		busy <- struct{}{} // at most receivedReadsAtOnce at once; the next wait in NATS's queue
+		go func() {
+			defer func() { <-busy }()
+			answer(m)
+		}()
+	})
 }
+
+// receivedReadsAtOnce is how many reads of the received store a serve answers at once
+// (an agent's restore reads backup.RestoreWorkers chunks at once).
+const receivedReadsAtOnce = 16
 
 // ReceivedReader reads this cluster's received store through a serve, in pieces
 // (answerReceived): what an agent restores a backup shipped here from. It only reads:
