@@ -192,6 +192,13 @@ func TestLinstorCLIShip(t *testing.T) {
 	if !bytes.Equal(a.snapshotData("r1", "o1", "n1", 8192), b.diskData("r1copy", "n2", 8192)) {
 		t.Fatal("r1copy on the target differs from snapshot o1")
 	}
+	audit, _ := run(t, "audit", "--json", "--nats", a.s.natsURL())
+	assert.Contains(t, audit, "remote.modified")
+	assert.NotContains(t, audit, operator, "the token is in the history in clear")
+	assert.NotContains(t, audit, viewer, "the token is in the history in clear")
+	_, body := httpJSON(t, "GET", a.s.url("/cairn/v1/remotes"), "")
+	assert.NotContains(t, body, operator)
+	assert.Contains(t, body, `"kind":"cairn"`)
 	out, _, code = linstor("backup", "list", "b")
 	require.Equal(t, 0, code)
 	assert.Regexp(t, `r1\s+\|\s+o1\s+\|.*Success`, out, "the shipped backup is listed on the remote, complete")
