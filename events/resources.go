@@ -269,14 +269,17 @@ func init() {
 		// until sp.modify gives one); v1 always had it.
 		{Name: "sp.created", Version: 2, New: func() Payload { return new(StoragePoolCreated) },
 			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},
-		{Name: "rg.created", Version: 1, New: func() Payload { return new(ResourceGroupCreated) }},
+		// v2: a replicas_on_same entry may name a value (key=value); v1 named keys only.
+		{Name: "rg.created", Version: 2, New: func() Payload { return new(ResourceGroupCreated) },
+			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},
 		{Name: "sp.modified", Version: 1, New: func() Payload { return new(StoragePoolModified) }},
 		{Name: "sp.capacity-reported", Version: 1, New: func() Payload { return new(StoragePoolCapacityReported) }},
 		{Name: "vd.deleted", Version: 1, New: func() Payload { return new(VolumeDefinitionDeleted) }},
 		{Name: "vd.resized", Version: 1, New: func() Payload { return new(VolumeDefinitionResized) }},
 		{Name: "replica.volume-added", Version: 1, New: func() Payload { return new(ReplicaVolumeAdded) }},
 		{Name: "replica.volume-removed", Version: 1, New: func() Payload { return new(ReplicaVolumeRemoved) }},
-		{Name: "rg.modified", Version: 1, New: func() Payload { return new(ResourceGroupModified) }},
+		{Name: "rg.modified", Version: 2, New: func() Payload { return new(ResourceGroupModified) }, // as rg.created
+			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},
 		{Name: "rd.created", Version: 1, New: func() Payload { return new(ResourceDefinitionCreated) }},
 		{Name: "vd.created", Version: 1, New: func() Payload { return new(VolumeDefinitionCreated) }},
 		{Name: "rd.options-changed", Version: 1, New: func() Payload { return new(ResourceOptionsChanged) }},

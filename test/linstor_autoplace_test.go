@@ -92,9 +92,8 @@ func TestLinstorAutoplaceHonoursItsSelectFilter(t *testing.T) {
 	before := diskful("a3")
 	rc = l.rcs(500, "POST", "/v1/resource-definitions/a3/autoplace", `{"select_filter":{"place_count":3,"not_place_with_rsc_regex":"a.*"}}`)
 	assert.Contains(t, rc[0].Details, "field: not_place_with_rsc_regex", rc[0].Message)
-	rc = l.rcs(500, "POST", "/v1/resource-definitions/a3/autoplace", `{"select_filter":{"place_count":3,"replicas_on_same":["Aux/zone=z1"]}}`)
-	assert.Contains(t, rc[0].Message, "zone=z1")
-	assert.Contains(t, rc[0].Details, "field: replicas_on_same")
+	rc = l.rcs(500, "POST", "/v1/resource-definitions/a3/autoplace", `{"select_filter":{"place_count":3,"replicas_on_same":["Aux/zone=z3"]}}`)
+	assert.Contains(t, rc[0].Message, `is not "z3" (replicas_on_same zone=z3)`, "no node is in z3")
 	rc = l.rcs(500, "POST", "/v1/resource-definitions/a3/autoplace", `{"select_filter":{"place_count":3,"provider_list":["ZFS"]}}`)
 	assert.Contains(t, rc[0].Message, "no storage pool of provider zfs")
 	assert.Equal(t, before, diskful("a3"))
@@ -112,6 +111,18 @@ func TestLinstorAutoplaceHonoursItsSelectFilter(t *testing.T) {
 		assert.Contains(t, rc[0].Details, "field: "+field, rc[0].Message)
 		l.rcs(404, "GET", "/v1/resource-groups/rgx", "")
 	}
+
+	// A fixed value (LINSTOR's replicas_on_same "Aux/zone=z1"): every disk on a node of
+	// that zone, in an autoplace and in a group the CLI creates, which lists it back.
+	c.cmd("rd.create", `{"name":"a4"}`)
+	c.cmd("vd.create", `{"resource":"a4","volume":0,"size_kib":4096}`)
+	l.rcs(201, "POST", "/v1/resource-definitions/a4/autoplace", `{"select_filter":{"place_count":2,"replicas_on_same":["Aux/zone=z1"]}}`)
+	assert.Equal(t, []string{"n1", "n2"}, slices.Sorted(keysOf(diskful("a4"))))
+	ok("resource-group", "create", "rgz", "--place-count", "2", "--replicas-on-same", "zone=z2") // the CLI adds Aux/
+	out, _, _ := linstor("resource-group", "list")
+	assert.Contains(t, out, "Aux/zone=z2")
+	ok("resource-group", "spawn-resources", "rgz", "a5", "4M")
+	assert.Equal(t, []string{"n3", "n4"}, slices.Sorted(keysOf(diskful("a5"))))
 
 	rv := c.waitUpToDate("a1", 2, 60*time.Second)
 	assert.Len(t, upToDate(rv), 2)

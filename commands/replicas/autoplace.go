@@ -79,8 +79,10 @@ type Member struct {
 
 // Rules are what a resource group, and an autoplace's own filter, ask of placement.
 type Rules struct {
-	StoragePool         string           // "" = any pool that fits
-	Provider            backing.Provider // "" = any provider
+	StoragePool string           // "" = any pool that fits
+	Provider    backing.Provider // "" = any provider
+	// ReplicasOnSame are properties every replica's node shares the value of (key),
+	// or has the given value of (key=value).
 	ReplicasOnSame      []string
 	ReplicasOnDifferent []string
 	// SpreadDomains prefers failure domains holding fewer of the definition's replicas
@@ -150,8 +152,8 @@ func Autoplace(rules Rules, needKiB uint64, count int, members []Member, candida
 		return nil, nil
 	}
 	groups := [][]Candidate{candidates}
-	if len(rules.ReplicasOnSame) > 0 && len(members) == 0 {
-		groups = sameValueGroups(rules.ReplicasOnSame, candidates)
+	if shared, _ := SplitSame(rules.ReplicasOnSame); len(shared) > 0 && len(members) == 0 {
+		groups = sameValueGroups(shared, candidates)
 	}
 	var best []Choice
 	var bestRejected map[string]string
@@ -289,7 +291,13 @@ func disqualify(rules Rules, needKiB uint64, members []Member, holding map[strin
 		}
 		return fmt.Sprintf("only %d KiB free in %s (needs %d)", most, strings.TrimSpace("storage pool "+describePool(rules)), needKiB)
 	}
-	for _, key := range rules.ReplicasOnSame {
+	shared, fixed := SplitSame(rules.ReplicasOnSame)
+	for _, key := range slices.Sorted(maps.Keys(fixed)) {
+		if c.Props[key] != fixed[key] {
+			return fmt.Sprintf("%s %q is not %q (replicas_on_same %s=%s)", key, c.Props[key], fixed[key], key, fixed[key])
+		}
+	}
+	for _, key := range shared {
 		for _, m := range members {
 			if m.Props[key] != c.Props[key] {
 				return fmt.Sprintf("%s %q differs from %s's %q (replicas_on_same)", key, c.Props[key], m.Node, m.Props[key])
@@ -368,6 +376,22 @@ func clash(keys []string, props map[string]string, others []map[string]string) (
 		}
 	}
 	return "", false
+}
+
+// SplitSame splits replicas_on_same entries into the properties replicas share the
+// value of (key) and the values every replica's node has (key=value).
+func SplitSame(entries []string) (shared []string, fixed map[string]string) {
+	for _, e := range entries {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			if fixed == nil {
+				fixed = map[string]string{}
+			}
+			fixed[k] = v
+			continue
+		}
+		shared = append(shared, e)
+	}
+	return shared, fixed
 }
 
 // sameValueGroups splits candidates by their values of keys, the group with the most

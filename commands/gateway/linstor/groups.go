@@ -106,9 +106,9 @@ func (f AutoSelectFilter) refuseUnkept() error {
 	case len(f.XReplicasOnDifferent) > 0:
 		return cairn.InvalidField("x_replicas_on_different_map", "a resource group keeps no per-value replica counts; autoplace takes them")
 	}
-	for _, k := range append(slices.Clone(f.ReplicasOnSame), f.ReplicasOnDifferent...) {
+	for _, k := range f.ReplicasOnDifferent {
 		if strings.Contains(k, "=") {
-			return cairn.InvalidField("replicas_on_same", "%s: a fixed value is not served; name the property alone (replicas share its value)", k)
+			return cairn.InvalidField("replicas_on_different", "%s: name the property alone (replicas differ in its value)", k)
 		}
 	}
 	return nil
@@ -124,18 +124,19 @@ func (f AutoSelectFilter) IsZero() bool {
 
 // autoplaceFilter is replica.add's filter for an autoplace's select_filter: the node,
 // pool and provider lists, not_place_with_rsc, and replicas_on_same/different (added
-// to the group's) and x_replicas_on_different. A replicas_on_same entry with a value
-// (key=value) and not_place_with_rsc_regex are refused naming the field: Cairn cannot
-// honour them yet, and never drops a constraint silently. storage_pool_diskless_list
+// to the group's; a replicas_on_same entry may name a value, key=value: every disk on a
+// node with that value) and x_replicas_on_different. not_place_with_rsc_regex and a
+// replicas_on_different entry with a value are refused naming the field: Cairn cannot
+// honour them, and never drops a constraint silently. storage_pool_diskless_list
 // has no meaning (diskless replicas take no pool in Cairn). nil when the filter asks
 // nothing.
 func (f AutoSelectFilter) autoplaceFilter() (map[string]any, error) {
 	if f.NotPlaceWithRscRegex != "" {
 		return nil, cairn.InvalidField("not_place_with_rsc_regex", "Cairn does not place by a name pattern; name the resources in not_place_with_rsc")
 	}
-	for _, k := range append(slices.Clone(f.ReplicasOnSame), f.ReplicasOnDifferent...) {
+	for _, k := range f.ReplicasOnDifferent {
 		if strings.Contains(k, "=") {
-			return nil, cairn.InvalidField("replicas_on_same", "%s: a fixed value is not served; name the property alone (replicas share its value) or narrow the nodes with node_name_list", k)
+			return nil, cairn.InvalidField("replicas_on_different", "%s: name the property alone (replicas differ in its value)", k)
 		}
 	}
 	out := map[string]any{}
@@ -199,7 +200,7 @@ var builtinNodeProps = map[string]bool{"node": true, "host": true, "failure_doma
 func auxKeys(keys []string) []string {
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
-		if !builtinNodeProps[k] {
+		if key, _, _ := strings.Cut(k, "="); !builtinNodeProps[key] {
 			k = propAuxPrefix + k
 		}
 		out = append(out, k)
@@ -208,11 +209,11 @@ func auxKeys(keys []string) []string {
 }
 
 // cairnKeys maps LINSTOR's replicas_on_same/different keys to Cairn's node properties:
-// Aux/<key> is the operator's property <key>; the CLI's bare keys mean the same.
+// Aux/<key> is the operator's property <key>; the CLI's bare keys mean the same. A
+// value (Aux/<key>=<value>) stays: <key>=<value>.
 func cairnKeys(keys []string) []string {
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
-		k, _, _ = strings.Cut(k, "=")
 		out = append(out, strings.TrimPrefix(k, propAuxPrefix))
 	}
 	return out

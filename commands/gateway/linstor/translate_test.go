@@ -134,6 +134,7 @@ func TestPageAndFilters(t *testing.T) {
 	assert.True(t, matches(f, "a") && matches(f, "B") && matches(f, "c"))
 	assert.False(t, matches(f, "d"))
 	assert.True(t, matches(queryList(q(""), "nodes"), "anything"))
-	assert.Equal(t, []string{"site", "failure_domain", "room"}, cairnKeys([]string{"Aux/site", "failure_domain", "room=r1"}))
+	assert.Equal(t, []string{"site", "failure_domain", "room=r1"}, cairnKeys([]string{"Aux/site", "failure_domain", "Aux/room=r1"}), "a value stays: replicas_on_same key=value")
+	assert.Equal(t, []string{"Aux/zone=z1", "failure_domain=d1"}, auxKeys([]string{"zone=z1", "failure_domain=d1"}))
 	assert.Equal(t, []string{"Aux/site", "failure_domain"}, auxKeys([]string{"site", "failure_domain"}))
 }
