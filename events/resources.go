@@ -20,6 +20,9 @@ type StoragePoolCreated struct {
 	Provider    backing.Provider `json:"provider"`
 	Pool        string           `json:"pool"`
 	CapacityKiB uint64           `json:"capacity_kib,omitempty"` // 0: not given yet
+	// Devices, when set, are blank block devices of the node its agent makes the back
+	// end on (a volume group, a thin pool, a zpool: volume.Prepare) before measuring it.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // StoragePoolModified: a storage pool's capacity as the operator gives it (0: none, the
@@ -267,8 +270,10 @@ func init() {
 	for _, t := range []Type{
 		// v2: capacity_kib may be absent (not given yet: nothing is placed on the pool
 		// until sp.modify gives one); v1 always had it.
-		{Name: "sp.created", Version: 2, New: func() Payload { return new(StoragePoolCreated) },
-			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},
+		// v3: devices (the agent makes the back end on them); v2 and v1 read as v3 unchanged.
+		{Name: "sp.created", Version: 3, New: func() Payload { return new(StoragePoolCreated) },
+			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil },
+				2: func(p map[string]any) (map[string]any, error) { return p, nil }}},
 		// v2: a replicas_on_same entry may name a value (key=value); v1 named keys only.
 		{Name: "rg.created", Version: 2, New: func() Payload { return new(ResourceGroupCreated) },
 			Upcasters: map[int]Upcaster{1: func(p map[string]any) (map[string]any, error) { return p, nil }}},

@@ -32,6 +32,8 @@ type StoragePool struct {
 	// Overprovision is the thin pool's over-provisioning ratio set by sp.modify (0: the
 	// default, DefaultOverprovision; thick pools are never over-provisioned).
 	Overprovision float64 `json:"overprovision,omitempty"`
+	// Devices are the block devices its agent makes the back end on (sp.create).
+	Devices []string `json:"devices,omitempty"`
 }
 
 // CapacityReport is a recorded report of a pool's back end.
@@ -465,7 +467,7 @@ func applyResource(t *tx, ev events.Event) (handled bool, err error) {
 		}
 		queue(t, ev.Seq, d.Node, KindSP, d.Name) // its agent measures and reports it
 		return true, t.put(spKey(d.Node, d.Name), StoragePool{Node: d.Node, Name: d.Name, Provider: d.Provider,
-			Pool: d.Pool, CapacityKiB: d.CapacityKiB, CreatedSeq: ev.Seq})
+			Pool: d.Pool, CapacityKiB: d.CapacityKiB, Devices: d.Devices, CreatedSeq: ev.Seq})
 	case *events.StoragePoolCapacityReported:
 		var sp StoragePool
 		if ok, err := getJSON(t, spKey(d.Node, d.Name), &sp); err != nil || !ok {

@@ -628,7 +628,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	rc = l.rcs(400, "POST", "/v1/resource-groups", `{"name":`)
 	assert.True(t, uint64(rc[0].RetCode)&lsError == lsError)
 	for _, c := range [][2]string{{"GET", "/v1/view/backups"}, {"GET", "/v1/sos-report"},
-		{"POST", "/v1/physical-storage/n1"}, {"POST", "/v1/resource-definitions/r2/snapshot-shipping"}} {
+		{"POST", "/v1/resource-definitions/r2/snapshot-shipping"}} {
 		rc = l.rcs(501, c[0], c[1], `{}`)
 		assert.Contains(t, rc[0].Message, "Cairn does not serve")
 	}

@@ -1,6 +1,7 @@
 // Package spagent is the node agent's storage-pool reporter: for every storage pool the
 // control plane gives its node (desired state on <prefix>.node.<node>.sp.<name>) it
-// measures the back end's capacity (volume.Measure: statfs, vgs/lvs, zfs list) and
+// makes the back end on the pool's devices when it has some (volume.Prepare: never
+// over a device carrying a signature), measures the back end's capacity (volume.Measure: statfs, vgs/lvs, zfs list) and
 // publishes it on <prefix>.status.<node>.sp.<name>, at once when the pool is given and
 // then every Interval. The serve that leads records changes as sp.capacity-reported
 // events, on which autoplace ranks and refuses (docs/pools.md... docs/resources.md).
@@ -116,7 +117,20 @@ func (r *Reporter) Run(ctx context.Context) {
 // could not be measured).
 func (r *Reporter) report(ctx context.Context, spec backing.PoolSpec) {
 	rep := backing.PoolReport{Node: spec.Node, Name: spec.Name, At: time.Now().UTC()}
-	c, err := volume.Measure(ctx, spec.Provider, spec.Pool, r.cfg.Root, r.cfg.Exec)
+	var err error
+	if len(spec.Devices) > 0 { // make the back end on the pool's devices first (once: Prepare is idempotent)
+		var made bool
+		made, err = volume.Prepare(ctx, spec.Provider, spec.Pool, spec.Devices, r.cfg.Exec)
+		if err != nil {
+			err = fmt.Errorf("make storage pool %s on %v: %w", spec.Name, spec.Devices, err)
+		} else if made {
+			r.cfg.Log.Info().Str("storage_pool", spec.Name).Str("pool", spec.Pool).Strs("devices", spec.Devices).Msg("storage pool made on its devices")
+		}
+	}
+	var c backing.Capacity
+	if err == nil {
+		c, err = volume.Measure(ctx, spec.Provider, spec.Pool, r.cfg.Root, r.cfg.Exec)
+	}
 	if err != nil {
 		rep.Error = err.Error()
 		r.cfg.Log.Warn().Err(err).Str("storage_pool", spec.Name).Msg("storage pool not measured")

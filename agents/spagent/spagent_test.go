@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/events"
 	"github.com/cairn-io/cairn/storage/backing"
 	"github.com/rs/zerolog"
@@ -88,4 +89,49 @@ func TestReporter(t *testing.T) {
 	require.Eventually(t, func() bool { return p.count(bSubject) >= nb+4 }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, n, p.count(subject), "a pool taken away is still reported")
 	cancel()
+}
+
+// A pool given with devices is made on them before it is measured (the LVM tools are
+// recorded: they need a kernel), once; a device carrying a signature is reported as the
+// pool's error and nothing is made.
+func TestReporterMakesThePoolOnItsDevices(t *testing.T) {
+	names := events.NewNames("")
+	spec := func(name, pool string, devs ...string) []byte {
+		b, _ := json.Marshal(backing.PoolSpec{Node: "n1", Name: name, Provider: "lvm_thin", Pool: pool, Revision: 1, Devices: devs})
+		return b
+	}
+	rec := &execx.Recorder{}
+	rec.On("vgs", "--noheadings", "-o").Fail(5, "not found").Times(1)
+	rec.On("lvs", "--noheadings", "-o", "lv_name").Fail(5, "not found").Times(1)
+	rec.On("blkid", "-p", "-o", "export", "/dev/sdx").Fail(2, "")
+	rec.On("blkid", "-p", "-o", "export", "/dev/sdy").Stdout("TYPE=xfs\n")
+	rec.On("lvs", "--noheadings", "--nosuffix").Stdout("  10737418240 12.50\n")
+	p := &pubs{}
+	r := New(Config{Node: "n1", Names: names, Exec: rec, Pub: p, Log: zerolog.Nop(), Interval: time.Hour})
+	ctx := context.Background()
+	require.NoError(t, r.Reconcile(ctx, names.Node("n1", Kind, "data"), spec("data", "linstor_data/data", "/dev/sdx")))
+	require.NoError(t, r.Reconcile(ctx, names.Node("n1", Kind, "data"), spec("data", "linstor_data/data", "/dev/sdx")))
+	got := p.got[names.Status("n1", Kind, "data")]
+	require.Len(t, got, 2)
+	require.Empty(t, got[1].Error)
+	require.Equal(t, uint64(10485760), got[1].TotalKiB)
+	require.Equal(t, []string{
+		"vgs --noheadings -o vg_name linstor_data", "blkid -p -o export /dev/sdx", "vgcreate --yes linstor_data /dev/sdx",
+		"lvs --noheadings -o lv_name linstor_data/data", "lvcreate --yes --extents 100%FREE --thinpool data linstor_data",
+		"lvs --noheadings --nosuffix --units b -o lv_size,data_percent linstor_data/data",
+		"vgs --noheadings -o vg_name linstor_data", "lvs --noheadings -o lv_name linstor_data/data",
+		"lvs --noheadings --nosuffix --units b -o lv_size,data_percent linstor_data/data",
+	}, rec.Commands(), "made once; the second report finds it made")
+
+	rec2 := &execx.Recorder{}
+	rec2.On("vgs").Fail(5, "not found")
+	rec2.On("blkid").Stdout("PTTYPE=gpt\n")
+	r2 := New(Config{Node: "n1", Names: names, Exec: rec2, Pub: p, Log: zerolog.Nop(), Interval: time.Hour})
+	require.NoError(t, r2.Reconcile(ctx, names.Node("n1", Kind, "used"), spec("used", "vg2/tp", "/dev/sdy")))
+	bad := p.got[names.Status("n1", Kind, "used")]
+	require.Len(t, bad, 1)
+	require.Contains(t, bad[0].Error, "device /dev/sdy carries a signature (PTTYPE=gpt)")
+	for _, c := range rec2.Commands() {
+		require.NotContains(t, c, "create", "nothing is made over a signature")
+	}
 }

@@ -68,6 +68,9 @@ func Handlers(cfg Config) []decide.Handler {
 				}
 				return d, err
 			}
+			if err := checkDevices(v, c); err != nil {
+				return d, err
+			}
 			return d.With(subject, &c, nil), nil
 		}},
 		{Verb: "rg.create", Decide: func(v *projections.View, names events.Names, body []byte) (decide.Decision, error) {

@@ -7,10 +7,13 @@ package resources
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
+	"github.com/cairn-io/cairn"
 	"github.com/cairn-io/cairn/commands/replicas"
 	"github.com/cairn-io/cairn/drbd"
 	"github.com/cairn-io/cairn/events"
+	"github.com/cairn-io/cairn/projections"
 	"github.com/cairn-io/cairn/storage/backing"
 )
 
@@ -238,4 +241,28 @@ func orResource(name, resource string) (string, error) {
 		return "", fmt.Errorf("name %q and resource %q: give the definition once, as name or as resource", name, resource)
 	}
 	return name, nil
+}
+
+// checkDevices refuses sp.create's devices (invalid_argument naming devices or
+// devices[i]) for a pool kept in a directory (file, file_thin), and for a device
+// another pool of the node is made on.
+func checkDevices(v *projections.View, c StoragePoolCreate) error {
+	if len(c.Devices) == 0 {
+		return nil
+	}
+	if c.Provider == backing.ProviderFile || c.Provider == backing.ProviderFileThin {
+		return cairn.InvalidField("devices", "a %s pool is a directory; devices are for lvm, lvm_thin, zfs and zfs_thin", c.Provider)
+	}
+	pools, err := v.NodeStoragePools(c.Node)
+	if err != nil {
+		return err
+	}
+	for i, d := range c.Devices {
+		for _, sp := range pools {
+			if slices.Contains(sp.Devices, d) {
+				return cairn.InvalidField(fmt.Sprintf("devices[%d]", i), "%s holds storage pool %s of node %s", d, sp.Name, c.Node)
+			}
+		}
+	}
+	return nil
 }

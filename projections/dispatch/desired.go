@@ -138,5 +138,5 @@ func PoolDesired(p projections.Pool, node string) (zpool.Desired, bool) {
 
 // PoolSpec is what node's agent needs of a storage pool to measure and report it.
 func PoolSpec(sp projections.StoragePool) backing.PoolSpec {
-	return backing.PoolSpec{Node: sp.Node, Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, Revision: sp.CreatedSeq}
+	return backing.PoolSpec{Node: sp.Node, Name: sp.Name, Provider: sp.Provider, Pool: sp.Pool, Revision: sp.CreatedSeq, Devices: sp.Devices}
 }

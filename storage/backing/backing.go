@@ -79,6 +79,8 @@ type PoolSpec struct {
 	Provider Provider `json:"provider"`
 	Pool     string   `json:"pool"`
 	Revision uint64   `json:"revision"`
+	// Devices, when set, are the blank block devices the agent makes the back end on.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // PoolReport is an agent's report of one storage pool on <prefix>.status.<node>.sp.<name>:

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cairn-io/cairn"
@@ -65,15 +67,88 @@ func (a *API) lastStatus(ctx context.Context, node, kind string, v any) (bool, e
 }
 
 // physicalRoutes serve LINSTOR's physical storage: the block devices each node's agent
-// reports unused (lsblk, every --capacity-interval). Making a pool of them (POST
-// /v1/physical-storage/{node}) is not served (501): the operator makes the volume group
-// or zpool, then sp.create.
+// reports unused (lsblk, every --capacity-interval), and a storage pool made on some of
+// them (POST /v1/physical-storage/{node}: sp.create with devices).
 func (a *API) physicalRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/physical-storage/{node}", a.createDevicePool)
 	if a.Status == nil {
 		return
 	}
 	mux.HandleFunc("GET /v1/physical-storage", a.listPhysicalStorage)
 	mux.HandleFunc("GET /v1/physical-storage/{node}", a.nodePhysicalStorage)
+}
+
+// devicePoolIn is LINSTOR's PhysicalStorageCreate (linstorapi.py
+// physical_storage_create_device_pool).
+type devicePoolIn struct {
+	ProviderKind    string   `json:"provider_kind"`
+	DevicePaths     []string `json:"device_paths"`
+	RaidLevel       string   `json:"raid_level"`
+	PoolName        string   `json:"pool_name"`
+	VDOEnable       bool     `json:"vdo_enable"`
+	SED             bool     `json:"sed"`
+	WithStoragePool *struct {
+		Name  string            `json:"name"`
+		Props map[string]string `json:"props"`
+	} `json:"with_storage_pool"`
+	PVCreateArguments    []string `json:"pv_create_arguments"`
+	VGCreateArguments    []string `json:"vg_create_arguments"`
+	LVCreateArguments    []string `json:"lv_create_arguments"`
+	ZpoolCreateArguments []string `json:"zpool_create_arguments"`
+}
+
+// DevicePoolBackEnd is the back end LINSTOR names for a device pool: for lvm the volume
+// group pool; for lvm_thin the volume group linstor_<pool> and its thin pool <pool>
+// (pool VG/THINPOOL as given is kept); for zfs and zfs_thin the zpool pool. An empty
+// pool is linstor_<first device's name>, as LINSTOR's.
+func DevicePoolBackEnd(provider backing.Provider, pool string, devices []string) string {
+	if pool == "" && len(devices) > 0 {
+		pool = "linstor_" + path.Base(devices[0])
+	}
+	if provider == backing.ProviderLVMThin && !strings.Contains(pool, "/") {
+		return "linstor_" + pool + "/" + pool
+	}
+	return pool
+}
+
+// createDevicePool maps LINSTOR's physical-storage create-device-pool to sp.create with
+// devices: the node's agent makes the back end (never over a device carrying a
+// signature) and reports the pool. Cairn keeps device pools only as storage pools:
+// without with_storage_pool it is refused naming the field, as are RAID levels other
+// than JBOD, VDO, SED and extra tool arguments.
+func (a *API) createDevicePool(w http.ResponseWriter, r *http.Request) {
+	var in devicePoolIn
+	if !readBody(w, r, &in) {
+		return
+	}
+	node := r.PathValue("node")
+	kind := strings.ReplaceAll(strings.ToUpper(in.ProviderKind), "_", "") // the CLI's lvmthin, golinstor's LVM_THIN
+	provider, ok := providerOf(strings.Replace(kind, "THIN", "_THIN", 1))
+	var refuse error
+	switch {
+	case !ok || provider == backing.ProviderFile || provider == backing.ProviderFileThin:
+		refuse = cairn.InvalidField("provider_kind", "%q: device pools are LVM, LVMTHIN, ZFS or ZFSTHIN", in.ProviderKind)
+	case in.WithStoragePool == nil || in.WithStoragePool.Name == "":
+		refuse = cairn.InvalidField("with_storage_pool", "Cairn makes devices into a storage pool only: give its name (--storage-pool)")
+	case in.RaidLevel != "" && !strings.EqualFold(in.RaidLevel, "JBOD"):
+		refuse = cairn.InvalidField("raid_level", "%q: Cairn makes JBOD pools only", in.RaidLevel)
+	case in.VDOEnable:
+		refuse = cairn.InvalidField("vdo_enable", "VDO is not served")
+	case in.SED:
+		refuse = cairn.InvalidField("sed", "self-encrypting drives are not served")
+	case len(in.PVCreateArguments)+len(in.VGCreateArguments)+len(in.LVCreateArguments)+len(in.ZpoolCreateArguments) > 0:
+		refuse = cairn.InvalidField("vg_create_arguments", "extra arguments to the tools are not served")
+	}
+	if refuse != nil {
+		writeFailure(w, opCreate, objStorPool, refuse)
+		return
+	}
+	name := in.WithStoragePool.Name
+	cmd := map[string]any{"node": node, "name": name, "provider": provider,
+		"pool": DevicePoolBackEnd(provider, in.PoolName, in.DevicePaths), "devices": in.DevicePaths}
+	a.commit(w, r, "sp.create", cmd, opCreate, objStorPool,
+		fmt.Sprintf("Storage pool '%s' created on node '%s'; its agent makes it on %s.", name, node, strings.Join(in.DevicePaths, ", ")),
+		map[string]string{"Node": node, "StorPool": name})
 }
 
 // listPhysicalStorage groups every node's unused devices (groupDevices); nodes that never reported, or could not list their devices, are left
