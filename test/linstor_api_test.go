@@ -536,6 +536,19 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Empty(t, phys)
 	rc = l.rcs(404, "GET", "/v1/physical-storage/ghost", "")
 	assert.Equal(t, retCode(lsError, lsNode, 300), rc[0].RetCode, "FAIL_NOT_FOUND_NODE: %s", rc[0].Message)
+	// A device pool as golinstor sends it (client/node.go CreateDevicePool:
+	// PhysicalStorageCreate, provider kind LVM_THIN): a storage pool whose agent makes
+	// the back end (tested through the CLI); one without a storage pool is refused.
+	l.rcs(201, "POST", "/v1/physical-storage/n2", `{"provider_kind":"LVM_THIN","device_paths":["/dev/sdb"],"pool_name":"lvmthin","vdo_enable":false,"with_storage_pool":{"name":"hostdevs"}}`)
+	var devPool struct {
+		ProviderKind string            `json:"provider_kind"`
+		Props        map[string]string `json:"props"`
+	}
+	l.get("/v1/nodes/n2/storage-pools/hostdevs", &devPool)
+	assert.Equal(t, "LVM_THIN", devPool.ProviderKind)
+	assert.Equal(t, "linstor_lvmthin/lvmthin", devPool.Props["StorDriver/StorPoolName"])
+	rc = l.rcs(500, "POST", "/v1/physical-storage/n2", `{"provider_kind":"LVM","device_paths":["/dev/sdc"],"pool_name":"x"}`)
+	assert.Contains(t, rc[0].Details, "field: with_storage_pool", rc[0].Message)
 
 	// External files as golinstor sends them (client/controller.go ModifyExternalFile,
 	// GetExternalFiles; client/resourcedefinition.go DeployExternalFile): the path
@@ -640,6 +653,19 @@ func TestLinstorAPIContract(t *testing.T) {
 	var none []any
 	l.get("/v1/remotes/s3", &none)
 	assert.Empty(t, none)
+	// A LINSTOR remote is another cluster (golinstor client/remote.go CreateLinstor):
+	// listed without its passphrase (Cairn's token for it), modified, deleted.
+	l.rcs(200, "POST", "/v1/remotes/linstor", `{"remote_name":"dr","url":"http://127.0.0.1:1","passphrase":"cairn_secret-token"}`)
+	status, body = httpJSON(t, "GET", s.url("/v1/remotes"), "")
+	require.Equal(t, 200, status, body)
+	assert.JSONEq(t, `{"s3_remotes":[],"linstor_remotes":[{"remote_name":"dr","url":"http://127.0.0.1:1"}],"ebs_remotes":[]}`, body)
+	l.rcs(200, "PUT", "/v1/remotes/linstor/dr", `{"url":"http://127.0.0.2:3370"}`)
+	l.get("/v1/remotes/linstor", &none)
+	require.Len(t, none, 1)
+	assert.Equal(t, "http://127.0.0.2:3370", none[0].(map[string]any)["url"])
+	rc = l.rcs(404, "POST", "/v1/remotes/dr/backups/ship", `{"src_rsc_name":"ghost","dst_rsc_name":"x"}`)
+	assert.Contains(t, rc[0].Message, "ghost")
+	l.rcs(200, "DELETE", "/v1/remotes?remote_name=dr", "")
 	// A modify of a volume definition that says nothing to change is refused naming it.
 	rc = l.rcs(500, "PUT", "/v1/resource-definitions/r2/volume-definitions/0", `{}`)
 	assert.Contains(t, rc[0].Message, "nothing to change")

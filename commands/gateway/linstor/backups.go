@@ -133,6 +133,7 @@ func (a *API) listLinstorRemotes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) createLinstorRemote(w http.ResponseWriter, r *http.Request) {
+	w = createdAs200{w}
 	var in LinstorRemote
 	if !readBody(w, r, &in) {
 		return
@@ -164,7 +165,19 @@ func (a *API) modifyLinstorRemote(w http.ResponseWriter, r *http.Request) {
 	a.commit(w, r, "remote.modify", body, opModify, objRemote, fmt.Sprintf("Remote '%s' modified.", name), map[string]string{"RemoteName": name})
 }
 
+// createdAs200 answers a create's success with 200, where LINSTOR's OpenAPI document
+// declares 200 rather than 201 (remotes, backups, ships).
+type createdAs200 struct{ http.ResponseWriter }
+
+func (c createdAs200) WriteHeader(code int) {
+	if code == http.StatusCreated {
+		code = http.StatusOK
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
 func (a *API) createS3Remote(w http.ResponseWriter, r *http.Request) {
+	w = createdAs200{w}
 	var in S3Remote
 	if !readBody(w, r, &in) {
 		return
@@ -218,6 +231,7 @@ type backupIn struct {
 // createBackup takes the snapshot, waits until it is taken (SnapshotWait) and starts
 // the upload; like LINSTOR it answers once the upload started, not finished.
 func (a *API) createBackup(w http.ResponseWriter, r *http.Request) {
+	w = createdAs200{w}
 	var in backupIn
 	if !readBody(w, r, &in) {
 		return
@@ -278,6 +292,7 @@ type shipIn struct {
 // A target that exists is refused by the target (Cairn restores into a new definition
 // only), so --force-restore is refused here.
 func (a *API) shipBackup(w http.ResponseWriter, r *http.Request) {
+	w = createdAs200{w}
 	var in shipIn
 	if !readBody(w, r, &in) {
 		return
