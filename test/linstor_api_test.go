@@ -536,10 +536,11 @@ func TestLinstorAPIContract(t *testing.T) {
 	assert.Empty(t, phys)
 	rc = l.rcs(404, "GET", "/v1/physical-storage/ghost", "")
 	assert.Equal(t, retCode(lsError, lsNode, 300), rc[0].RetCode, "FAIL_NOT_FOUND_NODE: %s", rc[0].Message)
-	// A device pool as golinstor sends it (client/node.go CreateDevicePool:
-	// PhysicalStorageCreate, provider kind LVM_THIN): a storage pool whose agent makes
-	// the back end (tested through the CLI); one without a storage pool is refused.
-	l.rcs(201, "POST", "/v1/physical-storage/n2", `{"provider_kind":"LVM_THIN","device_paths":["/dev/sdb"],"pool_name":"lvmthin","vdo_enable":false,"with_storage_pool":{"name":"hostdevs"}}`)
+	// A device pool as golinstor sends it (client/physicalstorage.go CreateDevicePool:
+	// PhysicalStorageCreate, provider kind LVM_THIN; with_storage_pool always present, its
+	// name empty when not asked): a storage pool whose agent makes the back end (tested
+	// through the CLI); one without a storage pool is refused.
+	l.rcs(201, "POST", "/v1/physical-storage/n2", `{"provider_kind":"LVM_THIN","device_paths":["/dev/sdb"],"pool_name":"lvmthin","with_storage_pool":{"name":"hostdevs","props":null}}`)
 	var devPool struct {
 		ProviderKind string            `json:"provider_kind"`
 		Props        map[string]string `json:"props"`
@@ -547,7 +548,7 @@ func TestLinstorAPIContract(t *testing.T) {
 	l.get("/v1/nodes/n2/storage-pools/hostdevs", &devPool)
 	assert.Equal(t, "LVM_THIN", devPool.ProviderKind)
 	assert.Equal(t, "linstor_lvmthin/lvmthin", devPool.Props["StorDriver/StorPoolName"])
-	rc = l.rcs(500, "POST", "/v1/physical-storage/n2", `{"provider_kind":"LVM","device_paths":["/dev/sdc"],"pool_name":"x"}`)
+	rc = l.rcs(500, "POST", "/v1/physical-storage/n2", `{"provider_kind":"LVM","device_paths":["/dev/sdc"],"pool_name":"x","with_storage_pool":{"name":"","props":null}}`)
 	assert.Contains(t, rc[0].Details, "field: with_storage_pool", rc[0].Message)
 
 	// External files as golinstor sends them (client/controller.go ModifyExternalFile,
