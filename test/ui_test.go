@@ -141,6 +141,39 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	c.kill("n2")
 	inBrowser(t, ctx, 15*time.Second, chromedp.WaitVisible(`#nodes tr[data-node="n2"] td.state-offline`))
 
+	// Policies as a picture: n2's eviction counts down, live, with its bar.
+	var plan, left1, left2 string
+	inBrowser(t, ctx, 20*time.Second,
+		chromedp.Navigate(c.s.url("/ui/#/policies")),
+		chromedp.WaitVisible(`#evictions tr[data-node="n2"] .countdown`),
+		chromedp.Text(`#evictions tr[data-node="n2"]`, &plan),
+		chromedp.AttributeValue(`#evictions tr[data-node="n2"] .countdown`, "data-left", &left1, nil))
+	assert.Contains(t, plan, "in 60 min", "evicted after the default hour offline")
+	time.Sleep(2500 * time.Millisecond) // the countdown ticks every second by itself
+	inBrowser(t, ctx, 10*time.Second, chromedp.AttributeValue(`#evictions tr[data-node="n2"] .countdown`, "data-left", &left2, nil))
+	l1, err1 := strconv.Atoi(left1)
+	l2, err2 := strconv.Atoi(left2)
+	require.NoError(t, err1)
+	require.NoError(t, err2)
+	assert.Less(t, l2, l1, "the countdown does not move")
+	assert.Greater(t, l1, 3500)
+	shot(t, ctx, "dashboard-policies.png")
+
+	// A contested pool's latch, with the grant it holds back.
+	c.cmd("pool.create", `{"name":"tank","devices":["/dev/sdb"],"nodes":["n1","n3"]}`)
+	c.cmd("pool.import", `{"pool":"tank","node":"n1"}`)
+	c.cmd("pool.contest", `{"pool":"tank","node":"n1","reason":"hostid 0x2 wrote while n1 held it"}`)
+	var latch, href string
+	inBrowser(t, ctx, 20*time.Second,
+		chromedp.Navigate(c.s.url("/ui/#/pools")),
+		chromedp.WaitVisible(`[data-latch="tank"]`),
+		chromedp.Text(`[data-latch="tank"]`, &latch),
+		chromedp.AttributeValue(`[data-latch="tank"] a`, "href", &href, nil))
+	assert.Contains(t, latch, "hostid 0x2 wrote while n1 held it")
+	assert.Contains(t, latch, "pool.export")
+	assert.Regexp(t, `^#/at\?seq=[1-9][0-9]*$`, href, "the grant's event")
+	shot(t, ctx, "dashboard-pools.png")
+
 	// Resources: replica states, and the search.
 	var row string
 	inBrowser(t, ctx, 20*time.Second,

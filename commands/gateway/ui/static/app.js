@@ -180,11 +180,50 @@ async function resources(main) {
     table(["Name", "Group", "Size", "UpToDate", "Replicas", "Snapshots", ""], rows, { id: "resources" })));
 }
 
+// countdown renders the time left until due as text and a bar filling over the
+// period (span seconds) that ends at due; refreshed every second while shown.
+function countdown(due, spanSeconds) {
+  const text = h("span", { class: "countdown", "data-due": due });
+  const fill = h("span", {});
+  const bar = h("span", { class: "bar", title: "the period that ends at " + due }, fill);
+  const tick = () => {
+    const left = Math.max(0, (Date.parse(due) - Date.now()) / 1000);
+    text.textContent = left <= 0 ? "due now" : left < 120 ? `in ${Math.ceil(left)} s` : left < 7200 ? `in ${Math.ceil(left / 60)} min` : `in ${(left / 3600).toFixed(1)} h`;
+    const done = spanSeconds > 0 ? Math.max(0, Math.min(100, 100 - 100 * left / spanSeconds)) : 100;
+    fill.style.width = `${done}%`;
+    text.dataset.left = String(Math.round(left));
+  };
+  tick();
+  const timer = setInterval(() => { if (!text.isConnected) clearInterval(timer); else tick(); }, 1000);
+  return h("span", { class: "due" }, bar, " ", text);
+}
+
+function decisionRows(policy, ds) {
+  return (ds || []).map(d => ({ policy, d }));
+}
+
 async function pools(main) {
   const [pools, sps] = await Promise.all([api("/cairn/v1/pools"), api("/cairn/v1/storage-pools")]);
+  const details = await Promise.all((pools.pools || []).map(p => api("/cairn/v1/pools/" + encodeURIComponent(p.name)).catch(() => null)));
   const prow = (pools.pools || []).map(p => h("tr", { "data-pool": p.name }, h("td", {}, p.name), h("td", {}, p.owner || "—"),
     h("td", { class: p.contested ? "bad" : "ok" }, p.contested ? "contested: " + (p.contest_reason || "") : "ok"), h("td", {}, (p.nodes || []).join(", "))));
   main.append(h("section", { class: "card" }, h("h2", {}, "Shared pools"), table(["Pool", "Owner", "MMP", "Nodes"], prow, { id: "pools" })));
+  (pools.pools || []).forEach((p, i) => {
+    const d = details[i] || {};
+    const latch = p.contested ? h("div", { class: "latch bad", "data-latch": p.name },
+      h("b", {}, "Contested latch: "), `another host wrote ${p.name} while ${p.owner || "its owner"} held it`,
+      p.foreign_hostid ? ` (foreign hostid ${p.foreign_hostid})` : "", p.contest_reason ? ` — ${p.contest_reason}` : "",
+      ". No node is granted an import until the pool is exported (pool.export); the grant was event ",
+      h("a", { href: "#/at?seq=" + p.grant_seq }, String(p.grant_seq || "")), p.granted_at ? ` (${age(p.granted_at)} ago)` : "", ".") : null;
+    const obs = Object.values(d.observed || {}).sort((a, b) => a.node < b.node ? -1 : 1).map(o => h("tr", { "data-observed": o.node },
+      h("td", {}, o.node), h("td", { class: o.phase === "failed" || o.phase === "contested" ? "bad" : "" }, o.phase || ""), h("td", {}, o.code || ""),
+      h("td", {}, o.verdict ? JSON.stringify(o.verdict) : ""), h("td", {}, [o.foreign_host, o.foreign_hostid].filter(Boolean).join(" ")),
+      h("td", {}, [o.forced ? "forced" : "", o.fenced ? "fenced" : ""].filter(Boolean).join(" ")), h("td", {}, o.error || (o.observation ? JSON.stringify(o.observation) : "")),
+      h("td", {}, age(o.at))));
+    main.append(h("section", { class: "card", id: "pool-" + p.name }, h("h2", {}, `Pool ${p.name}`), latch,
+      obs.length ? table(["Node", "Phase", "Code", "MMP verdict", "Foreign writer", "Import", "Error / last watch", "Reported"], obs, { class: "observed" })
+        : h("p", {}, "no agent has reported this pool yet")));
+  });
   const srow = (sps.storage_pools || []).map(sp => h("tr", {}, h("td", {}, sp.node), h("td", {}, sp.name), h("td", {}, sp.provider), h("td", {}, sp.pool),
     h("td", {}, sp.capacity_kib ? `${sp.capacity_kib} KiB` : "")));
   main.append(h("section", { class: "card" }, h("h2", {}, "Storage pools"), table(["Node", "Name", "Provider", "Pool", "Capacity"], srow)));
@@ -192,7 +231,34 @@ async function pools(main) {
 
 async function policies(main) {
   const p = await api("/cairn/v1/policies").catch(e => ({ error: e.message }));
-  main.append(h("section", { class: "card", id: "policies" }, h("h2", {}, "Policies"), h("pre", {}, JSON.stringify(p, null, 2))));
+  if (p.error) { main.append(h("section", { class: "card", id: "policies" }, h("p", { class: "bad" }, p.error))); return; }
+  const ev = p["auto-evict"] || {}, evac = p.evacuation || {};
+  const settings = ev.settings || {};
+  main.append(h("section", { class: "card", id: "policies" }, h("h2", {}, "Policies"),
+    h("p", {}, p.leading ? "This serve holds the lease: its policies act." : "This serve does not hold the lease: what it shows is its own reading; the lease holder acts.")));
+  const erows = (ev.offline_nodes || []).map(n => h("tr", { "data-node": n.node }, h("td", {}, n.node), h("td", {}, n.action),
+    h("td", {}, n.due ? countdown(n.due, settings.after_seconds || 0) : "—"), h("td", {}, n.reason)));
+  main.append(h("section", { class: "card" }, h("h2", {}, "Eviction countdowns"),
+    h("p", {}, `An offline node is evicted after ${Math.round((settings.after_seconds || 0) / 60)} min; never while more than ${settings.max_disconnected_percent}% of the nodes are offline` + (settings.allow === false ? "; eviction is off for the cluster" : "") + "."),
+    (ev.warnings || []).length ? h("ul", { class: "warn" }, ev.warnings.map(w => h("li", {}, w))) : null,
+    erows.length ? table(["Node", "Plan", "Evicted", "Why"], erows, { id: "evictions" }) : h("p", { id: "evictions-none" }, "every node is online")));
+  const drows = (evac.auto_diskful || []).map(s => h("tr", { "data-resource": s.resource }, h("td", {}, s.resource), h("td", {}, s.node), h("td", {}, s.action),
+    h("td", {}, s.due ? countdown(s.due, 0) : "—"), h("td", {}, s.reason)));
+  const mrows = (evac.moves || []).map(m => h("tr", { "data-resource": m.resource }, h("td", {}, m.resource), h("td", {}, m.node), h("td", {}, m.action),
+    h("td", {}, m.replacement || "—"), h("td", {}, m.reason)));
+  const srows = (evac.short || []).map(x => h("tr", { "data-resource": x.resource }, h("td", {}, x.resource), h("td", {}, JSON.stringify(x))));
+  main.append(h("section", { class: "card" }, h("h2", {}, "Evacuations and the resync queue"),
+    h("p", {}, `At most ${evac.max_syncing_replacements} replacements sync at once` + (evac.at ? `; last looked ${age(evac.at)} ago` : "") + "."),
+    mrows.length ? table(["Resource", "Leaving", "Step", "Replacement", "Why"], mrows, { id: "moves" }) : h("p", {}, "no replica is moving"),
+    srows.length ? table(["Below its place count", ""], srows, { id: "short" }) : null,
+    drows.length ? table(["Resource", "Node", "Auto-diskful", "Due", "Why"], drows, { id: "auto-diskful" }) : null));
+  const recent = decisionRows("auto-evict", ev.recent_decisions).concat(decisionRows("evacuation", evac.recent_decisions))
+    .sort((a, b) => a.d.at < b.d.at ? 1 : -1).slice(0, 50);
+  main.append(h("section", { class: "card" }, h("h2", {}, "Recent decisions"),
+    recent.length ? table(["When", "Policy", "Command", "Subject", "Outcome", "Why"], recent.map(({ policy, d }) => h("tr", {},
+      h("td", {}, age(d.at) + " ago"), h("td", {}, policy), h("td", {}, d.verb || ""), h("td", {}, d.subject), h("td", { class: d.outcome === "ok" ? "ok" : "bad" }, d.outcome), h("td", {}, d.reason))), { id: "decisions" })
+      : h("p", {}, "no decision yet"),
+    h("details", {}, h("summary", {}, "as the API gives it"), h("pre", {}, JSON.stringify(p, null, 2)))));
 }
 
 async function history(main) {
@@ -262,6 +328,10 @@ async function render() {
     if (e.message !== "unauthenticated") main.append(h("p", { class: "error" }, e.message));
   }
   document.getElementById("main").replaceWith(main);
+  // The policies' plans change with time as much as with events (a sweep every second):
+  // that page is read again every few seconds besides.
+  clearTimeout(state.poll);
+  if (state.page === "policies") state.poll = setTimeout(render, 3000);
 }
 
 function scheduleRefresh() {
