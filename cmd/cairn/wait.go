@@ -305,7 +305,8 @@ type poolState struct {
 	statuses map[string]zpool.Status
 }
 
-// settled: the grant holder reports imported for the current grant. Pure.
+// settled: the grant holder reports imported for the current grant. Pure. A failure
+// the holder reports for no grant (it cannot observe its pools) is said at once.
 func (p *poolState) settled() (bool, string) {
 	var owner *zpool.Desired
 	for _, d := range p.desired {
@@ -324,6 +325,10 @@ func (p *poolState) settled() (bool, string) {
 	switch {
 	case !ok:
 		return false, fmt.Sprintf("%s: no report yet", owner.Node)
+	case st.Phase == zpool.PhaseFailed && st.GrantSeq == 0:
+		// A failure of no grant is the node's (it cannot even read which pools are
+		// imported): every grant waits on it, so it is said at once.
+		return false, fmt.Sprintf("%s: failed [%s]: %s (the agent retries)", owner.Node, st.Code, st.Error)
 	case st.GrantSeq != owner.GrantSeq:
 		return false, fmt.Sprintf("%s: reports grant %d, the pool's grant is %d", owner.Node, st.GrantSeq, owner.GrantSeq)
 	case st.Phase == zpool.PhaseImported:

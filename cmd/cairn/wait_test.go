@@ -83,6 +83,9 @@ func TestPoolSettled(t *testing.T) {
 		{"checking", 5, granted, map[string]zpool.Status{"n1": {Node: "n1", GrantSeq: 5, Phase: zpool.PhaseChecking}}, false, "n1: checking"},
 		{"refused", 5, granted, map[string]zpool.Status{"n1": {Node: "n1", GrantSeq: 5, Phase: zpool.PhaseRefused, Code: "activity_detected", Error: "pool is active"}}, false,
 			fatalPrefix + "n1: refused [activity_detected]: pool is active"},
+		{"the node cannot observe its pools", 5, granted, map[string]zpool.Status{"n1": {Node: "n1", Phase: zpool.PhaseFailed, Code: "observe_failed",
+			Error: `zpool list -H -o name tank: exec: "zpool": executable file not found in $PATH`}}, false,
+			`n1: failed [observe_failed]: zpool list -H -o name tank: exec: "zpool": executable file not found in $PATH (the agent retries)`},
 		{"failed", 5, granted, map[string]zpool.Status{"n1": {Node: "n1", GrantSeq: 5, Phase: zpool.PhaseFailed, Code: "import_failed", Error: "exit 1"}}, false,
 			"n1: failed [import_failed]: exit 1 (the agent retries)"},
 	} {
