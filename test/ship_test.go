@@ -132,6 +132,14 @@ func TestShipToAnotherCluster(t *testing.T) {
 		t.Fatalf("r1copy2 differs from snapshot s2")
 	}
 
+	// The target deletes what was shipped to it like any backup: listed no more.
+	code, body = httpJSON(t, "DELETE", b.s.url("/cairn/v1/remotes/received/backups/r1/s2"), "")
+	require.Equal(t, 200, code, body)
+	code, body = httpJSON(t, "GET", b.s.url("/cairn/v1/remotes/received/backups"), "")
+	require.Equal(t, 200, code, body)
+	assert.NotContains(t, body, `"id":"s2"`)
+	assert.Contains(t, body, `"id":"s1"`)
+
 	// A ship into a definition the target has fails with the target's reason.
 	a.snapshotTaken("r1", "s3")
 	a.cmd("backup.ship", `{"resource":"r1","remote":"b","snapshot":"s3","target":"r1copy"}`)

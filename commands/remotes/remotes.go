@@ -105,6 +105,9 @@ func Handlers(seal Sealer) []decide.Handler {
 			if err != nil {
 				return d, err
 			}
+			if c.Remote == events.RemoteReceived { // this cluster's received store: no upload of its own goes there
+				return d.With(names.Event("remote", c.Remote), &events.RemoteBackupDeleted{Remote: c.Remote, Resource: c.Resource, ID: c.ID}, nil), nil
+			}
 			if err := exists(v, c.Remote); err != nil {
 				return d, err
 			}
