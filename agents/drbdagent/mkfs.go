@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-io/cairn/agents/execx"
 	"github.com/cairn-io/cairn/drbd"
@@ -198,6 +199,9 @@ func (k *Real) MakeFilesystem(ctx context.Context, r Resource, o drbd.Filesystem
 	return err
 }
 
+// simMkfsSuspendedWait bounds how long the sim's mkfs waits for suspended I/O.
+var simMkfsSuspendedWait = 5 * time.Second
+
 // MakeFilesystem (Sim): the filesystem is made in an image of the volume's size and
 // written through the simulated device (simWriteWith: this disk and every connected
 // diskful peer, the UUIDs rotated as for any write), its data blocks only.
@@ -225,7 +229,12 @@ func (s *Sim) MakeFilesystem(ctx context.Context, r Resource, o drbd.FilesystemO
 		return err
 	}
 	defer os.Remove(img)
-	_, err = simWriteWith(ctx, s.Exec, s.Dir, s.Root, d.Resource, o.Volume, func(group []*simReg, v int) (uint64, error) {
+	// A snapshot may hold this node's I/O suspended, and only a later reconcile of the
+	// resource resumes it (or takes the copy): the write waits a bounded while, then
+	// the reconcile fails and is tried again, never waiting on itself.
+	wctx, cancel := context.WithTimeout(ctx, simMkfsSuspendedWait)
+	defer cancel()
+	_, err = simWriteWith(wctx, s.Exec, s.Dir, s.Root, d.Resource, o.Volume, func(group []*simReg, v int) (uint64, error) {
 		return copyImage(img, group, v)
 	})
 	if err == nil {

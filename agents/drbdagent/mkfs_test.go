@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -101,4 +102,43 @@ func TestRealMakesTheFilesystemWhilePrimary(t *testing.T) {
 		"blkid -p -o value -s TYPE --size 8388608 /dev/drbd1000",
 		"drbdsetup secondary r1",
 	}, calls(rec))
+}
+
+// The sim's mkfs on a node whose I/O a snapshot holds suspended gives up after a bounded
+// wait (the reconcile fails and is tried again) instead of waiting for ever: only a later
+// reconcile of the same resource resumes that I/O, so an unbounded wait deadlocked the
+// node's reconcile (seen under load in csi-sanity: a clone's snapshot aborted every 8 s
+// for ten minutes while n1 waited in mkfs).
+func TestSimMkfsDoesNotWaitForeverOnSuspendedIO(t *testing.T) {
+	s, _, nodes := threeNodes(t)
+	submit(t, s, "rg.create", `{"name":"rg3","place_count":3,"storage_pool":"thin"}`)
+	submit(t, s, "rg.spawn", `{"resource_group":"rg3","name":"r1","size_kib":4096}`)
+	waitApplied(t, s, "r1", map[string][]string{"n1": {"n2", "n3"}, "n2": {"n1", "n3"}, "n3": {"n1", "n2"}})
+	n1 := nodes["n1"]
+	disk, _ := diskOf(t, n1, "r1")
+	n1.rec.mu.Lock()
+	d := *n1.rec.res["r1"].desired
+	n1.rec.mu.Unlock()
+	setSuspended := func(on bool) {
+		_, me, err := simNodeOf(n1.sim.Dir, n1.sim.Root, "r1")
+		require.NoError(t, err)
+		me.Suspended = on
+		require.NoError(t, saveReg(n1.sim.Dir, me))
+	}
+	setSuspended(true)
+	defer setSuspended(false)
+	old := simMkfsSuspendedWait
+	simMkfsSuspendedWait = 300 * time.Millisecond
+	defer func() { simMkfsSuspendedWait = old }()
+	done := make(chan error, 1)
+	go func() {
+		done <- n1.sim.MakeFilesystem(context.Background(), Resource{Desired: d, Disks: map[int]string{0: disk}}, drbd.FilesystemOrder{Volume: 0, Type: drbd.FilesystemExt4})
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "I/O suspended")
+	case <-time.After(10 * time.Second):
+		t.Fatal("mkfs waits for ever on I/O suspended on its own node")
+	}
 }
