@@ -30,6 +30,15 @@ import (
 // waitBackup waits until backup id of rd is no longer uploading and returns it.
 func (c *simCluster) waitBackup(rd, remote, id string, timeout time.Duration) projections.RDBackup {
 	c.t.Helper()
+	return c.waitBackupUntil(rd, remote, id, timeout, "still uploading", func(b projections.RDBackup) bool {
+		return b.Phase != projections.BackupUploading
+	})
+}
+
+// waitBackupUntil waits until backup id of rd on remote exists and done says so, and
+// returns it; the failure names what it waited for (still) and the backup last seen.
+func (c *simCluster) waitBackupUntil(rd, remote, id string, timeout time.Duration, still string, done func(projections.RDBackup) bool) projections.RDBackup {
+	c.t.Helper()
 	var b projections.RDBackup
 	require.Eventually(c.t, func() bool {
 		rv := c.resource(rd)
@@ -37,8 +46,8 @@ func (c *simCluster) waitBackup(rd, remote, id string, timeout time.Duration) pr
 		if ok {
 			b = *got
 		}
-		return ok && got.Phase != projections.BackupUploading
-	}, timeout, 100*time.Millisecond, "backup %s of %s still uploading: %+v", id, rd, b)
+		return ok && done(*got)
+	}, timeout, 100*time.Millisecond, "backup %s of %s %s: %+v", id, rd, still, b)
 	return b
 }
 

@@ -22,16 +22,9 @@ import (
 // target's answer, and returns it.
 func (c *simCluster) waitShip(rd, remote, id string, timeout time.Duration) projections.RDBackup {
 	c.t.Helper()
-	var b projections.RDBackup
-	require.Eventually(c.t, func() bool {
-		rv := c.resource(rd)
-		got, ok := rv.Backup(remote, id)
-		if ok {
-			b = *got
-		}
-		return ok && got.Ship != nil && got.Ship.Phase != projections.ShipWaiting && got.Ship.Phase != projections.ShipRestoring
-	}, timeout, 100*time.Millisecond, "ship %s of %s not finished: %+v", id, rd, b)
-	return b
+	return c.waitBackupUntil(rd, remote, id, timeout, "not finished shipping", func(b projections.RDBackup) bool {
+		return b.Ship != nil && b.Ship.Phase != projections.ShipWaiting && b.Ship.Phase != projections.ShipRestoring
+	})
 }
 
 // A definition shipped to another cluster (backup ship between two serves): the other
